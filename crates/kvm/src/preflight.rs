@@ -1,0 +1,120 @@
+//! Refusing impossible requests before anything is created.
+//!
+//! A request that cannot succeed (more vCPUs than KVM allows, more memory than the host has,
+//! more file descriptors than the process may open) should fail in a millisecond with one
+//! line saying why, not half-way through building a VM with a confusing errno.
+
+use crate::Error;
+
+/// File descriptors one VM needs per vCPU: the vCPU fd and its statistics fd.
+pub const FDS_PER_VCPU: u64 = 2;
+/// Everything else: /dev/kvm, the VM, its statistics, stdio, tracing and report files.
+pub const FDS_BASE: u64 = 64;
+
+/// Host memory as /proc/meminfo reports it.
+#[derive(Debug, Clone, Copy)]
+pub struct HostMemory {
+    pub total_bytes: u64,
+    pub available_bytes: u64,
+}
+
+pub fn host_memory() -> Option<HostMemory> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let field = |name: &str| -> Option<u64> {
+        let line = text.lines().find(|l| l.starts_with(name))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    };
+    Some(HostMemory {
+        total_bytes: field("MemTotal:")?,
+        available_bytes: field("MemAvailable:")?,
+    })
+}
+
+/// Current (soft, hard) RLIMIT_NOFILE.
+pub fn fd_limits() -> (u64, u64) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass and nothing else.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    (limit.rlim_cur, limit.rlim_max)
+}
+
+/// Raises the soft fd limit to the hard one (always permitted) when `needed` exceeds it.
+/// Returns the soft limit in force afterwards.
+pub fn raise_fd_limit_for(needed: u64) -> u64 {
+    let (soft, hard) = fd_limits();
+    if needed <= soft || soft >= hard {
+        return soft;
+    }
+    let limit = libc::rlimit {
+        rlim_cur: hard,
+        rlim_max: hard,
+    };
+    // SAFETY: setrlimit reads the struct we pass; raising soft up to hard needs no privilege.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } == 0 {
+        hard
+    } else {
+        soft
+    }
+}
+
+/// Checks a VM request against what this host allows. `max_vcpus` is KVM_CAP_MAX_VCPUS.
+pub fn check_vm_request(vcpus: usize, guest_bytes: u64, max_vcpus: usize) -> Result<(), Error> {
+    if vcpus == 0 {
+        return Err(Error::Impossible("a VM needs at least 1 vCPU (got 0)".into()));
+    }
+    if vcpus > max_vcpus {
+        return Err(Error::Impossible(format!(
+            "{vcpus} vCPUs requested but this host's KVM allows at most {max_vcpus} per VM (KVM_CAP_MAX_VCPUS)"
+        )));
+    }
+    if let Some(memory) = host_memory() {
+        if guest_bytes > memory.available_bytes {
+            return Err(Error::Impossible(format!(
+                "the VM needs {} MiB of guest memory but only {} MiB is available on this host (of {} MiB)",
+                guest_bytes >> 20,
+                memory.available_bytes >> 20,
+                memory.total_bytes >> 20
+            )));
+        }
+    }
+    let needed_fds = FDS_BASE + FDS_PER_VCPU * vcpus as u64;
+    let soft = raise_fd_limit_for(needed_fds);
+    if needed_fds > soft {
+        return Err(Error::Impossible(format!(
+            "{vcpus} vCPUs need about {needed_fds} file descriptors but RLIMIT_NOFILE is {soft} and cannot be raised (raise it with `ulimit -n` or ask for fewer vCPUs)"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_vcpus_is_refused() {
+        let e = check_vm_request(0, 1 << 20, 1024).unwrap_err();
+        assert!(matches!(e, Error::Impossible(_)));
+    }
+
+    #[test]
+    fn more_vcpus_than_kvm_allows_is_refused_with_the_limit_named() {
+        let e = check_vm_request(2000, 1 << 20, 1024).unwrap_err();
+        assert!(e.to_string().contains("at most 1024"), "{e}");
+    }
+
+    #[test]
+    fn more_memory_than_the_host_has_is_refused() {
+        let e = check_vm_request(1, u64::MAX / 2, 1024).unwrap_err();
+        assert!(e.to_string().contains("MiB is available"), "{e}");
+    }
+
+    #[test]
+    fn a_modest_request_passes() {
+        check_vm_request(4, 8 << 20, 1024).unwrap();
+    }
+}

@@ -1,0 +1,166 @@
+//! Latency summaries.
+//!
+//! Every vmscale result is a set of raw samples in nanoseconds. A [`Summary`] condenses
+//! them into the row every report prints: n, mean, stdev, min, p50, p90, p99, p99.9, max.
+//!
+//! Moments and extremes are computed exactly from the raw samples. Percentiles come from an
+//! HdrHistogram with three significant digits, which keeps them within 0.1% of the exact
+//! order statistic from 1 ns up to an hour, while costing a fixed amount of memory however
+//! many samples a run produces (the histogram is what later streaming passes will reuse).
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// The largest value the histogram tracks exactly (one hour); longer samples saturate.
+const HIGHEST_TRACKABLE_NS: u64 = 3_600 * 1_000_000_000;
+/// Three significant digits: 0.1% relative error on every percentile.
+const SIGNIFICANT_DIGITS: u8 = 3;
+
+/// The distribution of one set of latency samples, all in nanoseconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub n: u64,
+    pub mean_ns: f64,
+    /// Sample standard deviation (n - 1 in the denominator); 0 for a single sample.
+    pub stdev_ns: f64,
+    pub min_ns: u64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+}
+
+impl Summary {
+    /// Summarises `samples`; `None` when there are none, since an empty distribution has
+    /// no percentiles and inventing zeros would read as a measurement.
+    pub fn from_samples(samples: &[u64]) -> Option<Summary> {
+        if samples.is_empty() {
+            return None;
+        }
+        let mut histogram = new_histogram();
+        let (mut mean, mut m2) = (0.0f64, 0.0f64);
+        let (mut min, mut max) = (u64::MAX, 0u64);
+        for (i, &value) in samples.iter().enumerate() {
+            histogram.saturating_record(value);
+            min = min.min(value);
+            max = max.max(value);
+            // Welford's update: stable for millions of samples with a large common offset.
+            let delta = value as f64 - mean;
+            mean += delta / (i + 1) as f64;
+            m2 += delta * (value as f64 - mean);
+        }
+        let n = samples.len() as u64;
+        let stdev = if n > 1 {
+            (m2 / (n - 1) as f64).sqrt()
+        } else {
+            0.0
+        };
+        // The histogram reports a bucket's upper edge; the exact extremes bound every
+        // percentile so that p99 can never print above max.
+        let quantile = |q: f64| histogram.value_at_quantile(q).clamp(min, max);
+        Some(Summary {
+            n,
+            mean_ns: mean,
+            stdev_ns: stdev,
+            min_ns: min,
+            p50_ns: quantile(0.50),
+            p90_ns: quantile(0.90),
+            p99_ns: quantile(0.99),
+            p999_ns: quantile(0.999),
+            max_ns: max,
+        })
+    }
+}
+
+/// A histogram covering 1 ns to one hour at three significant digits.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIGHEST_TRACKABLE_NS, SIGNIFICANT_DIGITS)
+        .expect("constant histogram bounds are valid")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn within_tenth_of_percent(actual: u64, expected: u64) -> bool {
+        let tolerance = (expected as f64 * 0.001).max(1.0);
+        (actual as f64 - expected as f64).abs() <= tolerance
+    }
+
+    #[test]
+    fn empty_input_has_no_summary() {
+        assert_eq!(Summary::from_samples(&[]), None);
+    }
+
+    #[test]
+    fn single_sample_is_every_statistic() {
+        let s = Summary::from_samples(&[12_345]).unwrap();
+        assert_eq!(s.n, 1);
+        assert_eq!(s.mean_ns, 12_345.0);
+        assert_eq!(s.stdev_ns, 0.0);
+        assert_eq!(
+            [s.min_ns, s.p50_ns, s.p90_ns, s.p99_ns, s.p999_ns, s.max_ns],
+            [12_345; 6]
+        );
+    }
+
+    #[test]
+    fn moments_match_hand_computation() {
+        // 2, 4, 4, 4, 5, 5, 7, 9 (us): mean 5, sum of squared deviations 32,
+        // sample variance 32 / 7.
+        let us = [2u64, 4, 4, 4, 5, 5, 7, 9];
+        let samples: Vec<u64> = us.iter().map(|v| v * 1_000).collect();
+        let s = Summary::from_samples(&samples).unwrap();
+        assert_eq!(s.n, 8);
+        assert!((s.mean_ns - 5_000.0).abs() < 1e-9);
+        let expected_stdev = (32.0f64 / 7.0).sqrt() * 1_000.0;
+        assert!((s.stdev_ns - expected_stdev).abs() < 1e-6, "{}", s.stdev_ns);
+        assert_eq!(s.min_ns, 2_000);
+        assert_eq!(s.max_ns, 9_000);
+        assert!(within_tenth_of_percent(s.p50_ns, 4_000), "{}", s.p50_ns);
+    }
+
+    #[test]
+    fn percentiles_of_a_uniform_ramp() {
+        // 1..=1000 us: the q-quantile is the ceil(q * 1000)-th value.
+        let samples: Vec<u64> = (1..=1_000u64).map(|v| v * 1_000).collect();
+        let s = Summary::from_samples(&samples).unwrap();
+        assert!(within_tenth_of_percent(s.p50_ns, 500_000), "{}", s.p50_ns);
+        assert!(within_tenth_of_percent(s.p90_ns, 900_000), "{}", s.p90_ns);
+        assert!(within_tenth_of_percent(s.p99_ns, 990_000), "{}", s.p99_ns);
+        assert!(within_tenth_of_percent(s.p999_ns, 999_000), "{}", s.p999_ns);
+        assert_eq!(s.min_ns, 1_000);
+        assert_eq!(s.max_ns, 1_000_000);
+        assert!((s.mean_ns - 500_500.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn one_slow_outlier_shows_only_in_the_tail() {
+        // 999 samples of 100 ns and one of 10 s: the median stays at 100 ns and
+        // p99.9 / max carry the outlier, as a latency tail should.
+        let mut samples = vec![100u64; 999];
+        samples.push(10_000_000_000);
+        let s = Summary::from_samples(&samples).unwrap();
+        assert_eq!(s.p50_ns, 100);
+        assert_eq!(s.p99_ns, 100);
+        assert_eq!(s.max_ns, 10_000_000_000);
+        assert!(s.p999_ns <= s.max_ns);
+    }
+
+    #[test]
+    fn percentiles_are_ordered_and_bounded() {
+        let samples: Vec<u64> = (0..10_000u64).map(|i| (i * 7919) % 100_003 + 50).collect();
+        let s = Summary::from_samples(&samples).unwrap();
+        assert!(s.min_ns <= s.p50_ns);
+        assert!(s.p50_ns <= s.p90_ns && s.p90_ns <= s.p99_ns && s.p99_ns <= s.p999_ns);
+        assert!(s.p999_ns <= s.max_ns);
+    }
+
+    #[test]
+    fn samples_beyond_an_hour_saturate_without_losing_the_exact_max() {
+        let s = Summary::from_samples(&[1, 2 * HIGHEST_TRACKABLE_NS]).unwrap();
+        assert_eq!(s.max_ns, 2 * HIGHEST_TRACKABLE_NS);
+        assert_eq!(s.n, 2);
+    }
+}
