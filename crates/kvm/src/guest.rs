@@ -60,7 +60,8 @@ impl VcpuArea {
     }
 }
 
-const _: () = assert!(VcpuArea::RING + GAP_RING_ENTRIES * VcpuArea::RING_ENTRY_BYTES <= VCPU_AREA_STRIDE);
+const _: () =
+    assert!(VcpuArea::RING + GAP_RING_ENTRIES * VcpuArea::RING_ENTRY_BYTES <= VCPU_AREA_STRIDE);
 
 /// What a vCPU runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -108,11 +109,11 @@ impl GuestProgram {
 ///         jmp  loop                      eb c3
 /// ```
 pub const SPIN_CODE: [u8; 73] = [
-    0x0f, 0x31, 0x48, 0xc1, 0xe2, 0x20, 0x48, 0x09, 0xd0, 0x48, 0x89, 0xc6, 0x0f, 0x31, 0x48,
-    0xc1, 0xe2, 0x20, 0x48, 0x09, 0xd0, 0x48, 0x89, 0xc1, 0x48, 0x29, 0xf1, 0x48, 0x3b, 0x4f,
-    0x08, 0x72, 0x20, 0x48, 0x8b, 0x4f, 0x10, 0x48, 0x89, 0xca, 0x48, 0x23, 0x57, 0x18, 0x48,
-    0xc1, 0xe2, 0x04, 0x48, 0x89, 0x74, 0x17, 0x40, 0x48, 0x89, 0x44, 0x17, 0x48, 0x48, 0xff,
-    0xc1, 0x48, 0x89, 0x4f, 0x10, 0x48, 0x89, 0xc6, 0x48, 0xff, 0x07, 0xeb, 0xc3,
+    0x0f, 0x31, 0x48, 0xc1, 0xe2, 0x20, 0x48, 0x09, 0xd0, 0x48, 0x89, 0xc6, 0x0f, 0x31, 0x48, 0xc1,
+    0xe2, 0x20, 0x48, 0x09, 0xd0, 0x48, 0x89, 0xc1, 0x48, 0x29, 0xf1, 0x48, 0x3b, 0x4f, 0x08, 0x72,
+    0x20, 0x48, 0x8b, 0x4f, 0x10, 0x48, 0x89, 0xca, 0x48, 0x23, 0x57, 0x18, 0x48, 0xc1, 0xe2, 0x04,
+    0x48, 0x89, 0x74, 0x17, 0x40, 0x48, 0x89, 0x44, 0x17, 0x48, 0x48, 0xff, 0xc1, 0x48, 0x89, 0x4f,
+    0x10, 0x48, 0x89, 0xc6, 0x48, 0xff, 0x07, 0xeb, 0xc3,
 ];
 
 /// The halting guest (CPL0, interrupts disabled, so only a kick ends the halt).
@@ -151,8 +152,14 @@ const TSS_SEL: u16 = 5 << 3;
 ///
 /// `write` copies bytes to a guest physical address; the caller owns the mapping.
 pub fn write_boot_image(mut write: impl FnMut(u64, &[u8])) {
-    write(PML4_GPA, &(PDPT_GPA | PTE_PRESENT | PTE_WRITABLE | PTE_USER).to_le_bytes());
-    write(PDPT_GPA, &(PD_GPA | PTE_PRESENT | PTE_WRITABLE | PTE_USER).to_le_bytes());
+    write(
+        PML4_GPA,
+        &(PDPT_GPA | PTE_PRESENT | PTE_WRITABLE | PTE_USER).to_le_bytes(),
+    );
+    write(
+        PDPT_GPA,
+        &(PD_GPA | PTE_PRESENT | PTE_WRITABLE | PTE_USER).to_le_bytes(),
+    );
     let mut pd = Vec::with_capacity(512 * 8);
     for i in 0..512u64 {
         let entry = (i << 21) | PTE_PRESENT | PTE_WRITABLE | PTE_USER | PDE_LARGE_PAGE;
@@ -223,11 +230,9 @@ fn descriptor(s: &kvm_segment) -> u64 {
         return 0;
     }
     let limit = if s.g == 1 { s.limit >> 12 } else { s.limit } as u64;
-    let access = (s.type_ as u64)
-        | ((s.s as u64) << 4)
-        | ((s.dpl as u64) << 5)
-        | ((s.present as u64) << 7);
-    let flags = ((s.avl as u64) << 0) | ((s.l as u64) << 1) | ((s.db as u64) << 2) | ((s.g as u64) << 3);
+    let access =
+        (s.type_ as u64) | ((s.s as u64) << 4) | ((s.dpl as u64) << 5) | ((s.present as u64) << 7);
+    let flags = (s.avl as u64) | ((s.l as u64) << 1) | ((s.db as u64) << 2) | ((s.g as u64) << 3);
     (limit & 0xffff)
         | ((s.base & 0xff_ffff) << 16)
         | (access << 40)
@@ -279,10 +284,19 @@ mod tests {
     #[test]
     fn user_code_descriptor_matches_the_canonical_encoding() {
         // The well-known flat 64-bit DPL3 code descriptor is 0x00af_fb00_0000_ffff.
-        assert_eq!(descriptor(&segment(USER_CS, true, 3)), 0x00af_fb00_0000_ffff);
+        assert_eq!(
+            descriptor(&segment(USER_CS, true, 3)),
+            0x00af_fb00_0000_ffff
+        );
         // And the flat DPL3 data descriptor 0x00cf_f300_0000_ffff.
-        assert_eq!(descriptor(&segment(USER_DS, false, 3)), 0x00cf_f300_0000_ffff);
-        assert_eq!(descriptor(&segment(KERNEL_CS, true, 0)), 0x00af_9b00_0000_ffff);
+        assert_eq!(
+            descriptor(&segment(USER_DS, false, 3)),
+            0x00cf_f300_0000_ffff
+        );
+        assert_eq!(
+            descriptor(&segment(KERNEL_CS, true, 0)),
+            0x00af_9b00_0000_ffff
+        );
     }
 
     #[test]
@@ -291,13 +305,18 @@ mod tests {
         write_boot_image(|gpa, bytes| {
             memory[gpa as usize..gpa as usize + bytes.len()].copy_from_slice(bytes)
         });
-        let read = |gpa: u64| u64::from_le_bytes(memory[gpa as usize..gpa as usize + 8].try_into().unwrap());
+        let read = |gpa: u64| {
+            u64::from_le_bytes(memory[gpa as usize..gpa as usize + 8].try_into().unwrap())
+        };
         assert_eq!(read(PML4_GPA) & !0xfff, PDPT_GPA);
         assert_eq!(read(PML4_GPA) & 0x7, 0x7);
         let last_pde = read(PD_GPA + 511 * 8);
         assert_eq!(last_pde & !0xfff, 511 << 21);
         assert_ne!(last_pde & PDE_LARGE_PAGE, 0);
-        assert_eq!(&memory[SPIN_CODE_GPA as usize..][..SPIN_CODE.len()], &SPIN_CODE);
+        assert_eq!(
+            &memory[SPIN_CODE_GPA as usize..][..SPIN_CODE.len()],
+            &SPIN_CODE
+        );
     }
 
     #[test]

@@ -37,7 +37,8 @@ impl HostMapping {
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let base = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
+        let base =
+            NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
         Ok(HostMapping { base, len })
     }
 
@@ -58,11 +59,17 @@ impl HostMapping {
     /// this crate, so that would be a bug here, not bad input.
     pub fn write(&mut self, offset: u64, bytes: &[u8]) {
         let offset = offset as usize;
-        assert!(offset.checked_add(bytes.len()).is_some_and(|end| end <= self.len));
+        assert!(offset
+            .checked_add(bytes.len())
+            .is_some_and(|end| end <= self.len));
         // SAFETY: the range was bounds-checked above and `&mut self` excludes other host
         // writers; the guest is not running while the boot image is written.
         unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.as_ptr().add(offset), bytes.len())
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.base.as_ptr().add(offset),
+                bytes.len(),
+            )
         };
     }
 
@@ -78,7 +85,7 @@ impl HostMapping {
 
     fn atomic_u64(&self, offset: u64) -> &AtomicU64 {
         let offset = offset as usize;
-        assert!(offset % 8 == 0 && offset + 8 <= self.len);
+        assert!(offset.is_multiple_of(8) && offset + 8 <= self.len);
         // SAFETY: in bounds and 8-byte aligned (mmap returns page-aligned memory); the guest
         // accesses these words with single aligned 8-byte instructions, which x86 performs
         // atomically, so an atomic view races with nothing. The reference lives no longer

@@ -64,7 +64,9 @@ pub fn raise_fd_limit_for(needed: u64) -> u64 {
 /// Checks a VM request against what this host allows. `max_vcpus` is KVM_CAP_MAX_VCPUS.
 pub fn check_vm_request(vcpus: usize, guest_bytes: u64, max_vcpus: usize) -> Result<(), Error> {
     if vcpus == 0 {
-        return Err(Error::Impossible("a VM needs at least 1 vCPU (got 0)".into()));
+        return Err(Error::Impossible(
+            "a VM needs at least 1 vCPU (got 0)".into(),
+        ));
     }
     if vcpus > max_vcpus {
         return Err(Error::Impossible(format!(

@@ -65,10 +65,16 @@ impl StatsReader {
     }
 
     fn parse(file: File) -> std::io::Result<StatsReader> {
-        let invalid = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("KVM stats fd: {what}"));
+        let invalid = |what: &str| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("KVM stats fd: {what}"),
+            )
+        };
         let mut header_bytes = [0u8; size_of::<kvm_stats_header>()];
         file.read_exact_at(&mut header_bytes, 0)?;
-        let word = |i: usize| u32::from_ne_bytes(header_bytes[i * 4..i * 4 + 4].try_into().unwrap());
+        let word =
+            |i: usize| u32::from_ne_bytes(header_bytes[i * 4..i * 4 + 4].try_into().unwrap());
         let (name_size, num_desc, desc_offset, data_offset) = (word(1), word(2), word(4), word(5));
         // Sanity bounds: the kernel has a few hundred statistics with names under 64 bytes.
         if name_size > 4096 || num_desc > 100_000 {
@@ -85,7 +91,10 @@ impl StatsReader {
             let size = u16::from_ne_bytes(raw[6..8].try_into().unwrap());
             let offset = u32::from_ne_bytes(raw[8..12].try_into().unwrap());
             let name_bytes = &raw[size_of::<kvm_stats_desc>()..];
-            let name_len = name_bytes.iter().position(|&b| b == 0).unwrap_or(name_bytes.len());
+            let name_len = name_bytes
+                .iter()
+                .position(|&b| b == 0)
+                .unwrap_or(name_bytes.len());
             let name = String::from_utf8_lossy(&name_bytes[..name_len]).into_owned();
             data_len = data_len.max(offset as usize + size as usize * 8);
             let kind = match flags & KVM_STATS_TYPE_MASK {
@@ -123,7 +132,10 @@ impl StatsReader {
             .iter()
             .map(|d| {
                 let at = d.offset as usize;
-                (d.name.clone(), u64::from_ne_bytes(data[at..at + 8].try_into().unwrap()))
+                (
+                    d.name.clone(),
+                    u64::from_ne_bytes(data[at..at + 8].try_into().unwrap()),
+                )
             })
             .collect())
     }

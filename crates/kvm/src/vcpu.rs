@@ -29,7 +29,9 @@ fn install_kick_handler() -> Result<(), Error> {
     let outcome = INSTALLED
         .get_or_init(|| register_signal_handler(kick_signal(), on_kick).map_err(|e| e.errno()));
     outcome.map_err(|errno| {
-        Error::Setup(format!("cannot install the vCPU kick signal handler (errno {errno})"))
+        Error::Setup(format!(
+            "cannot install the vCPU kick signal handler (errno {errno})"
+        ))
     })
 }
 
@@ -55,7 +57,9 @@ impl Control {
     fn lock(&self) -> MutexGuard<'_, Shared> {
         // A vCPU thread never panics while holding the lock (it holds it only for counter
         // updates), so a poisoned lock still has consistent counters.
-        self.shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.shared
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -115,7 +119,11 @@ impl VcpuSet {
                     immediate_exit,
                 }),
                 // `set` drops here and stops the threads already started.
-                Err(e) => return Err(Error::Setup(format!("cannot start vCPU thread {index}: {e}"))),
+                Err(e) => {
+                    return Err(Error::Setup(format!(
+                        "cannot start vCPU thread {index}: {e}"
+                    )))
+                }
             }
         }
         Ok(set)
@@ -129,7 +137,9 @@ impl VcpuSet {
     pub(crate) fn wait_started(&self, timeout: Duration) -> Result<(), Error> {
         let n = self.len();
         self.wait_for(timeout, |s| s.started + s.failures.len() >= n)
-            .map_err(|_| Error::Stuck(format!("not every vCPU entered KVM_RUN within {timeout:?}")))?;
+            .map_err(|_| {
+                Error::Stuck(format!("not every vCPU entered KVM_RUN within {timeout:?}"))
+            })?;
         self.check_failures()
     }
 
@@ -175,11 +185,7 @@ impl VcpuSet {
         }
     }
 
-    fn wait_for(
-        &self,
-        timeout: Duration,
-        done: impl Fn(&Shared) -> bool,
-    ) -> Result<(), Duration> {
+    fn wait_for(&self, timeout: Duration, done: impl Fn(&Shared) -> bool) -> Result<(), Duration> {
         let start = Instant::now();
         let mut shared = self.control.lock();
         while !done(&shared) {
@@ -224,7 +230,10 @@ fn run_loop(index: usize, mut vcpu: VcpuFd, immediate_exit: ImmediateExit, contr
                 shared.paused += 1;
                 control.changed.notify_all();
                 while shared.pause_requested && !shared.stop {
-                    shared = control.changed.wait(shared).unwrap_or_else(|p| p.into_inner());
+                    shared = control
+                        .changed
+                        .wait(shared)
+                        .unwrap_or_else(|p| p.into_inner());
                 }
                 shared.paused -= 1;
                 control.changed.notify_all();
@@ -259,6 +268,9 @@ fn park_until_stop(failure: String, control: &Control) {
     shared.failures.push(failure);
     control.changed.notify_all();
     while !shared.stop {
-        shared = control.changed.wait(shared).unwrap_or_else(|p| p.into_inner());
+        shared = control
+            .changed
+            .wait(shared)
+            .unwrap_or_else(|p| p.into_inner());
     }
 }

@@ -98,7 +98,11 @@ pub struct Vm {
 impl Vm {
     /// Builds the VM and starts its vCPUs; returns once every vCPU has entered KVM_RUN.
     pub fn start(system: &KvmSystem, config: &VmConfig) -> Result<Vm, Error> {
-        check_vm_request(config.vcpus, config.total_memory_bytes(), system.max_vcpus())?;
+        check_vm_request(
+            config.vcpus,
+            config.total_memory_bytes(),
+            system.max_vcpus(),
+        )?;
         let main_bytes = config.main_memory_bytes();
         if main_bytes > IDENTITY_MAPPED_BYTES {
             return Err(Error::Impossible(format!(
@@ -106,7 +110,10 @@ impl Vm {
                 config.vcpus
             )));
         }
-        let vm_fd = system.kvm.create_vm().map_err(Error::kvm("KVM_CREATE_VM"))?;
+        let vm_fd = system
+            .kvm
+            .create_vm()
+            .map_err(Error::kvm("KVM_CREATE_VM"))?;
         if config.program == GuestProgram::Halt {
             // HLT then blocks in the kernel instead of exiting to us on every kick.
             vm_fd
@@ -114,8 +121,11 @@ impl Vm {
                 .map_err(Error::kvm("KVM_CREATE_IRQCHIP"))?;
         }
 
-        let mut memory = HostMapping::new(main_bytes as usize)
-            .map_err(|e| Error::Setup(format!("cannot map {main_bytes} bytes of guest memory: {e}")))?;
+        let mut memory = HostMapping::new(main_bytes as usize).map_err(|e| {
+            Error::Setup(format!(
+                "cannot map {main_bytes} bytes of guest memory: {e}"
+            ))
+        })?;
         guest::write_boot_image(|gpa, bytes| memory.write(gpa, bytes));
         let tsc_khz = host_tsc_khz();
         let threshold_ticks = config.gap_threshold_ns.saturating_mul(tsc_khz) / 1_000_000;
@@ -159,7 +169,10 @@ impl Vm {
             .map_err(Error::kvm("KVM_GET_SUPPORTED_CPUID"))?;
         let mut vcpu_fds = Vec::with_capacity(config.vcpus);
         for i in 0..config.vcpus {
-            let vcpu = vm.vm_fd.create_vcpu(i as u64).map_err(Error::kvm(format!("KVM_CREATE_VCPU {i}")))?;
+            let vcpu = vm
+                .vm_fd
+                .create_vcpu(i as u64)
+                .map_err(Error::kvm(format!("KVM_CREATE_VCPU {i}")))?;
             configure_vcpu(&vcpu, &cpuid, config.program, i)?;
             if config.stats {
                 // Before the first KVM_RUN: afterwards this ioctl waits for the running vCPU.
@@ -185,7 +198,9 @@ impl Vm {
     }
 
     fn vcpu_set(&self) -> &VcpuSet {
-        self.vcpus.as_ref().expect("vCPUs run from start() until drop")
+        self.vcpus
+            .as_ref()
+            .expect("vCPUs run from start() until drop")
     }
 
     /// Kicks every vCPU out of KVM_RUN; returns once the slowest one is out.
@@ -221,7 +236,13 @@ impl Vm {
         Ok(())
     }
 
-    fn set_region(&self, slot: u32, gpa: u64, host: u64, size: u64) -> Result<(), kvm_ioctls::Error> {
+    fn set_region(
+        &self,
+        slot: u32,
+        gpa: u64,
+        host: u64,
+        size: u64,
+    ) -> Result<(), kvm_ioctls::Error> {
         let region = kvm_userspace_memory_region {
             slot,
             flags: 0,
@@ -237,7 +258,8 @@ impl Vm {
 
     /// The guest's loop counter for vCPU `index` (spinning guests only; 0 when halted).
     pub fn progress(&self, index: usize) -> u64 {
-        self.memory.read_u64(VcpuArea::gpa(index) + VcpuArea::PROGRESS)
+        self.memory
+            .read_u64(VcpuArea::gpa(index) + VcpuArea::PROGRESS)
     }
 
     /// Gaps vCPU `index` logged since the previous call.
@@ -254,7 +276,8 @@ impl Vm {
             lost: available - readable,
         };
         for seq in count - readable..count {
-            let entry = area + VcpuArea::RING + (seq & (GAP_RING_ENTRIES - 1)) * VcpuArea::RING_ENTRY_BYTES;
+            let entry =
+                area + VcpuArea::RING + (seq & (GAP_RING_ENTRIES - 1)) * VcpuArea::RING_ENTRY_BYTES;
             log.gaps.push(Gap {
                 tsc_before: self.memory.read_u64(entry),
                 tsc_after: self.memory.read_u64(entry + 8),
@@ -286,7 +309,10 @@ impl Vm {
         &self,
         before: &(StatsSnapshot, StatsSnapshot),
         after: &(StatsSnapshot, StatsSnapshot),
-    ) -> (std::collections::BTreeMap<String, u64>, std::collections::BTreeMap<String, u64>) {
+    ) -> (
+        std::collections::BTreeMap<String, u64>,
+        std::collections::BTreeMap<String, u64>,
+    ) {
         let vm = self
             .vm_stats
             .as_ref()
@@ -315,7 +341,8 @@ fn configure_vcpu(
     index: usize,
 ) -> Result<(), Error> {
     // Long mode needs the LM CPUID bit, so the guest gets what the host supports.
-    vcpu.set_cpuid2(cpuid).map_err(Error::kvm("KVM_SET_CPUID2"))?;
+    vcpu.set_cpuid2(cpuid)
+        .map_err(Error::kvm("KVM_SET_CPUID2"))?;
     let sregs = vcpu.get_sregs().map_err(Error::kvm("KVM_GET_SREGS"))?;
     vcpu.set_sregs(&long_mode_sregs(sregs, program))
         .map_err(Error::kvm("KVM_SET_SREGS"))?;

@@ -1,0 +1,90 @@
+//! The command line.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "vmscale",
+    version,
+    about = "Find out why a virtualization host stops scaling: drive real KVM at growing N, measure, explain",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run every scenario at a small default sweep and report (the quick tour)
+    Tour(OutputArgs),
+    /// List the scenarios with their knobs and defaults
+    List,
+    /// Run one scenario over its sweep
+    #[command(subcommand)]
+    Run(RunScenario),
+    /// Render a recorded run again (RUN_DIR or RUN_DIR/run.json)
+    Report {
+        run: PathBuf,
+        #[arg(long, default_value = "table", value_parser = parse_format)]
+        format: vmscale_report::Format,
+    },
+    /// Check that this host can run vmscale: root, /dev/kvm, tracefs, kallsyms, limits
+    Doctor,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunScenario {
+    /// Case 3: memslot update latency while N vCPUs run, direct versus pause-all
+    Memslot(MemslotArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// Directory that receives the run directory (<UTC>-<scenario>/)
+    #[arg(long, value_name = "DIR", default_value = "vmscale-runs")]
+    pub out: PathBuf,
+    /// How to print the results: table, json, csv or md
+    #[arg(long, default_value = "table", value_parser = parse_format)]
+    pub format: vmscale_report::Format,
+    /// No progress bar
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MemslotArgs {
+    /// vCPU counts to sweep
+    #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::memslot::DEFAULT_VCPUS)]
+    pub vcpus: Vec<usize>,
+    /// Measured updates per point and strategy
+    #[arg(long, default_value_t = vmscale_scenario::memslot::DEFAULT_REPEAT)]
+    pub repeat: usize,
+    /// Updates run first at every point and not counted
+    #[arg(long, default_value_t = vmscale_scenario::memslot::DEFAULT_WARMUP)]
+    pub warmup: usize,
+    /// direct, pause-all, batch (batch-direct and batch-pause-all), or all
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    pub strategy: Vec<String>,
+    /// Updates per batch transaction
+    #[arg(long, default_value_t = vmscale_scenario::memslot::DEFAULT_BATCH)]
+    pub batch: usize,
+    /// What the vCPUs run: spin (a CPL3 loop) or halt (HLT in the in-kernel irqchip)
+    #[arg(long, default_value = "spin", value_parser = ["spin", "halt"])]
+    pub guest: String,
+    /// Measure from a SCHED_FIFO thread, separating KVM's cost from CPU scheduling
+    #[arg(long)]
+    pub fifo: bool,
+    /// Size of each updated memslot, in MiB
+    #[arg(long, default_value_t = 2)]
+    pub slot_mib: u64,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+fn parse_format(s: &str) -> Result<vmscale_report::Format, String> {
+    s.parse::<vmscale_report::Format>()
+        .map_err(|e| e.to_string())
+}

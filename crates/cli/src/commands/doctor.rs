@@ -1,0 +1,246 @@
+//! `vmscale doctor`: one line per precondition, with what to do when it fails.
+
+use std::path::Path;
+
+use vmscale_kvm::preflight::{fd_limits, host_memory, FDS_BASE, FDS_PER_VCPU};
+use vmscale_kvm::KvmSystem;
+
+use crate::failure::Failure;
+
+const TRACEFS: &str = "/sys/kernel/tracing";
+
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    Ok,
+    /// Works, with a limitation worth knowing.
+    Note,
+    Fail,
+}
+
+struct Check {
+    name: &'static str,
+    verdict: Verdict,
+    detail: String,
+}
+
+impl Check {
+    fn new(name: &'static str, verdict: Verdict, detail: impl Into<String>) -> Check {
+        Check {
+            name,
+            verdict,
+            detail: detail.into(),
+        }
+    }
+}
+
+pub fn doctor() -> Result<(), Failure> {
+    let checks = [
+        check_root(),
+        check_kvm(),
+        check_tracefs(),
+        check_kallsyms(),
+        check_fd_limit(),
+        check_host(),
+    ];
+    for c in &checks {
+        let tag = match c.verdict {
+            Verdict::Ok => "ok  ",
+            Verdict::Note => "note",
+            Verdict::Fail => "FAIL",
+        };
+        println!("{tag}  {:<10} {}", c.name, c.detail);
+    }
+    let failed = checks.iter().filter(|c| c.verdict == Verdict::Fail).count();
+    if failed > 0 {
+        return Err(Failure::runtime(format!(
+            "{failed} check(s) failed; see the lines marked FAIL"
+        )));
+    }
+    Ok(())
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn check_root() -> Check {
+    if is_root() {
+        Check::new("root", Verdict::Ok, "running as root")
+    } else {
+        Check::new(
+            "root",
+            Verdict::Fail,
+            "not root: tracing needs root (run with sudo); scenarios need /dev/kvm access",
+        )
+    }
+}
+
+fn check_kvm() -> Check {
+    match KvmSystem::open() {
+        Ok(system) => {
+            let facts = system.facts();
+            let tdp = match facts.tdp_mmu {
+                Some(true) => ", TDP MMU",
+                Some(false) => ", shadow paging (tdp_mmu off)",
+                None => "",
+            };
+            let stats = if system.has_binary_stats() {
+                "binary stats"
+            } else {
+                "no binary stats (KVM counters will be missing)"
+            };
+            Check::new(
+                "/dev/kvm",
+                Verdict::Ok,
+                format!(
+                    "API {}, KVM_CAP_MAX_VCPUS {}, backend {}{tdp}, {stats}",
+                    facts.api_version, facts.max_vcpus, facts.backend
+                ),
+            )
+        }
+        Err(e) => Check::new("/dev/kvm", Verdict::Fail, e.to_string()),
+    }
+}
+
+fn tracefs_mounted() -> bool {
+    std::fs::read_to_string("/proc/mounts")
+        .map(|m| {
+            m.lines()
+                .any(|l| l.split_whitespace().nth(1) == Some(TRACEFS) && l.contains("tracefs"))
+        })
+        .unwrap_or(false)
+}
+
+fn check_tracefs() -> Check {
+    let supported = std::fs::read_to_string("/proc/filesystems")
+        .map(|f| f.lines().any(|l| l.trim_end().ends_with("tracefs")))
+        .unwrap_or(false);
+    if !supported {
+        return Check::new(
+            "tracefs",
+            Verdict::Fail,
+            "this kernel has no tracefs (CONFIG_TRACING off): scenarios run, but nothing can be traced",
+        );
+    }
+    if !tracefs_mounted() {
+        return if is_root() {
+            Check::new(
+                "tracefs",
+                Verdict::Ok,
+                format!("supported, not mounted; vmscale mounts it at {TRACEFS} when it traces"),
+            )
+        } else {
+            Check::new(
+                "tracefs",
+                Verdict::Fail,
+                format!("not mounted and only root can mount it: run as root or `mount -t tracefs nodev {TRACEFS}`"),
+            )
+        };
+    }
+    // An instance of our own is all vmscale ever writes to; prove one can be made.
+    let probe = Path::new(TRACEFS)
+        .join("instances")
+        .join(format!("vmscale-{}-doctor", std::process::id()));
+    match std::fs::create_dir(&probe) {
+        Ok(()) => {
+            let _ = std::fs::remove_dir(&probe);
+            Check::new(
+                "tracefs",
+                Verdict::Ok,
+                format!("mounted at {TRACEFS}; private instances can be created"),
+            )
+        }
+        Err(e) => Check::new(
+            "tracefs",
+            Verdict::Fail,
+            format!("mounted at {TRACEFS} but an instance cannot be created ({e}): run as root"),
+        ),
+    }
+}
+
+fn check_kallsyms() -> Check {
+    let text = match std::fs::read_to_string("/proc/kallsyms") {
+        Ok(t) => t,
+        Err(e) => {
+            return Check::new(
+                "kallsyms",
+                Verdict::Fail,
+                format!("cannot read /proc/kallsyms ({e}): stacks will show addresses only"),
+            )
+        }
+    };
+    let mut total = 0usize;
+    let mut nonzero = 0usize;
+    let mut data = 0usize;
+    for line in text.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(address), Some(kind)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        total += 1;
+        if address.bytes().any(|b| b != b'0') {
+            nonzero += 1;
+        }
+        if matches!(kind, "d" | "D" | "b" | "B") {
+            data += 1;
+        }
+    }
+    if nonzero == 0 {
+        return Check::new(
+            "kallsyms",
+            Verdict::Fail,
+            "addresses are hidden (kptr_restrict): run as root, or set /proc/sys/kernel/kptr_restrict to 0",
+        );
+    }
+    if data < 1000 {
+        return Check::new(
+            "kallsyms",
+            Verdict::Note,
+            format!(
+                "{total} symbols with real addresses, but only {data} data symbols (CONFIG_KALLSYMS_ALL off): static locks are named by the stack that waits on them, not by symbol"
+            ),
+        );
+    }
+    Check::new(
+        "kallsyms",
+        Verdict::Ok,
+        format!("{total} symbols with real addresses, {data} data symbols (static locks named by symbol)"),
+    )
+}
+
+fn check_fd_limit() -> Check {
+    let (soft, hard) = fd_limits();
+    let max_vcpus = hard.saturating_sub(FDS_BASE) / FDS_PER_VCPU;
+    let detail = format!(
+        "RLIMIT_NOFILE soft {soft}, hard {hard}: room for about {max_vcpus} vCPUs in one VM (vmscale raises soft to hard)"
+    );
+    if max_vcpus < 64 {
+        Check::new(
+            "fd limit",
+            Verdict::Fail,
+            format!("{detail}; raise it with `ulimit -n 4096`"),
+        )
+    } else {
+        Check::new("fd limit", Verdict::Ok, detail)
+    }
+}
+
+fn check_host() -> Check {
+    let cpus = vmscale_run::host::online_cpus();
+    let memory = host_memory()
+        .map(|m| {
+            format!(
+                "{} MiB available of {} MiB",
+                m.available_bytes >> 20,
+                m.total_bytes >> 20
+            )
+        })
+        .unwrap_or_else(|| "memory unknown".into());
+    let verdict = if cpus < 4 { Verdict::Note } else { Verdict::Ok };
+    Check::new(
+        "host",
+        verdict,
+        format!("{cpus} online CPUs, {memory}; more running vCPUs than CPUs is overcommit and is flagged in results"),
+    )
+}

@@ -1,0 +1,6 @@
+//! One module per subcommand.
+
+pub mod doctor;
+pub mod list;
+pub mod report;
+pub mod run;

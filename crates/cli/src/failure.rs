@@ -1,0 +1,51 @@
+//! How a command fails: one line for the user and an exit code.
+
+/// Exit codes: 2 for a request that cannot work as asked (usage), 1 for a failure while
+/// running, 130 when interrupted, as shells expect after SIGINT.
+pub const EXIT_RUNTIME: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+#[derive(Debug)]
+pub struct Failure {
+    pub message: String,
+    pub exit_code: i32,
+}
+
+impl Failure {
+    pub fn runtime(message: impl Into<String>) -> Failure {
+        Failure {
+            message: message.into(),
+            exit_code: EXIT_RUNTIME,
+        }
+    }
+}
+
+impl From<vmscale_scenario::Error> for Failure {
+    fn from(e: vmscale_scenario::Error) -> Failure {
+        let exit_code = match &e {
+            vmscale_scenario::Error::Interrupted => EXIT_INTERRUPTED,
+            e if e.is_usage() => EXIT_USAGE,
+            _ => EXIT_RUNTIME,
+        };
+        let message = match &e {
+            vmscale_scenario::Error::Interrupted => {
+                "interrupted: every VM was torn down, nothing was written".to_string()
+            }
+            e => e.to_string(),
+        };
+        Failure { message, exit_code }
+    }
+}
+
+impl From<vmscale_kvm::Error> for Failure {
+    fn from(e: vmscale_kvm::Error) -> Failure {
+        vmscale_scenario::Error::from(e).into()
+    }
+}
+
+impl From<vmscale_run::LoadError> for Failure {
+    fn from(e: vmscale_run::LoadError) -> Failure {
+        Failure::runtime(e.to_string())
+    }
+}

@@ -1,0 +1,366 @@
+//! `vmscale` end to end on the host's real /dev/kvm: the commands a user types, checked on
+//! what they print and write. KVM is required; these tests fail without it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn vmscale() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_vmscale"))
+}
+
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("vmscale-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn only_run_dir(out: &Path) -> PathBuf {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(
+        dirs.len(),
+        1,
+        "expected one run directory in {}: {dirs:?}",
+        out.display()
+    );
+    dirs.into_iter().next().unwrap()
+}
+
+fn u64s(v: &Value) -> Vec<u64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn memslot_run_records_every_sample_and_a_sane_distribution() {
+    let out = scratch_dir("memslot");
+    let o = vmscale()
+        .args([
+            "run", "memslot", "--vcpus", "1,4", "--repeat", "30", "--warmup", "2", "--batch", "3",
+        ])
+        .args(["--format", "json", "--quiet", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "vmscale failed: {}", stderr(&o));
+    let printed: Value = serde_json::from_str(&stdout(&o)).expect("--format json prints JSON");
+    let run_dir = only_run_dir(&out);
+    assert!(run_dir
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .ends_with("-memslot"));
+    assert!(
+        stderr(&o).contains(run_dir.to_str().unwrap()),
+        "run directory not named"
+    );
+    let written: Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(printed, written, "printed JSON differs from run.json");
+    assert!(run_dir.join("summary.md").exists());
+
+    assert_eq!(written["schema_version"], 1);
+    assert_eq!(written["scenario"], "memslot");
+    let host = &written["host"];
+    for field in ["kernel_release", "cpu_model"] {
+        assert!(
+            !host[field].as_str().unwrap().is_empty(),
+            "host.{field} missing"
+        );
+    }
+    assert!(host["online_cpus"].as_u64().unwrap() >= 1);
+    assert!(host["memory_bytes"].as_u64().unwrap() > 0);
+    assert!(host["kvm"]["max_vcpus"].as_u64().unwrap() >= 4);
+    assert!(!host["kvm"]["backend"].as_str().unwrap().is_empty());
+    assert!(written["tool"]["version"].as_str().is_some());
+    let argv: Vec<&str> = written["command_line"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        argv.contains(&"--repeat") && argv.contains(&"1,4"),
+        "{argv:?}"
+    );
+    assert_eq!(written["knobs"]["repeat"], 30);
+    assert!(written["background"]["wall_ns"].as_u64().unwrap() > 0);
+
+    let points = written["points"].as_array().unwrap();
+    assert_eq!(
+        points
+            .iter()
+            .map(|p| p["n"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [1, 4]
+    );
+    for point in points {
+        let n = point["n"].as_u64().unwrap() as usize;
+        let series = point["series"].as_array().unwrap();
+        let names: Vec<&str> = series.iter().map(|s| s["name"].as_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            ["direct", "pause-all", "batch-direct", "batch-pause-all"]
+        );
+        for s in series {
+            let samples = u64s(&s["samples_ns"]);
+            assert_eq!(
+                samples.len(),
+                30,
+                "{n} vCPUs {}: warm-up counted?",
+                s["name"]
+            );
+            assert!(samples.iter().all(|&v| v > 0));
+            let sum = &s["summary"];
+            let get = |k: &str| sum[k].as_u64().unwrap();
+            assert!(get("min_ns") <= get("p50_ns"));
+            assert!(get("p50_ns") <= get("p99_ns") && get("p99_ns") <= get("max_ns"));
+            assert_eq!(get("max_ns"), *samples.iter().max().unwrap());
+            // Phases are parts of each sample: they add up exactly.
+            let phases = s["phases"].as_array().unwrap();
+            if !phases.is_empty() {
+                let parts: Vec<Vec<u64>> = phases.iter().map(|p| u64s(&p["samples_ns"])).collect();
+                for (i, &sample) in samples.iter().enumerate() {
+                    let total: u64 = parts.iter().map(|part| part[i]).sum();
+                    assert_eq!(total, sample, "{}: phases do not add up", s["name"]);
+                }
+            }
+            // Every spinning vCPU ran while this strategy was measured.
+            let progress = u64s(&s["vcpu_progress"]);
+            assert_eq!(progress.len(), n);
+            assert!(
+                progress.iter().all(|&p| p > 0),
+                "{}: a vCPU never ran: {progress:?}",
+                s["name"]
+            );
+        }
+        let pause_all = &series[1];
+        let phase_names: Vec<&str> = pause_all["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(phase_names, ["kick+wait", "update", "resume"]);
+        // KVM's own counters saw the updates.
+        assert!(
+            !series[0]["kvm_stats"].as_object().unwrap().is_empty(),
+            "no KVM statistics moved"
+        );
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn halted_guests_never_run_and_the_run_renders_again_from_disk() {
+    let out = scratch_dir("halt");
+    let o = vmscale()
+        .args([
+            "run",
+            "memslot",
+            "--guest",
+            "halt",
+            "--vcpus",
+            "2",
+            "--repeat",
+            "10",
+            "--strategy",
+            "pause-all",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("pause-all"),
+        "table lacks the strategy:\n{}",
+        stdout(&o)
+    );
+    let run_dir = only_run_dir(&out);
+    let run: Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(
+        u64s(&run["points"][0]["series"][0]["vcpu_progress"]),
+        [0, 0]
+    );
+
+    let csv = vmscale()
+        .args(["report", "--format", "csv"])
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    assert!(csv.status.success(), "{}", stderr(&csv));
+    // Header, the total row, and one row per pause-all phase.
+    assert_eq!(stdout(&csv).lines().count(), 1 + 1 + 3, "{}", stdout(&csv));
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// A bad request: exit code 2, exactly one line on stderr naming the problem, no run written.
+fn assert_refused(o: &Output, out: &Path, needle: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "want one line, got: {err}"
+    );
+    assert!(err.contains(needle), "'{needle}' not in: {err}");
+    assert!(
+        !out.exists() || std::fs::read_dir(out).unwrap().next().is_none(),
+        "a run was written"
+    );
+}
+
+#[test]
+fn impossible_requests_are_refused_with_one_line() {
+    let out = std::env::temp_dir().join(format!("vmscale-cli-refused-{}", std::process::id()));
+    let run = |extra: &[&str]| {
+        vmscale()
+            .args(["run", "memslot", "--quiet", "--repeat", "5"])
+            .args(extra)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    assert_refused(&run(&["--vcpus", "0"]), &out, "at least 1 vCPU");
+    assert_refused(&run(&["--vcpus", "2,100000"]), &out, "KVM_CAP_MAX_VCPUS");
+    assert_refused(
+        &run(&["--vcpus", "1", "--slot-mib", "100000000"]),
+        &out,
+        "available on this host",
+    );
+    assert_refused(
+        &run(&["--vcpus", "1", "--strategy", "fastest"]),
+        &out,
+        "unknown strategy",
+    );
+}
+
+#[test]
+fn too_few_file_descriptors_are_refused_before_any_vm_exists() {
+    let out = std::env::temp_dir().join(format!("vmscale-cli-fds-{}", std::process::id()));
+    let mut cmd = vmscale();
+    cmd.args(["run", "memslot", "--quiet", "--vcpus", "64", "--out"])
+        .arg(&out);
+    // SAFETY: setrlimit is async-signal-safe and only affects the child about to exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 100,
+                rlim_max: 100,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    assert_refused(&cmd.output().unwrap(), &out, "RLIMIT_NOFILE is 100");
+}
+
+#[test]
+fn a_host_without_kvm_gets_a_clear_error() {
+    // A private mount namespace with an empty /dev: /dev/kvm is missing only for the child.
+    let o = Command::new("unshare")
+        .args(["-m", "sh", "-c", "mount -t tmpfs none /dev && exec \"$0\" run memslot --quiet --vcpus 1 --out /tmp/vmscale-nokvm"])
+        .arg(env!("CARGO_BIN_EXE_vmscale"))
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("/dev/kvm does not exist"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn report_refuses_a_corrupt_or_missing_run() {
+    let dir = scratch_dir("corrupt");
+    std::fs::write(
+        dir.join("run.json"),
+        b"{\"schema_version\": 1, \"points\": [",
+    )
+    .unwrap();
+    let o = vmscale().arg("report").arg(&dir).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("not a vmscale run.json"),
+        "{}",
+        stderr(&o)
+    );
+    let o = vmscale()
+        .arg("report")
+        .arg(dir.join("nothing-here"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no such run"), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn list_shows_the_scenario_with_its_knobs_and_defaults() {
+    let o = vmscale().arg("list").output().unwrap();
+    assert!(o.status.success());
+    let text = stdout(&o);
+    for needle in [
+        "memslot",
+        "--vcpus",
+        "1,2,4,8,16,32",
+        "--strategy",
+        "--guest",
+        "--fifo",
+        "--warmup",
+    ] {
+        assert!(text.contains(needle), "'{needle}' missing from:\n{text}");
+    }
+}
+
+#[test]
+fn doctor_passes_on_this_host_and_names_the_kvm_limits() {
+    let o = vmscale().arg("doctor").output().unwrap();
+    let text = stdout(&o);
+    assert!(
+        o.status.success(),
+        "doctor failed here:\n{text}{}",
+        stderr(&o)
+    );
+    for needle in [
+        "/dev/kvm",
+        "KVM_CAP_MAX_VCPUS",
+        "tracefs",
+        "kallsyms",
+        "RLIMIT_NOFILE",
+        "root",
+    ] {
+        assert!(text.contains(needle), "'{needle}' missing from:\n{text}");
+    }
+    // Doctor removes the instance it creates to prove tracefs works.
+    let leftover = std::fs::read_dir("/sys/kernel/tracing/instances")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .any(|e| e.file_name().to_string_lossy().contains("doctor"))
+        })
+        .unwrap_or(false);
+    assert!(!leftover, "doctor left a tracefs instance behind");
+}

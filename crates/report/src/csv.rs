@@ -1,0 +1,104 @@
+//! CSV for spreadsheets and plotting scripts: one row per (point, series, part), where the
+//! part is the whole sample ("total") or one of its phases. Times stay in nanoseconds.
+//!
+//! Fields are quoted as RFC 4180 asks. Rows end in a bare newline rather than CRLF, which
+//! every CSV reader accepts and which keeps `wc -l`, `cut` and `awk` usable on the file.
+
+use vmscale_run::RunRecord;
+use vmscale_stats::Summary;
+
+pub(crate) const HEADER: [&str; 15] = [
+    "scenario",
+    "sweep",
+    "n",
+    "vcpus_per_host_cpu",
+    "series",
+    "part",
+    "count",
+    "mean_ns",
+    "stdev_ns",
+    "min_ns",
+    "p50_ns",
+    "p90_ns",
+    "p99_ns",
+    "p999_ns",
+    "max_ns",
+];
+
+/// The part name of a row that describes whole samples.
+const TOTAL: &str = "total";
+
+pub(crate) fn render(record: &RunRecord) -> String {
+    let mut out = line(HEADER.iter().map(|h| h.to_string()));
+    for point in &record.points {
+        for series in &point.series {
+            let parts = std::iter::once((TOTAL, series.samples_ns.len(), &series.summary)).chain(
+                series
+                    .phases
+                    .iter()
+                    .map(|p| (p.name.as_str(), p.samples_ns.len(), &p.summary)),
+            );
+            for (part, count, summary) in parts {
+                let mut fields = vec![
+                    record.scenario.clone(),
+                    record.sweep.clone(),
+                    point.n.to_string(),
+                    point.vcpus_per_host_cpu.to_string(),
+                    series.name.clone(),
+                    part.to_string(),
+                    count.to_string(),
+                ];
+                fields.extend(distribution_fields(summary.as_ref()));
+                out.push_str(&line(fields.into_iter()));
+            }
+        }
+    }
+    out
+}
+
+/// Empty fields for a part without samples: readers take them as missing values, where a
+/// placeholder such as "-" would turn a numeric column into text.
+fn distribution_fields(summary: Option<&Summary>) -> Vec<String> {
+    match summary {
+        // Sub-nanosecond digits of a mean are noise; one decimal keeps the column tidy.
+        Some(s) => vec![
+            format!("{:.1}", s.mean_ns),
+            format!("{:.1}", s.stdev_ns),
+            s.min_ns.to_string(),
+            s.p50_ns.to_string(),
+            s.p90_ns.to_string(),
+            s.p99_ns.to_string(),
+            s.p999_ns.to_string(),
+            s.max_ns.to_string(),
+        ],
+        None => vec![String::new(); 8],
+    }
+}
+
+fn line(fields: impl Iterator<Item = String>) -> String {
+    let quoted: Vec<String> = fields.map(|f| quote(&f)).collect();
+    format!("{}\n", quoted.join(","))
+}
+
+/// RFC 4180: a field holding a comma, a quote or a line break is wrapped in quotes, with
+/// each quote inside doubled.
+fn quote(field: &str) -> String {
+    if field.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", field.replace('"', "\"\""))
+    } else {
+        field.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_follows_rfc_4180() {
+        assert_eq!(quote("direct"), "direct");
+        assert_eq!(quote("a,b"), "\"a,b\"");
+        assert_eq!(quote("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(quote("two\nlines"), "\"two\nlines\"");
+    }
+}

@@ -1,0 +1,97 @@
+//! Renders a vmscale run for people and for programs.
+//!
+//! - [`Format::Table`]: the terminal view: context, warnings, latency distribution per
+//!   point and strategy, where the time goes, KVM counters and guest progress.
+//! - [`Format::Json`]: the complete record, raw samples included.
+//! - [`Format::Csv`]: one row per point, strategy and phase, in nanoseconds.
+//! - [`Format::Md`]: the context and tables as Markdown, for a mailing-list post or a PR.
+//!
+//! Every rendering works from the summaries stored in the record; a series without samples
+//! shows as missing values rather than zeros.
+
+mod counters;
+mod csv;
+mod facts;
+mod grid;
+mod json;
+mod markdown;
+mod table;
+mod units;
+
+use std::fmt;
+use std::str::FromStr;
+
+use vmscale_run::RunRecord;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Json,
+    Csv,
+    Md,
+}
+
+impl Format {
+    pub const ALL: [Format; 4] = [Format::Table, Format::Json, Format::Csv, Format::Md];
+
+    /// The name [`Format::from_str`] accepts for this format.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Table => "table",
+            Format::Json => "json",
+            Format::Csv => "csv",
+            Format::Md => "md",
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A format name that is not one of [`Format::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownFormat(pub String);
+
+impl fmt::Display for UnknownFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
+        write!(
+            f,
+            "unknown output format {:?}: valid formats are {} (or markdown)",
+            self.0,
+            names.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownFormat {}
+
+impl FromStr for Format {
+    type Err = UnknownFormat;
+
+    fn from_str(name: &str) -> Result<Format, UnknownFormat> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "table" => Ok(Format::Table),
+            "json" => Ok(Format::Json),
+            "csv" => Ok(Format::Csv),
+            "md" | "markdown" => Ok(Format::Md),
+            _ => Err(UnknownFormat(name.to_string())),
+        }
+    }
+}
+
+/// The record in `format`, ending in a newline.
+pub fn render(record: &RunRecord, format: Format) -> String {
+    match format {
+        Format::Table => table::render(record),
+        Format::Json => json::render(record),
+        Format::Csv => csv::render(record),
+        Format::Md => markdown::render(record),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,72 @@
+//! The terminal rendering: a header block, the warnings, then the tables.
+//!
+//! Plain ASCII borders and no styling, so the output reads the same on a terminal, in a
+//! file, and in an e-mail.
+
+use comfy_table::presets::ASCII_FULL_CONDENSED;
+use comfy_table::{CellAlignment, Table};
+use vmscale_run::RunRecord;
+
+use crate::grid::{self, Grid};
+use crate::{counters, facts};
+
+pub(crate) fn render(record: &RunRecord) -> String {
+    let mut out = String::new();
+
+    let facts = facts::facts(record);
+    let width = facts.iter().map(|f| f.label.len() + 1).max().unwrap_or(0);
+    for fact in &facts {
+        let label = format!("{}:", fact.label);
+        out.push_str(&format!("{label:<width$}  {}\n", fact.value));
+    }
+
+    if !record.warnings.is_empty() {
+        out.push('\n');
+        for warning in &record.warnings {
+            out.push_str(&format!("warning: {warning}\n"));
+        }
+    }
+
+    out.push_str("\nlatency\n");
+    out.push_str(&layout(&grid::latency(record)));
+    if record.points.is_empty() {
+        out.push_str("(no points were measured)\n");
+    }
+
+    if let Some(phases) = grid::phases(record) {
+        out.push_str("\nwhere the time goes\n");
+        out.push_str(&layout(&phases));
+    }
+
+    if let Some(stats) = counters::kvm_stats(record) {
+        out.push_str("\nKVM statistics that changed, per sample\n");
+        out.push_str(&layout(&stats));
+    }
+
+    let progress = counters::vcpu_progress(record);
+    if !progress.is_empty() {
+        out.push_str("\nvCPU progress (guest loop iterations per vCPU while measuring)\n");
+        for line in progress {
+            out.push_str(&format!("  {line}\n"));
+        }
+    }
+    out
+}
+
+/// The grid as a bordered table, numbers right-aligned, ending in a newline.
+fn layout(grid: &Grid) -> String {
+    let mut table = Table::new();
+    table
+        .load_preset(ASCII_FULL_CONDENSED)
+        .force_no_tty()
+        .set_header(grid.headers.clone());
+    for row in &grid.rows {
+        table.add_row(row.clone());
+    }
+    for (index, numeric) in grid.numeric.iter().enumerate() {
+        if let (true, Some(column)) = (*numeric, table.column_mut(index)) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    format!("{table}\n")
+}

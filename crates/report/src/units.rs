@@ -1,0 +1,115 @@
+//! Number formatting shared by the human-readable renderings (table and Markdown).
+//!
+//! Machine-readable renderings (JSON, CSV) keep nanoseconds and never go through here.
+
+/// The cell shown where there is no value (a series without samples).
+pub(crate) const MISSING: &str = "-";
+
+/// Nanoseconds as microseconds to three significant figures: "0.412", "12.3", "1234".
+pub(crate) fn micros(ns: f64) -> String {
+    // Three decimals of a microsecond is one nanosecond, the resolution of the samples.
+    significant(ns / 1_000.0, 3, 3)
+}
+
+pub(crate) fn micros_u64(ns: u64) -> String {
+    micros(ns as f64)
+}
+
+/// vCPUs per host CPU as "0.50x", "2.0x", "16x".
+pub(crate) fn ratio(value: f64) -> String {
+    format!("{}x", significant(value, 2, 2))
+}
+
+/// A fraction (0..1) as a percentage with one decimal, without the sign: "3.1".
+pub(crate) fn percent(fraction: f64) -> String {
+    if fraction.is_finite() {
+        format!("{:.1}", fraction * 100.0)
+    } else {
+        MISSING.into()
+    }
+}
+
+pub(crate) fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// A counter delta divided by the number of samples: "1.0", "0.0012", "2048".
+pub(crate) fn per_sample(value: f64) -> String {
+    significant(value, 2, 6)
+}
+
+/// A large event count with an SI suffix: "950", "1.23k", "4.56M".
+pub(crate) fn count(value: u64) -> String {
+    const SUFFIXES: [(f64, &str); 3] = [(1e9, "G"), (1e6, "M"), (1e3, "k")];
+    let v = value as f64;
+    for (scale, suffix) in SUFFIXES {
+        if v >= scale {
+            return format!("{}{suffix}", significant(v / scale, 3, 2));
+        }
+    }
+    value.to_string()
+}
+
+/// `value` to `digits` significant figures, with at most `max_decimals` decimals and never
+/// in exponent notation. Integer digits are never dropped: "1234" reads better in a latency
+/// column than "1.23e3".
+pub(crate) fn significant(value: f64, digits: i32, max_decimals: i32) -> String {
+    if !value.is_finite() {
+        return MISSING.into();
+    }
+    if value == 0.0 {
+        return "0".into();
+    }
+    let magnitude = value.abs().log10().floor() as i32;
+    let decimals = (digits - 1 - magnitude).clamp(0, max_decimals);
+    let text = format!("{:.*}", decimals as usize, value);
+    // Rounding can carry into a new leading digit (99.96 -> "100.0"), which would show one
+    // figure too many.
+    let carried = text
+        .parse::<f64>()
+        .is_ok_and(|rounded| rounded.abs().log10().floor() as i32 > magnitude);
+    if carried && decimals > 0 {
+        format!("{:.*}", decimals as usize - 1, value)
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn microseconds_keep_three_significant_figures() {
+        assert_eq!(micros(412.0), "0.412");
+        assert_eq!(micros(12_345.0), "12.3");
+        assert_eq!(micros(1_234_000.0), "1234");
+        assert_eq!(micros(1_000.0), "1.00");
+        // Below 100 ns the nanosecond is still shown rather than rounded away.
+        assert_eq!(micros(41.0), "0.041");
+        assert_eq!(micros(0.0), "0");
+    }
+
+    #[test]
+    fn rounding_that_carries_does_not_add_a_figure() {
+        assert_eq!(micros(99_960.0), "100");
+        assert_eq!(micros(9_999.0), "10.0");
+    }
+
+    #[test]
+    fn ratios_and_counts_read_naturally() {
+        assert_eq!(ratio(2.0), "2.0x");
+        assert_eq!(ratio(0.5), "0.50x");
+        assert_eq!(ratio(16.0), "16x");
+        assert_eq!(count(950), "950");
+        assert_eq!(count(1_234_567), "1.23M");
+        assert_eq!(per_sample(1.0), "1.0");
+        assert_eq!(per_sample(0.0012), "0.0012");
+    }
+
+    #[test]
+    fn non_finite_values_show_as_missing() {
+        assert_eq!(micros(f64::NAN), MISSING);
+        assert_eq!(percent(f64::INFINITY), MISSING);
+    }
+}

@@ -1,0 +1,29 @@
+//! A vmscale run as it is kept on disk.
+//!
+//! - [`schema`]: `run.json`, the one file every later command reads back.
+//! - [`host`]: the facts that make two runs comparable (kernel, CPU, cores, KVM backend).
+//! - [`load`]: how busy the rest of the machine was while a run measured.
+//! - [`dir`]: `vmscale-runs/<UTC>-<scenario>/` and loading a run from it.
+
+pub mod dir;
+pub mod host;
+pub mod load;
+pub mod schema;
+
+pub use dir::{load_run, LoadError, RunDir};
+pub use host::HostFacts;
+pub use load::{BackgroundLoad, LoadMeter};
+pub use schema::{Phase, Point, RunRecord, Series, ToolInfo, SCHEMA_VERSION};
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock every vmscale timestamp uses, and the one the
+/// tracefs instance is set to (`trace_clock=mono`), so samples and kernel events share a
+/// timeline.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

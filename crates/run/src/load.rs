@@ -1,0 +1,124 @@
+//! Background load: CPU time the rest of the machine used while a run measured.
+//!
+//! This machine kind is shared, and a build on the other core changes latency tails a lot,
+//! so every run records how much CPU time processes other than vmscale consumed over its
+//! wall time, from /proc/stat (all CPUs) minus /proc/self/stat (this process, all threads,
+//! vCPU guest time included).
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackgroundLoad {
+    pub wall_ns: u64,
+    /// CPU time every CPU spent busy (not idle, not iowait).
+    pub host_busy_ns: u64,
+    /// CPU time this process used.
+    pub own_ns: u64,
+    /// Busy time not ours, as a fraction of all CPUs' wall time (0..1).
+    pub other_busy_fraction: f64,
+}
+
+/// Above this share of the machine used by others, a run is flagged as measured on a busy
+/// host.
+pub const BUSY_THRESHOLD: f64 = 0.10;
+
+impl BackgroundLoad {
+    pub fn warning(&self) -> Option<String> {
+        (self.other_busy_fraction > BUSY_THRESHOLD).then(|| {
+            format!(
+                "the machine was busy with other work: {:.0}% of all CPU time went to other processes during the run; tails are inflated",
+                self.other_busy_fraction * 100.0
+            )
+        })
+    }
+}
+
+/// A running measurement, started with [`LoadMeter::start`].
+pub struct LoadMeter {
+    start_wall: u64,
+    start_busy: u64,
+    start_own: u64,
+}
+
+fn ticks_to_ns(ticks: u64) -> u64 {
+    // SAFETY: sysconf only reads a system value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    ticks * 1_000_000_000 / hz
+}
+
+/// Busy ticks summed over all CPUs: the first line of /proc/stat minus idle and iowait.
+fn host_busy_ticks() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let fields: Vec<u64> = text
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .take(8) // user nice system idle iowait irq softirq steal; guest is inside user
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    let total: u64 = fields.iter().sum();
+    Some(total - fields.get(3).copied().unwrap_or(0) - fields.get(4).copied().unwrap_or(0))
+}
+
+/// utime + stime of this process (all threads).
+fn own_ticks() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // comm may contain spaces; fields after the closing parenthesis are fixed.
+    let rest = &text[text.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the full line: 11 and 12 after "pid (comm)".
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
+impl LoadMeter {
+    pub fn start() -> LoadMeter {
+        LoadMeter {
+            start_wall: crate::monotonic_ns(),
+            start_busy: host_busy_ticks().unwrap_or(0),
+            start_own: own_ticks().unwrap_or(0),
+        }
+    }
+
+    pub fn finish(self, online_cpus: usize) -> Option<BackgroundLoad> {
+        let wall_ns = crate::monotonic_ns() - self.start_wall;
+        let host_busy_ns = ticks_to_ns(host_busy_ticks()?.saturating_sub(self.start_busy));
+        let own_ns = ticks_to_ns(own_ticks()?.saturating_sub(self.start_own));
+        let capacity = wall_ns as f64 * online_cpus.max(1) as f64;
+        let other = host_busy_ns.saturating_sub(own_ns) as f64;
+        Some(BackgroundLoad {
+            wall_ns,
+            host_busy_ns,
+            own_ns,
+            other_busy_fraction: if capacity > 0.0 {
+                (other / capacity).clamp(0.0, 1.0)
+            } else {
+                0.0
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_busy_work_is_not_counted_as_background() {
+        let meter = LoadMeter::start();
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < std::time::Duration::from_millis(300) {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let load = meter.finish(crate::host::online_cpus()).unwrap();
+        assert!(
+            load.own_ns >= 200_000_000,
+            "spinning 300 ms used {} ns",
+            load.own_ns
+        );
+        assert!(load.host_busy_ns >= load.own_ns / 2);
+        assert!((0.0..=1.0).contains(&load.other_busy_fraction));
+    }
+}

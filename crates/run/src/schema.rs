@@ -1,0 +1,109 @@
+//! The `run.json` schema.
+//!
+//! Raw samples are always kept (every statistic can be recomputed later); summaries are
+//! stored beside them for scripts that only want the numbers. A reader refuses a
+//! `schema_version` newer than its own instead of misreading it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use vmscale_stats::Summary;
+
+use crate::host::HostFacts;
+use crate::load::BackgroundLoad;
+
+/// Bumped whenever a field changes meaning or a required field is added.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolInfo {
+    pub name: String,
+    pub version: String,
+}
+
+impl ToolInfo {
+    pub fn current(version: &str) -> ToolInfo {
+        ToolInfo {
+            name: "vmscale".into(),
+            version: version.into(),
+        }
+    }
+}
+
+/// One run of one scenario over its sweep.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub schema_version: u32,
+    pub tool: ToolInfo,
+    pub scenario: String,
+    /// The knob the sweep varies (`vcpus` for memslot), which `Point::n` holds.
+    pub sweep: String,
+    /// argv exactly as given.
+    pub command_line: Vec<String>,
+    pub started_utc: String,
+    pub finished_utc: String,
+    pub host: HostFacts,
+    /// Every knob with the value it had, defaults included.
+    pub knobs: serde_json::Value,
+    pub background: Option<BackgroundLoad>,
+    pub points: Vec<Point>,
+    /// Conditions that change what the numbers mean (overcommit, a busy machine, lost
+    /// data); printed with every rendering of the run.
+    pub warnings: Vec<String>,
+}
+
+/// One value of the swept knob.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Point {
+    pub n: u64,
+    /// vCPUs running during this point divided by online host CPUs (above 1: overcommit).
+    pub vcpus_per_host_cpu: f64,
+    pub series: Vec<Series>,
+}
+
+/// One measured operation at one point: a strategy of the scenario.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Series {
+    pub name: String,
+    /// What one sample is, in words ("one memslot add or delete").
+    pub sample_is: String,
+    pub samples_ns: Vec<u64>,
+    pub summary: Option<Summary>,
+    /// Parts of each sample, in order; phase `i` of every phase sums to sample `i`.
+    pub phases: Vec<Phase>,
+    /// KVM binary statistics that changed during the measured iterations (`vm.` and
+    /// `vcpu.` prefixes; vCPU values summed over vCPUs).
+    pub kvm_stats: BTreeMap<String, u64>,
+    /// Guest loop iterations each vCPU made during the measured iterations.
+    pub vcpu_progress: Vec<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Phase {
+    pub name: String,
+    pub samples_ns: Vec<u64>,
+    pub summary: Option<Summary>,
+}
+
+impl Phase {
+    pub fn new(name: &str, samples_ns: Vec<u64>) -> Phase {
+        Phase {
+            name: name.to_string(),
+            summary: Summary::from_samples(&samples_ns),
+            samples_ns,
+        }
+    }
+}
+
+impl RunRecord {
+    /// Recomputes every summary from the raw samples, so a rendering never trusts a stale
+    /// or hand-edited summary.
+    pub fn resummarize(&mut self) {
+        for series in self.points.iter_mut().flat_map(|p| p.series.iter_mut()) {
+            series.summary = Summary::from_samples(&series.samples_ns);
+            for phase in &mut series.phases {
+                phase.summary = Summary::from_samples(&phase.samples_ns);
+            }
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! vmscale's scenarios. Each one drives real KVM at every point of its sweep and returns raw
+//! samples; it never reads a report and never formats output.
+//!
+//! One file per scenario. A scenario declares its knobs (for `vmscale list`) and returns
+//! [`vmscale_run::Point`]s; the caller wraps them into a run record.
+
+pub mod memslot;
+pub mod sched;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// One knob as `vmscale list` shows it.
+#[derive(Debug, Clone)]
+pub struct Knob {
+    pub flag: &'static str,
+    pub default: &'static str,
+    pub help: &'static str,
+}
+
+/// What `vmscale list` shows of a scenario.
+#[derive(Debug, Clone)]
+pub struct ScenarioInfo {
+    pub name: &'static str,
+    /// The canonical case it reproduces (see CASES.md).
+    pub case: &'static str,
+    pub summary: &'static str,
+    pub sweep: &'static str,
+    pub knobs: Vec<Knob>,
+}
+
+/// Every scenario this build has.
+pub fn catalogue() -> Vec<ScenarioInfo> {
+    vec![memslot::info()]
+}
+
+/// Receives progress as samples complete; the front end decides how (or whether) to show it.
+pub trait Progress {
+    /// A new stretch of work: `total` samples described by `what`.
+    fn start(&self, total: u64);
+    fn set_message(&self, message: String);
+    fn advance(&self, samples: u64);
+}
+
+/// Progress that goes nowhere (tests, --quiet).
+pub struct NoProgress;
+
+impl Progress for NoProgress {
+    fn start(&self, _: u64) {}
+    fn set_message(&self, _: String) {}
+    fn advance(&self, _: u64) {}
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The knobs ask for something impossible on this host; nothing was created.
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Kvm(#[from] vmscale_kvm::Error),
+    #[error("interrupted")]
+    Interrupted,
+}
+
+impl Error {
+    /// Usage errors exit 2, everything else 1.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            Error::Usage(_) | Error::Kvm(vmscale_kvm::Error::Impossible(_))
+        )
+    }
+}
+
+/// Set from a signal handler (Ctrl-C); scenarios poll it between samples so that VMs are
+/// dropped, and with them every vCPU thread and fd, before the process exits.
+pub struct Cancel<'a>(pub &'a AtomicBool);
+
+impl Cancel<'_> {
+    pub fn check(&self) -> Result<(), Error> {
+        if self.0.load(Ordering::Relaxed) {
+            Err(Error::Interrupted)
+        } else {
+            Ok(())
+        }
+    }
+}

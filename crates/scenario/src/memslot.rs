@@ -1,0 +1,406 @@
+//! `memslot` (case 3): the cost of one memslot update while N vCPUs run, done directly or
+//! after pausing every vCPU.
+//!
+//! One *update* replaces a memslot: delete it, then add it back, the pair a VMM's memory
+//! commit performs when a region moves. Between the two ioctls a running guest could see the
+//! slot missing, which is what the competing fixes close:
+//!
+//! - `direct`: delete + add while the vCPUs keep running (phases `delete`, `add`).
+//! - `pause-all`: kick every vCPU out of KVM_RUN, wait for the slowest, update, resume
+//!   (phases `kick+wait`, `update`, `resume`): where userspace pays for atomicity.
+//! - `batch-direct` / `batch-pause-all`: K updates in a row, as one transaction, each way.
+//!
+//! Every update also makes KVM kick every vCPU itself (kvm_make_all_cpus_request), so even
+//! `direct` grows with N; with halted vCPUs that growth is clean, with spinning vCPUs beyond
+//! the host's CPU count it mostly measures overcommit.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use vmscale_kvm::{GuestProgram, KvmSystem, Vm, VmConfig};
+use vmscale_run::{monotonic_ns, Phase, Point, Series};
+use vmscale_stats::Summary;
+
+use crate::sched::FifoGuard;
+use crate::{Cancel, Error, Knob, Progress, ScenarioInfo};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    Direct,
+    PauseAll,
+    BatchDirect,
+    BatchPauseAll,
+}
+
+impl Strategy {
+    pub const ALL: [Strategy; 4] = [
+        Strategy::Direct,
+        Strategy::PauseAll,
+        Strategy::BatchDirect,
+        Strategy::BatchPauseAll,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Direct => "direct",
+            Strategy::PauseAll => "pause-all",
+            Strategy::BatchDirect => "batch-direct",
+            Strategy::BatchPauseAll => "batch-pause-all",
+        }
+    }
+
+    /// Parses one `--strategy` word; `batch` stands for both batch strategies.
+    pub fn parse_list(words: &[String]) -> Result<Vec<Strategy>, Error> {
+        let mut out = Vec::new();
+        for word in words {
+            let add: &[Strategy] = match word.as_str() {
+                "all" => &Strategy::ALL,
+                "direct" => &[Strategy::Direct],
+                "pause-all" => &[Strategy::PauseAll],
+                "batch" => &[Strategy::BatchDirect, Strategy::BatchPauseAll],
+                "batch-direct" => &[Strategy::BatchDirect],
+                "batch-pause-all" => &[Strategy::BatchPauseAll],
+                other => {
+                    return Err(Error::Usage(format!(
+                        "unknown strategy '{other}' (expected direct, pause-all, batch, batch-direct, batch-pause-all or all)"
+                    )))
+                }
+            };
+            for s in add {
+                if !out.contains(s) {
+                    out.push(*s);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn pauses(self) -> bool {
+        matches!(self, Strategy::PauseAll | Strategy::BatchPauseAll)
+    }
+
+    fn is_batch(self) -> bool {
+        matches!(self, Strategy::BatchDirect | Strategy::BatchPauseAll)
+    }
+
+    fn sample_is(self, batch: usize) -> String {
+        match self {
+            Strategy::Direct => "one update (delete + add of one memslot), vCPUs running".into(),
+            Strategy::PauseAll => "pause every vCPU, one update, resume".into(),
+            Strategy::BatchDirect => format!("{batch} updates in a row, vCPUs running"),
+            Strategy::BatchPauseAll => format!("pause every vCPU, {batch} updates, resume"),
+        }
+    }
+}
+
+/// The knobs of one memslot run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MemslotKnobs {
+    pub vcpus: Vec<usize>,
+    pub repeat: usize,
+    pub warmup: usize,
+    pub strategies: Vec<Strategy>,
+    pub batch: usize,
+    pub guest: GuestProgram,
+    pub fifo: bool,
+    /// Size of the memslot being updated.
+    pub slot_bytes: u64,
+}
+
+pub const DEFAULT_VCPUS: &str = "1,2,4,8,16,32";
+pub const DEFAULT_REPEAT: usize = 200;
+pub const DEFAULT_WARMUP: usize = 10;
+pub const DEFAULT_BATCH: usize = 8;
+
+impl Default for MemslotKnobs {
+    fn default() -> Self {
+        MemslotKnobs {
+            vcpus: vec![1, 2, 4, 8, 16, 32],
+            repeat: DEFAULT_REPEAT,
+            warmup: DEFAULT_WARMUP,
+            strategies: Strategy::ALL.to_vec(),
+            batch: DEFAULT_BATCH,
+            guest: GuestProgram::Spin,
+            fifo: false,
+            slot_bytes: 2 << 20,
+        }
+    }
+}
+
+pub fn info() -> ScenarioInfo {
+    ScenarioInfo {
+        name: "memslot",
+        case: "case 3: atomic memslot updates versus pausing every vCPU",
+        summary: "latency of one memslot update (delete + add) while N vCPUs run, directly or with every vCPU paused",
+        sweep: "vcpus",
+        knobs: vec![
+            Knob { flag: "--vcpus", default: DEFAULT_VCPUS, help: "vCPU counts to sweep" },
+            Knob { flag: "--repeat", default: "200", help: "measured updates per point and strategy" },
+            Knob { flag: "--warmup", default: "10", help: "updates run first and not counted" },
+            Knob { flag: "--strategy", default: "all", help: "direct, pause-all, batch (both batch-direct and batch-pause-all)" },
+            Knob { flag: "--batch", default: "8", help: "updates per batch transaction" },
+            Knob { flag: "--guest", default: "spin", help: "spin (vCPUs run a CPL3 loop) or halt (vCPUs sleep in HLT)" },
+            Knob { flag: "--fifo", default: "off", help: "measure from a SCHED_FIFO thread" },
+            Knob { flag: "--slot-mib", default: "2", help: "size of each updated memslot" },
+        ],
+    }
+}
+
+impl MemslotKnobs {
+    /// Refuses knob values that cannot produce a measurement.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.vcpus.is_empty() {
+            return Err(Error::Usage("--vcpus needs at least one count".into()));
+        }
+        if let Some(0) = self.vcpus.iter().copied().find(|&n| n == 0) {
+            return Err(Error::Usage(
+                "--vcpus: a VM needs at least 1 vCPU (got 0)".into(),
+            ));
+        }
+        if self.repeat == 0 {
+            return Err(Error::Usage("--repeat must be at least 1".into()));
+        }
+        if self.strategies.is_empty() {
+            return Err(Error::Usage("--strategy: nothing to run".into()));
+        }
+        if self.slot_bytes == 0 || !self.slot_bytes.is_multiple_of(2 << 20) {
+            return Err(Error::Usage(format!(
+                "--slot-mib must be a positive multiple of 2 (got {} MiB)",
+                self.slot_bytes >> 20
+            )));
+        }
+        if self.batch == 0 || self.batch > 256 {
+            return Err(Error::Usage(format!(
+                "--batch must be between 1 and 256 (got {})",
+                self.batch
+            )));
+        }
+        Ok(())
+    }
+
+    fn vm_config(&self, vcpus: usize) -> VmConfig {
+        let mut config = VmConfig::new(vcpus, self.guest);
+        config.scratch_slots = self.batch.max(1);
+        config.scratch_slot_bytes = self.slot_bytes;
+        config
+    }
+
+    /// Samples the whole run will take, for the progress bar.
+    pub fn total_samples(&self) -> u64 {
+        (self.vcpus.len() * self.strategies.len() * (self.repeat + self.warmup)) as u64
+    }
+}
+
+/// Checks every point against the host's limits before any VM exists, so an impossible
+/// sweep fails at once instead of after its first points.
+pub fn preflight(system: &KvmSystem, knobs: &MemslotKnobs) -> Result<(), Error> {
+    knobs.validate()?;
+    for &n in &knobs.vcpus {
+        let config = knobs.vm_config(n);
+        vmscale_kvm::preflight::check_vm_request(
+            n,
+            config.total_memory_bytes(),
+            system.max_vcpus(),
+        )?;
+    }
+    Ok(())
+}
+
+/// Runs the sweep and returns one point per vCPU count.
+pub fn run(
+    system: &KvmSystem,
+    knobs: &MemslotKnobs,
+    progress: &dyn Progress,
+    cancel: &Cancel,
+) -> Result<Vec<Point>, Error> {
+    preflight(system, knobs)?;
+    progress.start(knobs.total_samples());
+    let host_cpus = vmscale_run::host::online_cpus();
+    let mut points = Vec::new();
+    for &vcpus in &knobs.vcpus {
+        let mut vm = Vm::start(system, &knobs.vm_config(vcpus))?;
+        // Every slot starts present; an update deletes and re-adds it.
+        for slot in 0..vm.scratch_slot_count() {
+            vm.set_scratch(slot, true)?;
+        }
+        let mut series = Vec::new();
+        for &strategy in &knobs.strategies {
+            progress.set_message(format!("{vcpus} vCPUs, {}", strategy.name()));
+            series.push(measure_strategy(
+                &mut vm, knobs, strategy, progress, cancel,
+            )?);
+        }
+        points.push(Point {
+            n: vcpus as u64,
+            vcpus_per_host_cpu: vcpus as f64 / host_cpus as f64,
+            series,
+        });
+    }
+    Ok(points)
+}
+
+/// Time stamps taken around one sample, from which its phases are derived.
+struct Marks {
+    start: u64,
+    paused: u64,
+    updated: u64,
+    end: u64,
+    /// For single direct updates: when the delete returned.
+    deleted: u64,
+}
+
+fn measure_strategy(
+    vm: &mut Vm,
+    knobs: &MemslotKnobs,
+    strategy: Strategy,
+    progress: &dyn Progress,
+    cancel: &Cancel,
+) -> Result<Series, Error> {
+    let updates = if strategy.is_batch() { knobs.batch } else { 1 };
+    let _fifo = knobs.fifo.then(FifoGuard::enter).transpose()?;
+    for _ in 0..knobs.warmup {
+        cancel.check()?;
+        wait_until_every_vcpu_ran(vm);
+        one_sample(vm, strategy, updates)?;
+        progress.advance(1);
+    }
+
+    let stats_before = vm.stats_snapshot();
+    let progress_before: Vec<u64> = (0..vm.vcpu_count()).map(|i| vm.progress(i)).collect();
+    let mut marks = Vec::with_capacity(knobs.repeat);
+    for _ in 0..knobs.repeat {
+        cancel.check()?;
+        wait_until_every_vcpu_ran(vm);
+        marks.push(one_sample(vm, strategy, updates)?);
+        progress.advance(1);
+    }
+    let vcpu_progress = (0..vm.vcpu_count())
+        .map(|i| vm.progress(i) - progress_before[i])
+        .collect();
+    let kvm_stats = match (stats_before, vm.stats_snapshot()) {
+        (Some(before), Some(after)) => prefixed_stats(vm.stats_delta(&before, &after)),
+        _ => BTreeMap::new(),
+    };
+
+    let samples_ns: Vec<u64> = marks.iter().map(|m| m.end - m.start).collect();
+    let phase =
+        |name: &str, f: &dyn Fn(&Marks) -> u64| Phase::new(name, marks.iter().map(f).collect());
+    let phases = match strategy {
+        Strategy::Direct => vec![
+            phase("delete", &|m| m.deleted - m.start),
+            phase("add", &|m| m.end - m.deleted),
+        ],
+        Strategy::PauseAll | Strategy::BatchPauseAll => vec![
+            phase("kick+wait", &|m| m.paused - m.start),
+            phase("update", &|m| m.updated - m.paused),
+            phase("resume", &|m| m.end - m.updated),
+        ],
+        Strategy::BatchDirect => Vec::new(),
+    };
+    Ok(Series {
+        name: strategy.name().into(),
+        sample_is: strategy.sample_is(knobs.batch),
+        summary: Summary::from_samples(&samples_ns),
+        samples_ns,
+        phases,
+        kvm_stats,
+        vcpu_progress,
+    })
+}
+
+/// Untimed, between samples: returns once every spinning vCPU has executed guest code
+/// since the call, so each sample starts with its vCPUs running, as the scenario claims.
+/// Without it, back-to-back pause-all samples kick vCPUs that never got back into the guest
+/// (cheaper than the real thing), and on an overcommitted host some never run at all.
+///
+/// Sleeps between polls rather than yielding, so a SCHED_FIFO caller cannot starve the
+/// vCPUs it waits for. Gives up after a few seconds; a vCPU that still never ran shows as
+/// zero progress in the results.
+fn wait_until_every_vcpu_ran(vm: &Vm) {
+    if vm.program() != GuestProgram::Spin {
+        return;
+    }
+    let start: Vec<u64> = (0..vm.vcpu_count()).map(|i| vm.progress(i)).collect();
+    let deadline = monotonic_ns() + 5_000_000_000;
+    let mut waiting: Vec<usize> = (0..vm.vcpu_count()).collect();
+    while !waiting.is_empty() && monotonic_ns() < deadline {
+        waiting.retain(|&i| vm.progress(i) == start[i]);
+        if !waiting.is_empty() {
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
+    }
+}
+
+/// One timed sample. Only clock reads and the operations themselves happen between marks.
+fn one_sample(vm: &mut Vm, strategy: Strategy, updates: usize) -> Result<Marks, Error> {
+    let start = monotonic_ns();
+    if strategy.pauses() {
+        vm.pause_all()?;
+    }
+    let paused = monotonic_ns();
+    let mut deleted = paused;
+    for slot in 0..updates {
+        vm.set_scratch(slot, false)?;
+        if slot == 0 {
+            deleted = monotonic_ns();
+        }
+        vm.set_scratch(slot, true)?;
+    }
+    let updated = monotonic_ns();
+    if strategy.pauses() {
+        vm.resume_all()?;
+    }
+    let end = monotonic_ns();
+    Ok(Marks {
+        start,
+        paused,
+        updated,
+        end,
+        deleted,
+    })
+}
+
+fn prefixed_stats(
+    (vm, vcpu): (BTreeMap<String, u64>, BTreeMap<String, u64>),
+) -> BTreeMap<String, u64> {
+    vm.into_iter()
+        .map(|(k, v)| (format!("vm.{k}"), v))
+        .chain(vcpu.into_iter().map(|(k, v)| (format!("vcpu.{k}"), v)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strategy_words_expand_and_deduplicate() {
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            Strategy::parse_list(&words(&["batch", "direct", "batch-direct"])).unwrap(),
+            vec![
+                Strategy::BatchDirect,
+                Strategy::BatchPauseAll,
+                Strategy::Direct
+            ]
+        );
+        assert_eq!(Strategy::parse_list(&words(&["all"])).unwrap().len(), 4);
+        let e = Strategy::parse_list(&words(&["fast"])).unwrap_err();
+        assert!(e.is_usage() && e.to_string().contains("'fast'"));
+    }
+
+    #[test]
+    fn zero_vcpus_and_zero_repeats_are_usage_errors() {
+        let knobs = MemslotKnobs {
+            vcpus: vec![1, 0],
+            ..Default::default()
+        };
+        assert!(knobs.validate().unwrap_err().is_usage());
+        let knobs = MemslotKnobs {
+            repeat: 0,
+            ..Default::default()
+        };
+        assert!(knobs.validate().unwrap_err().is_usage());
+    }
+}
