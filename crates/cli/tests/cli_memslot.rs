@@ -364,3 +364,25 @@ fn doctor_passes_on_this_host_and_names_the_kvm_limits() {
         .unwrap_or(false);
     assert!(!leftover, "doctor left a tracefs instance behind");
 }
+
+#[test]
+fn tour_runs_the_default_scenarios_and_writes_one_run() {
+    let out = scratch_dir("tour");
+    let o = vmscale()
+        .args(["tour", "--quiet", "--format", "json", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(run["scenario"], "memslot");
+    let ns: Vec<u64> = run["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["n"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ns, [1, 2, 4, 8]);
+    only_run_dir(&out);
+    std::fs::remove_dir_all(&out).unwrap();
+}

@@ -332,24 +332,64 @@ fn wait_until_every_vcpu_ran(vm: &Vm) {
     }
 }
 
+/// What one sample acts on: a real VM, or nothing at all when measuring the driver's own
+/// overhead (see [`driver_overhead`]), so both run exactly the same timed code.
+trait UpdateTarget {
+    fn pause(&mut self) -> Result<(), Error>;
+    fn resume(&mut self) -> Result<(), Error>;
+    fn set_slot(&mut self, slot: usize, present: bool) -> Result<(), Error>;
+}
+
+impl UpdateTarget for Vm {
+    fn pause(&mut self) -> Result<(), Error> {
+        Ok(self.pause_all()?)
+    }
+    fn resume(&mut self) -> Result<(), Error> {
+        Ok(self.resume_all()?)
+    }
+    fn set_slot(&mut self, slot: usize, present: bool) -> Result<(), Error> {
+        Ok(self.set_scratch(slot, present)?)
+    }
+}
+
+struct NoTarget;
+
+impl UpdateTarget for NoTarget {
+    fn pause(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
+    fn resume(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
+    fn set_slot(&mut self, slot: usize, present: bool) -> Result<(), Error> {
+        std::hint::black_box((slot, present));
+        Ok(())
+    }
+}
+
 /// One timed sample. Only clock reads and the operations themselves happen between marks.
-fn one_sample(vm: &mut Vm, strategy: Strategy, updates: usize) -> Result<Marks, Error> {
+#[inline(always)]
+fn one_sample(
+    target: &mut impl UpdateTarget,
+    strategy: Strategy,
+    updates: usize,
+) -> Result<Marks, Error> {
     let start = monotonic_ns();
     if strategy.pauses() {
-        vm.pause_all()?;
+        target.pause()?;
     }
     let paused = monotonic_ns();
     let mut deleted = paused;
     for slot in 0..updates {
-        vm.set_scratch(slot, false)?;
+        target.set_slot(slot, false)?;
         if slot == 0 {
             deleted = monotonic_ns();
         }
-        vm.set_scratch(slot, true)?;
+        target.set_slot(slot, true)?;
     }
     let updated = monotonic_ns();
     if strategy.pauses() {
-        vm.resume_all()?;
+        target.resume()?;
     }
     let end = monotonic_ns();
     Ok(Marks {
@@ -359,6 +399,17 @@ fn one_sample(vm: &mut Vm, strategy: Strategy, updates: usize) -> Result<Marks, 
         end,
         deleted,
     })
+}
+
+/// Samples of the timed loop with no VM behind it: what the driver itself adds to every
+/// sample (clock reads and bookkeeping), for the benchmark under bench/.
+pub fn driver_overhead(strategy: Strategy, updates: usize, repeat: usize) -> Vec<u64> {
+    (0..repeat)
+        .map(|_| {
+            let m = one_sample(&mut NoTarget, strategy, updates).expect("no-op target cannot fail");
+            m.end - m.start
+        })
+        .collect()
 }
 
 fn prefixed_stats(
