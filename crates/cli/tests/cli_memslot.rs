@@ -386,3 +386,37 @@ fn tour_runs_the_default_scenarios_and_writes_one_run() {
     only_run_dir(&out);
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+#[test]
+fn fifo_measuring_thread_completes_with_spinning_vcpus() {
+    // A FIFO thread that busy-waited for vCPUs would starve them on a small host and hang;
+    // this run finishing with every vCPU advanced is the check.
+    let out = scratch_dir("fifo");
+    let o = vmscale()
+        .args([
+            "run",
+            "memslot",
+            "--fifo",
+            "--vcpus",
+            "3",
+            "--repeat",
+            "20",
+            "--strategy",
+            "direct,pause-all",
+        ])
+        .args(["--quiet", "--format", "json", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(run["knobs"]["fifo"], true);
+    for s in run["points"][0]["series"].as_array().unwrap() {
+        assert!(
+            u64s(&s["vcpu_progress"]).iter().all(|&p| p > 0),
+            "{}",
+            s["name"]
+        );
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}
