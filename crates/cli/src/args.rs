@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::tracing::TraceArgs;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "vmscale",
@@ -19,12 +21,14 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run every scenario at a small default sweep and report (the quick tour)
-    Tour(OutputArgs),
+    Tour(TourArgs),
     /// List the scenarios with their knobs and defaults
     List,
     /// Run one scenario over its sweep
     #[command(subcommand)]
     Run(RunScenario),
+    /// Trace the kernel while a command runs (or for a duration) into a run directory
+    Record(RecordArgs),
     /// Render a recorded run again (RUN_DIR or RUN_DIR/run.json)
     Report {
         run: PathBuf,
@@ -32,7 +36,11 @@ pub enum Command {
         format: vmscale_report::Format,
     },
     /// Check that this host can run vmscale: root, /dev/kvm, tracefs, kallsyms, limits
-    Doctor,
+    Doctor {
+        /// First remove tracefs instances left by vmscale processes that were killed
+        #[arg(long)]
+        cleanup: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -82,6 +90,39 @@ pub struct MemslotArgs {
     pub slot_mib: u64,
     #[command(flatten)]
     pub output: OutputArgs,
+    #[command(flatten)]
+    pub trace: TraceArgs,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["duration", "command"])))]
+pub struct RecordArgs {
+    /// Event to record, as system:event or a whole system (repeatable); default: locks,
+    /// scheduler, IPIs and cross-CPU calls
+    #[arg(short = 'e', long = "event", value_name = "EVENT")]
+    pub events: Vec<String>,
+    /// Record for this many seconds (Ctrl-C stops early and keeps the trace)
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// The command to trace, after `--`
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+    /// Per-CPU trace buffer, in KiB
+    #[arg(long, default_value_t = vmscale_trace::recorder::DEFAULT_BUFFER_KIB, value_name = "KIB")]
+    pub buffer_kib: u64,
+    /// Do not record kernel stacks on lock contention
+    #[arg(long)]
+    pub no_stacks: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TourArgs {
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub trace: TraceArgs,
 }
 
 fn parse_format(s: &str) -> Result<vmscale_report::Format, String> {

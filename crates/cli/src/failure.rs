@@ -13,6 +13,13 @@ pub struct Failure {
 }
 
 impl Failure {
+    pub fn usage(message: impl Into<String>) -> Failure {
+        Failure {
+            message: message.into(),
+            exit_code: EXIT_USAGE,
+        }
+    }
+
     pub fn runtime(message: impl Into<String>) -> Failure {
         Failure {
             message: message.into(),

@@ -6,6 +6,8 @@ mod commands;
 mod failure;
 mod interrupt;
 mod progress;
+mod trace_analysis;
+mod tracing;
 
 use clap::Parser;
 
@@ -14,11 +16,12 @@ use args::{Cli, Command, RunScenario};
 fn main() {
     let cli = Cli::parse();
     let outcome = match cli.command {
-        Command::Tour(output) => commands::run::tour(&output),
+        Command::Tour(args) => commands::run::tour(&args),
         Command::List => commands::list::list(),
         Command::Run(RunScenario::Memslot(args)) => commands::run::memslot(&args),
+        Command::Record(args) => commands::record::record(&args),
         Command::Report { run, format } => commands::report::report(&run, format),
-        Command::Doctor => commands::doctor::doctor(),
+        Command::Doctor { cleanup } => commands::doctor::doctor(cleanup),
     };
     if let Err(failure) = outcome {
         eprintln!("vmscale: error: {}", failure.message);

@@ -31,8 +31,10 @@ pub(crate) fn render(record: &RunRecord) -> String {
         }
     }
 
-    out.push_str("\n### Latency\n\n");
-    out.push_str(&table(&grid::latency(record)));
+    if !record.points.is_empty() {
+        out.push_str("\n### Latency\n\n");
+        out.push_str(&table(&grid::latency(record)));
+    }
 
     if let Some(phases) = grid::phases(record) {
         out.push_str("\n### Where the time goes\n\n");

@@ -27,10 +27,10 @@ pub(crate) fn render(record: &RunRecord) -> String {
         }
     }
 
-    out.push_str("\nlatency\n");
-    out.push_str(&layout(&grid::latency(record)));
-    if record.points.is_empty() {
-        out.push_str("(no points were measured)\n");
+    // A bare trace recording (`vmscale record`) measures no operation.
+    if !record.points.is_empty() {
+        out.push_str("\nlatency\n");
+        out.push_str(&layout(&grid::latency(record)));
     }
 
     if let Some(phases) = grid::phases(record) {

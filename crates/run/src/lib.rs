@@ -6,11 +6,13 @@
 //! - [`dir`]: `vmscale-runs/<UTC>-<scenario>/` and loading a run from it.
 
 pub mod dir;
+pub mod findings;
 pub mod host;
 pub mod load;
 pub mod schema;
 
 pub use dir::{load_run, LoadError, RunDir};
+pub use findings::{LockContention, TraceSection, WaitStack, Waiter};
 pub use host::HostFacts;
 pub use load::{BackgroundLoad, LoadMeter};
 pub use schema::{Phase, Point, RunRecord, Series, ToolInfo, SCHEMA_VERSION};

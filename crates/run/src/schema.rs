@@ -47,6 +47,9 @@ pub struct RunRecord {
     pub knobs: serde_json::Value,
     pub background: Option<BackgroundLoad>,
     pub points: Vec<Point>,
+    /// The kernel trace recorded during the measured phases, when tracing was on.
+    #[serde(default)]
+    pub trace: Option<crate::findings::TraceSection>,
     /// Conditions that change what the numbers mean (overcommit, a busy machine, lost
     /// data); printed with every rendering of the run.
     pub warnings: Vec<String>,

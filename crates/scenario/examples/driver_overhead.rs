@@ -5,7 +5,7 @@ use std::sync::atomic::AtomicBool;
 
 use vmscale_kvm::{GuestProgram, KvmSystem};
 use vmscale_scenario::memslot::{self, MemslotKnobs, Strategy};
-use vmscale_scenario::{Cancel, NoProgress};
+use vmscale_scenario::{Cancel, NoPhaseHook, NoProgress};
 use vmscale_stats::Summary;
 
 fn main() {
@@ -37,7 +37,14 @@ fn main() {
         ..MemslotKnobs::default()
     };
     let never = AtomicBool::new(false);
-    let points = memslot::run(&system, &knobs, &NoProgress, &Cancel(&never)).unwrap();
+    let points = memslot::run(
+        &system,
+        &knobs,
+        &NoProgress,
+        &Cancel(&never),
+        &mut NoPhaseHook,
+    )
+    .unwrap();
     let real = points[0].series[0].summary.clone().unwrap();
     println!(
         "real direct update (1 halted vCPU, 500 samples): p50 {} ns; driver overhead is {:.3}% of it (p50 / p50)",

@@ -50,8 +50,31 @@ impl Progress for NoProgress {
     fn advance(&self, _: u64) {}
 }
 
+/// Called around every measured phase (never around warm-up or VM setup), so the caller can
+/// switch kernel tracing on only while it matters and mark the phase on the trace's clock.
+/// Scenarios never see what is recorded.
+pub trait PhaseHook {
+    fn measured_phase_begins(&mut self, label: &str) -> Result<(), Error>;
+    fn measured_phase_ends(&mut self, label: &str) -> Result<(), Error>;
+}
+
+/// For runs without tracing.
+pub struct NoPhaseHook;
+
+impl PhaseHook for NoPhaseHook {
+    fn measured_phase_begins(&mut self, _: &str) -> Result<(), Error> {
+        Ok(())
+    }
+    fn measured_phase_ends(&mut self, _: &str) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Tracing failed while the scenario ran.
+    #[error("{0}")]
+    Trace(String),
     /// The knobs ask for something impossible on this host; nothing was created.
     #[error("{0}")]
     Usage(String),

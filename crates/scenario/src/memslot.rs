@@ -22,7 +22,7 @@ use vmscale_run::{monotonic_ns, Phase, Point, Series};
 use vmscale_stats::Summary;
 
 use crate::sched::FifoGuard;
-use crate::{Cancel, Error, Knob, Progress, ScenarioInfo};
+use crate::{Cancel, Error, Knob, PhaseHook, Progress, ScenarioInfo};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -213,6 +213,7 @@ pub fn run(
     knobs: &MemslotKnobs,
     progress: &dyn Progress,
     cancel: &Cancel,
+    hook: &mut dyn PhaseHook,
 ) -> Result<Vec<Point>, Error> {
     preflight(system, knobs)?;
     progress.start(knobs.total_samples());
@@ -227,8 +228,9 @@ pub fn run(
         let mut series = Vec::new();
         for &strategy in &knobs.strategies {
             progress.set_message(format!("{vcpus} vCPUs, {}", strategy.name()));
+            let label = format!("memslot vcpus={vcpus} strategy={}", strategy.name());
             series.push(measure_strategy(
-                &mut vm, knobs, strategy, progress, cancel,
+                &mut vm, knobs, strategy, progress, cancel, hook, &label,
             )?);
         }
         points.push(Point {
@@ -256,6 +258,8 @@ fn measure_strategy(
     strategy: Strategy,
     progress: &dyn Progress,
     cancel: &Cancel,
+    hook: &mut dyn PhaseHook,
+    label: &str,
 ) -> Result<Series, Error> {
     let updates = if strategy.is_batch() { knobs.batch } else { 1 };
     let _fifo = knobs.fifo.then(FifoGuard::enter).transpose()?;
@@ -269,12 +273,14 @@ fn measure_strategy(
     let stats_before = vm.stats_snapshot();
     let progress_before: Vec<u64> = (0..vm.vcpu_count()).map(|i| vm.progress(i)).collect();
     let mut marks = Vec::with_capacity(knobs.repeat);
+    hook.measured_phase_begins(label)?;
     for _ in 0..knobs.repeat {
         cancel.check()?;
         wait_until_every_vcpu_ran(vm);
         marks.push(one_sample(vm, strategy, updates)?);
         progress.advance(1);
     }
+    hook.measured_phase_ends(label)?;
     let vcpu_progress = (0..vm.vcpu_count())
         .map(|i| vm.progress(i) - progress_before[i])
         .collect();

@@ -33,7 +33,10 @@ impl Check {
     }
 }
 
-pub fn doctor() -> Result<(), Failure> {
+pub fn doctor(cleanup: bool) -> Result<(), Failure> {
+    if cleanup {
+        clean_up_stale_instances();
+    }
     let checks = [
         check_root(),
         check_kvm(),
@@ -57,6 +60,24 @@ pub fn doctor() -> Result<(), Failure> {
         )));
     }
     Ok(())
+}
+
+/// Removes the tracefs instances of vmscale processes that no longer exist (killed with
+/// SIGKILL, so their own cleanup never ran).
+fn clean_up_stale_instances() {
+    if !tracefs_mounted() {
+        println!("cleanup: tracefs is not mounted, nothing to clean");
+        return;
+    }
+    let removed = vmscale_trace::tracefs::remove_stale_instances(Path::new(TRACEFS));
+    if removed.is_empty() {
+        println!("cleanup: no stale vmscale tracefs instances");
+    } else {
+        println!(
+            "cleanup: removed stale tracefs instances {}",
+            removed.join(", ")
+        );
+    }
 }
 
 fn is_root() -> bool {
@@ -138,19 +159,14 @@ fn check_tracefs() -> Check {
             )
         };
     }
-    // An instance of our own is all vmscale ever writes to; prove one can be made.
-    let probe = Path::new(TRACEFS)
-        .join("instances")
-        .join(format!("vmscale-{}-doctor", std::process::id()));
-    match std::fs::create_dir(&probe) {
-        Ok(()) => {
-            let _ = std::fs::remove_dir(&probe);
-            Check::new(
-                "tracefs",
-                Verdict::Ok,
-                format!("mounted at {TRACEFS}; private instances can be created"),
-            )
-        }
+    // An instance of our own is all vmscale ever writes to; prove one can be made (it is
+    // removed again when the guard drops).
+    match vmscale_trace::tracefs::Instance::create(Path::new(TRACEFS)) {
+        Ok(_instance) => Check::new(
+            "tracefs",
+            Verdict::Ok,
+            format!("mounted at {TRACEFS}; private instances can be created"),
+        ),
         Err(e) => Check::new(
             "tracefs",
             Verdict::Fail,

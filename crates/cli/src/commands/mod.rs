@@ -2,5 +2,6 @@
 
 pub mod doctor;
 pub mod list;
+pub mod record;
 pub mod report;
 pub mod run;

@@ -4,11 +4,13 @@ use vmscale_kvm::{GuestProgram, KvmSystem};
 use vmscale_run::dir::utc_now;
 use vmscale_run::{HostFacts, LoadMeter, Point, RunDir, RunRecord, ToolInfo, SCHEMA_VERSION};
 use vmscale_scenario::memslot::{self, MemslotKnobs, Strategy};
-use vmscale_scenario::Cancel;
+use vmscale_scenario::{Cancel, PhaseHook};
+use vmscale_trace::recorder::RecordConfig;
 
-use crate::args::{MemslotArgs, OutputArgs};
+use crate::args::{MemslotArgs, OutputArgs, TourArgs};
 use crate::failure::Failure;
 use crate::progress::Bar;
+use crate::tracing::{current_tid, TraceArgs, TraceSession};
 
 pub fn memslot(args: &MemslotArgs) -> Result<(), Failure> {
     let knobs = MemslotKnobs {
@@ -24,11 +26,11 @@ pub fn memslot(args: &MemslotArgs) -> Result<(), Failure> {
         fifo: args.fifo,
         slot_bytes: args.slot_mib.saturating_mul(1 << 20),
     };
-    run_memslot(knobs, &args.output)
+    run_memslot(knobs, &args.output, &args.trace)
 }
 
 /// The tour: small sweeps that finish quickly and show each scenario's shape.
-pub fn tour(output: &OutputArgs) -> Result<(), Failure> {
+pub fn tour(args: &TourArgs) -> Result<(), Failure> {
     let knobs = MemslotKnobs {
         vcpus: vec![1, 2, 4, 8],
         repeat: 100,
@@ -36,59 +38,131 @@ pub fn tour(output: &OutputArgs) -> Result<(), Failure> {
         strategies: vec![Strategy::Direct, Strategy::PauseAll],
         ..MemslotKnobs::default()
     };
-    run_memslot(knobs, output)
+    run_memslot(knobs, &args.output, &args.trace)
 }
 
-fn run_memslot(knobs: MemslotKnobs, output: &OutputArgs) -> Result<(), Failure> {
+fn run_memslot(knobs: MemslotKnobs, output: &OutputArgs, trace: &TraceArgs) -> Result<(), Failure> {
     knobs.validate()?;
     let system = KvmSystem::open()?;
     memslot::preflight(&system, &knobs)?;
-
-    let started_utc = utc_now();
-    let host = HostFacts::probe(Some(system.facts()));
-    let interrupted = crate::interrupt::install();
-    let bar = Bar::new(output.quiet);
-    let meter = LoadMeter::start();
-    let points = memslot::run(&system, &knobs, &bar, &Cancel(&interrupted));
-    bar.finish();
-    let points = points?;
-    let background = meter.finish(host.online_cpus);
-
-    let mut warnings = overcommit_warnings(&points, host.online_cpus, knobs.guest);
-    warnings.extend(stalled_vcpu_warnings(&points, knobs.guest));
-    warnings.extend(background.as_ref().and_then(|b| b.warning()));
-
-    let record = RunRecord {
-        schema_version: SCHEMA_VERSION,
-        tool: ToolInfo::current(env!("CARGO_PKG_VERSION")),
-        scenario: "memslot".into(),
-        sweep: "vcpus".into(),
-        command_line: std::env::args().collect(),
-        started_utc,
-        finished_utc: utc_now(),
-        host,
-        knobs: serde_json::to_value(&knobs).expect("knobs serialize"),
-        background,
-        points,
-        warnings,
+    let guest = knobs.guest;
+    let knobs_json = serde_json::to_value(&knobs).expect("knobs serialize");
+    let measure = |hook: &mut dyn PhaseHook, bar: &Bar, cancel: &Cancel| {
+        memslot::run(&system, &knobs, bar, cancel, hook)
     };
-    write_and_print(&record, output)
+    let plan = RunPlan {
+        scenario: "memslot",
+        sweep: "vcpus",
+        kvm: Some(system.facts()),
+        knobs: knobs_json,
+        trace_config: scenario_trace_config(),
+    };
+    let (dir, mut record) = execute(plan, output, trace, measure)?;
+    let mut warnings = overcommit_warnings(&record.points, record.host.online_cpus, guest);
+    warnings.extend(stalled_vcpu_warnings(&record.points, guest));
+    warnings.extend(record.background.as_ref().and_then(|b| b.warning()));
+    record.warnings.splice(0..0, warnings);
+    finish(&dir, &record, output)
 }
 
-fn write_and_print(record: &RunRecord, output: &OutputArgs) -> Result<(), Failure> {
-    let cannot = |e: std::io::Error| {
-        Failure::runtime(format!(
-            "cannot write the run under {}: {e}",
-            output.out.display()
-        ))
-    };
-    let dir = RunDir::create(&output.out, &record.scenario, &record.started_utc).map_err(cannot)?;
-    dir.write_record(record).map_err(cannot)?;
+/// Runs `measure` with tracing around its measured phases, in a fresh run directory that is
+/// removed again if anything fails, so a failed or interrupted run leaves nothing behind.
+/// What a run is, before it runs.
+pub(crate) struct RunPlan {
+    pub scenario: &'static str,
+    /// The knob `Point::n` holds.
+    pub sweep: &'static str,
+    pub kvm: Option<vmscale_kvm::KvmFacts>,
+    pub knobs: serde_json::Value,
+    pub trace_config: RecordConfig,
+}
+
+pub(crate) fn execute(
+    plan: RunPlan,
+    output: &OutputArgs,
+    trace: &TraceArgs,
+    measure: impl FnOnce(
+        &mut dyn PhaseHook,
+        &Bar,
+        &Cancel,
+    ) -> Result<Vec<Point>, vmscale_scenario::Error>,
+) -> Result<(RunDir, RunRecord), Failure> {
+    let RunPlan {
+        scenario,
+        sweep,
+        kvm,
+        knobs,
+        trace_config,
+    } = plan;
+    let started_utc = utc_now();
+    let dir =
+        RunDir::create(&output.out, scenario, &started_utc).map_err(|e| cannot_write(output, e))?;
+    let recorded = (|| {
+        let host = HostFacts::probe(kvm);
+        let interrupted = crate::interrupt::install();
+        let mut session = TraceSession::start(trace, &dir.path, trace_config)?;
+        let bar = Bar::new(output.quiet);
+        let meter = LoadMeter::start();
+        let points = measure(&mut session, &bar, &Cancel(&interrupted));
+        bar.finish();
+        let points = points?;
+        let background = meter.finish(host.online_cpus);
+        let trace_meta = session.finish()?;
+        let mut warnings = Vec::new();
+        let trace = trace_meta.map(|meta| {
+            warnings.extend(meta.lost_warnings());
+            crate::trace_analysis::analyse(&dir.path, &meta)
+        });
+        Ok(RunRecord {
+            schema_version: SCHEMA_VERSION,
+            tool: ToolInfo::current(env!("CARGO_PKG_VERSION")),
+            scenario: scenario.into(),
+            sweep: sweep.into(),
+            command_line: std::env::args().collect(),
+            started_utc,
+            finished_utc: utc_now(),
+            host,
+            knobs,
+            background,
+            points,
+            trace,
+            warnings,
+        })
+    })();
+    match recorded {
+        Ok(record) => Ok((dir, record)),
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir.path);
+            Err(e)
+        }
+    }
+}
+
+/// Events for scenario runs: the contention set, with system calls only from the thread
+/// that measures (the scenario runs on the calling thread).
+fn scenario_trace_config() -> RecordConfig {
+    RecordConfig {
+        syscall_tids: vec![current_tid()],
+        ..RecordConfig::default()
+    }
+}
+
+fn cannot_write(output: &OutputArgs, e: std::io::Error) -> Failure {
+    Failure::runtime(format!(
+        "cannot write the run under {}: {e}",
+        output.out.display()
+    ))
+}
+
+/// Writes run.json and summary.md, prints the chosen format and where the run is.
+pub(crate) fn finish(dir: &RunDir, record: &RunRecord, output: &OutputArgs) -> Result<(), Failure> {
+    dir.write_record(record)
+        .map_err(|e| cannot_write(output, e))?;
     std::fs::write(
         dir.path.join("summary.md"),
         vmscale_report::render(record, vmscale_report::Format::Md),
     )
-    .map_err(cannot)?;
+    .map_err(|e| cannot_write(output, e))?;
     print!("{}", vmscale_report::render(record, output.format));
     eprintln!("run directory: {}", dir.path.display());
     Ok(())

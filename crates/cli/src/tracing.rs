@@ -1,0 +1,107 @@
+//! Kernel tracing around a scenario's measured phases.
+
+use std::path::Path;
+
+use clap::Args;
+use vmscale_scenario::PhaseHook;
+use vmscale_trace::recorder::{RecordConfig, Recording, TraceMeta, DEFAULT_BUFFER_KIB};
+
+use crate::failure::Failure;
+
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// Do not trace the kernel during the run
+    #[arg(long)]
+    pub no_trace: bool,
+    /// Per-CPU trace buffer, in KiB
+    #[arg(long, default_value_t = DEFAULT_BUFFER_KIB, value_name = "KIB")]
+    pub buffer_kib: u64,
+    /// Do not record kernel stacks on lock contention (each costs microseconds)
+    #[arg(long)]
+    pub no_stacks: bool,
+    /// Tracing is the command's whole point (`record`): errors do not suggest --no-trace.
+    #[arg(skip)]
+    pub required: bool,
+}
+
+/// The trace subdirectory of a run directory.
+pub const TRACE_DIR: &str = "trace";
+
+/// A recording that follows the scenario's measured phases; inert with --no-trace.
+pub struct TraceSession {
+    recording: Option<Recording>,
+}
+
+/// The calling thread's id, for keeping only its system calls in the trace.
+pub fn current_tid() -> u32 {
+    // SAFETY: gettid has no preconditions and cannot fail.
+    unsafe { libc::gettid() as u32 }
+}
+
+fn trace_failure(args: &TraceArgs) -> impl Fn(vmscale_trace::tracefs::Error) -> Failure + '_ {
+    move |e| {
+        if args.required {
+            Failure::runtime(e.to_string())
+        } else {
+            Failure::runtime(format!("{e} (or run with --no-trace)"))
+        }
+    }
+}
+
+impl TraceSession {
+    pub fn start(
+        args: &TraceArgs,
+        run_dir: &Path,
+        mut config: RecordConfig,
+    ) -> Result<TraceSession, Failure> {
+        if args.no_trace {
+            return Ok(TraceSession { recording: None });
+        }
+        if args.buffer_kib < 64 {
+            return Err(Failure::usage(format!(
+                "--buffer-kib must be at least 64 (got {})",
+                args.buffer_kib
+            )));
+        }
+        config.buffer_kib = args.buffer_kib;
+        if args.no_stacks {
+            config.stack_events.clear();
+        }
+        let mount = vmscale_trace::tracefs::mount_point().map_err(trace_failure(args))?;
+        let recording = Recording::prepare(&mount, &run_dir.join(TRACE_DIR), config)
+            .map_err(trace_failure(args))?;
+        Ok(TraceSession {
+            recording: Some(recording),
+        })
+    }
+
+    pub fn finish(self) -> Result<Option<TraceMeta>, Failure> {
+        self.recording
+            .map(|r| r.finish().map_err(|e| Failure::runtime(e.to_string())))
+            .transpose()
+    }
+}
+
+fn hook_error(e: vmscale_trace::tracefs::Error) -> vmscale_scenario::Error {
+    vmscale_scenario::Error::Trace(e.to_string())
+}
+
+impl PhaseHook for TraceSession {
+    fn measured_phase_begins(&mut self, label: &str) -> Result<(), vmscale_scenario::Error> {
+        if let Some(r) = &mut self.recording {
+            r.set_on(true).map_err(hook_error)?;
+            r.mark(&format!("vmscale: begin {label}"))
+                .map_err(hook_error)?;
+        }
+        Ok(())
+    }
+
+    fn measured_phase_ends(&mut self, label: &str) -> Result<(), vmscale_scenario::Error> {
+        if let Some(r) = &mut self.recording {
+            r.mark(&format!("vmscale: end {label}"))
+                .map_err(hook_error)?;
+            r.set_on(false).map_err(hook_error)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,479 @@
+//! Recording the kernel into a trace directory (docs/trace-dir.md).
+//!
+//! Life of a recording:
+//! 1. [`Recording::prepare`]: a private instance, configured and with every event enabled
+//!    while `tracing_on` is 0 (enabling patches kernel code and sends IPIs of its own, which
+//!    must not land in the measurement), formats and kallsyms saved, one reader thread per
+//!    CPU already draining `trace_pipe_raw`.
+//! 2. [`Recording::set_on`] around each measured phase, [`Recording::mark`] for phase
+//!    markers on the same clock as the samples.
+//! 3. [`Recording::finish`]: tracing off, readers drain what is left, lost-event counters
+//!    read, `meta.json` written, instance removed.
+//!
+//! Dropping a `Recording` without `finish` (an error or Ctrl-C path) still stops the readers
+//! and removes the instance.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use serde::{Deserialize, Serialize};
+
+use crate::tracefs::{Error, Instance};
+
+/// What to record.
+#[derive(Debug, Clone)]
+pub struct RecordConfig {
+    /// `system:event` names to enable.
+    pub events: Vec<String>,
+    /// Events that get a kernel stack recorded right after them.
+    pub stack_events: Vec<String>,
+    /// Per-CPU ring-buffer size.
+    pub buffer_kib: u64,
+    /// Thread ids whose raw_syscalls events are kept (empty: all tasks).
+    pub syscall_tids: Vec<u32>,
+}
+
+/// The default per-CPU buffer: 16 MiB held every run here without overruns; 2 MiB with
+/// stacks on every event overran.
+pub const DEFAULT_BUFFER_KIB: u64 = 16 * 1024;
+
+/// Events every scenario records for the lock-contention analysis.
+pub fn default_events() -> Vec<String> {
+    [
+        "lock:contention_begin",
+        "lock:contention_end",
+        "sched:sched_switch",
+        "sched:sched_wakeup",
+        "sched:sched_wakeup_new",
+        "sched:sched_waking",
+        "ipi:ipi_send_cpu",
+        "ipi:ipi_send_cpumask",
+        "csd:csd_queue_cpu",
+        "csd:csd_function_entry",
+        "csd:csd_function_exit",
+        "raw_syscalls:sys_enter",
+        "raw_syscalls:sys_exit",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+impl Default for RecordConfig {
+    fn default() -> Self {
+        RecordConfig {
+            events: default_events(),
+            stack_events: vec!["lock:contention_begin".into()],
+            buffer_kib: DEFAULT_BUFFER_KIB,
+            syscall_tids: Vec::new(),
+        }
+    }
+}
+
+/// Events lost on one CPU, from per_cpu/cpuN/stats.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LostEvents {
+    pub overrun: u64,
+    pub commit_overrun: u64,
+    pub dropped_events: u64,
+}
+
+impl LostEvents {
+    pub fn total(&self) -> u64 {
+        self.overrun + self.commit_overrun + self.dropped_events
+    }
+}
+
+/// `meta.json` of a trace directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceMeta {
+    pub page_size: usize,
+    pub cpus: Vec<u32>,
+    pub clock: String,
+    pub events: Vec<String>,
+    pub stacks: bool,
+    pub buffer_kib: u64,
+    /// CPU number (as a string, for JSON) -> what it lost.
+    pub lost: BTreeMap<String, LostEvents>,
+    pub started_ns: u64,
+    pub stopped_ns: u64,
+    /// CLOCK_MONOTONIC intervals during which tracing_on was 1.
+    pub windows: Vec<(u64, u64)>,
+    /// Pages each reader wrote, per CPU.
+    pub pages: BTreeMap<String, u64>,
+}
+
+impl TraceMeta {
+    /// One warning per CPU that lost events, e.g. "cpu1 lost 2,345 events ...".
+    pub fn lost_warnings(&self) -> Vec<String> {
+        self.lost
+            .iter()
+            .filter(|(_, l)| l.total() > 0)
+            .map(|(cpu, l)| {
+                format!(
+                    "cpu{cpu} lost {} trace events (overrun {}, commit overrun {}, dropped {}): waits and counts from the trace are lower bounds; raise --buffer-kib",
+                    l.total(),
+                    l.overrun,
+                    l.commit_overrun,
+                    l.dropped_events
+                )
+            })
+            .collect()
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf only reads a system value.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}
+
+struct Reader {
+    cpu: u32,
+    handle: JoinHandle<std::io::Result<u64>>,
+}
+
+/// A recording in progress.
+pub struct Recording {
+    dir: PathBuf,
+    config: RecordConfig,
+    page_size: usize,
+    cpus: Vec<u32>,
+    readers: Vec<Reader>,
+    stop: Arc<AtomicBool>,
+    marker: File,
+    windows: Vec<(u64, u64)>,
+    on_since: Option<u64>,
+    started_ns: Option<u64>,
+    // Last: dropped after the readers have closed their per-CPU files.
+    instance: Instance,
+}
+
+fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+impl Recording {
+    /// Sets up the instance and the reader threads; `dir` (created) receives the trace.
+    pub fn prepare(mount: &Path, dir: &Path, config: RecordConfig) -> Result<Recording, Error> {
+        std::fs::create_dir_all(dir).map_err(io_at(dir))?;
+        let instance = Instance::create(mount)?;
+        instance.write("buffer_size_kb", &config.buffer_kib.to_string())?;
+        instance.write("trace_clock", "mono")?;
+        // Real pointers in any text rendering; the binary records carry them regardless.
+        if instance.path().join("options/hash-ptr").exists() {
+            instance.write("options/hash-ptr", "0")?;
+        }
+        for event in &config.events {
+            instance.enable_event(event)?;
+        }
+        for event in &config.stack_events {
+            instance.add_stack_trigger(event)?;
+        }
+        if !config.syscall_tids.is_empty() {
+            let filter = config
+                .syscall_tids
+                .iter()
+                .map(|tid| format!("common_pid == {tid}"))
+                .collect::<Vec<_>>()
+                .join(" || ");
+            for event in ["raw_syscalls:sys_enter", "raw_syscalls:sys_exit"] {
+                if config.events.iter().any(|e| e == event) {
+                    instance.set_filter(event, &filter)?;
+                }
+            }
+        }
+        save_formats(&instance, dir, &config)?;
+        let kallsyms = dir.join("kallsyms");
+        std::fs::copy("/proc/kallsyms", &kallsyms).map_err(io_at(&kallsyms))?;
+
+        let page_size = page_size();
+        let cpus = instance.cpus()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let marker = instance.open_marker()?;
+        let mut recording = Recording {
+            dir: dir.to_path_buf(),
+            config,
+            page_size,
+            cpus: cpus.clone(),
+            readers: Vec::new(),
+            stop,
+            marker,
+            windows: Vec::new(),
+            on_since: None,
+            started_ns: None,
+            instance,
+        };
+        for cpu in cpus {
+            let source = recording
+                .instance
+                .path()
+                .join(format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
+            let input = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&source)
+                .map_err(io_at(&source))?;
+            let target = dir.join(format!("cpu{cpu}.raw"));
+            let output = File::create(&target).map_err(io_at(&target))?;
+            let stop = Arc::clone(&recording.stop);
+            let handle = std::thread::Builder::new()
+                .name(format!("trace-cpu{cpu}"))
+                .spawn(move || drain(input, output, page_size, &stop))
+                .map_err(io_at(&source))?;
+            recording.readers.push(Reader { cpu, handle });
+        }
+        Ok(recording)
+    }
+
+    /// The directory receiving the trace.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Switches recording on or off (the measured phases only).
+    pub fn set_on(&mut self, on: bool) -> Result<(), Error> {
+        match (on, self.on_since) {
+            (true, None) => {
+                let now = monotonic_ns();
+                self.instance.set_tracing(true)?;
+                self.started_ns.get_or_insert(now);
+                self.on_since = Some(now);
+            }
+            (false, Some(since)) => {
+                self.instance.set_tracing(false)?;
+                self.windows.push((since, monotonic_ns()));
+                self.on_since = None;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Writes a phase marker into the trace (an ftrace:print event on the trace clock).
+    pub fn mark(&self, text: &str) -> Result<(), Error> {
+        (&self.marker)
+            .write_all(text.as_bytes())
+            .map_err(io_at(&self.instance.path().join("trace_marker")))
+    }
+
+    /// Stops recording, drains every buffer, and writes meta.json.
+    pub fn finish(mut self) -> Result<TraceMeta, Error> {
+        self.set_on(false)?;
+        let mut pages = BTreeMap::new();
+        for reader in self.stop_readers() {
+            let (cpu, result) = reader;
+            let count = result.map_err(io_at(&self.dir.join(format!("cpu{cpu}.raw"))))?;
+            pages.insert(cpu.to_string(), count);
+        }
+        let mut lost = BTreeMap::new();
+        for &cpu in &self.cpus {
+            let stats = self.instance.read(&format!("per_cpu/cpu{cpu}/stats"))?;
+            lost.insert(cpu.to_string(), parse_lost(&stats));
+        }
+        let meta = TraceMeta {
+            page_size: self.page_size,
+            cpus: self.cpus.clone(),
+            clock: "mono".into(),
+            events: self.config.events.clone(),
+            stacks: !self.config.stack_events.is_empty(),
+            buffer_kib: self.config.buffer_kib,
+            lost,
+            started_ns: self.started_ns.unwrap_or(0),
+            stopped_ns: self.windows.last().map(|w| w.1).unwrap_or(0),
+            windows: self.windows.clone(),
+            pages,
+        };
+        let path = self.dir.join("meta.json");
+        let json = serde_json::to_vec_pretty(&meta).map_err(|e| io_at(&path)(e.into()))?;
+        std::fs::write(&path, json).map_err(io_at(&path))?;
+        Ok(meta)
+    }
+
+    fn stop_readers(&mut self) -> Vec<(u32, std::io::Result<u64>)> {
+        self.stop.store(true, Ordering::Release);
+        self.readers
+            .drain(..)
+            .map(|r| {
+                let result = r
+                    .handle
+                    .join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("trace reader panicked")));
+                (r.cpu, result)
+            })
+            .collect()
+    }
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        let _ = self.instance.set_tracing(false);
+        // Readers hold the per-CPU files open; the instance cannot be removed before they
+        // exit. Field order then drops the instance last.
+        self.stop_readers();
+    }
+}
+
+/// Copies header_page, header_event and the format of every event that can appear.
+fn save_formats(instance: &Instance, dir: &Path, config: &RecordConfig) -> Result<(), Error> {
+    for header in ["header_page", "header_event"] {
+        let target = dir.join(header);
+        std::fs::write(&target, instance.read(&format!("events/{header}"))?)
+            .map_err(io_at(&target))?;
+    }
+    // The kernel emits these itself: stacks from triggers, prints from trace_marker.
+    let mut events = vec![
+        "ftrace:kernel_stack".to_string(),
+        "ftrace:print".to_string(),
+    ];
+    for event in &config.events {
+        events.extend(instance.expand_events(event)?);
+    }
+    for event in &events {
+        let (system, name) = event
+            .split_once(':')
+            .expect("event_dir validated the shape");
+        let source = instance.event_dir(event)?.join("format");
+        let text = crate::tracefs::read_whole(&source).map_err(io_at(&source))?;
+        let target_dir = dir.join("formats").join(system);
+        std::fs::create_dir_all(&target_dir).map_err(io_at(&target_dir))?;
+        let target = target_dir.join(name);
+        std::fs::write(&target, text).map_err(io_at(&target))?;
+    }
+    Ok(())
+}
+
+/// Reads whole pages from one CPU's trace_pipe_raw until stopped, then drains the rest.
+///
+/// The file is non-blocking: an empty buffer answers EAGAIN, and poll() waits for data with
+/// a timeout (poll itself only wakes when the buffer is `buffer_percent` full). After `stop`
+/// is seen, one more full drain runs, so events written just before tracing_on went to 0
+/// are never left behind.
+fn drain(input: File, output: File, page_size: usize, stop: &AtomicBool) -> std::io::Result<u64> {
+    use std::io::Read;
+    let mut out = BufWriter::with_capacity(1 << 20, output);
+    let mut page = vec![0u8; page_size];
+    let mut pages = 0u64;
+    let mut final_pass = false;
+    let mut input = input;
+    loop {
+        match input.read(&mut page) {
+            Ok(0) => {}
+            Ok(n) => {
+                out.write_all(&page[..n])?;
+                // A short read would misalign every later page; pad it to a whole page,
+                // whose header still says how much of it is data.
+                if n < page_size {
+                    out.write_all(&vec![0u8; page_size - n])?;
+                }
+                pages += 1;
+                continue;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+        // Nothing to read right now.
+        if final_pass {
+            break;
+        }
+        if stop.load(Ordering::Acquire) {
+            final_pass = true;
+            continue;
+        }
+        let mut fd = libc::pollfd {
+            fd: input.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for an fd this thread owns; the result is only a hint.
+        unsafe { libc::poll(&mut fd, 1, 50) };
+    }
+    out.flush()?;
+    Ok(pages)
+}
+
+fn parse_lost(stats: &str) -> LostEvents {
+    let field = |name: &str| {
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    LostEvents {
+        overrun: field("overrun:"),
+        commit_overrun: field("commit overrun:"),
+        dropped_events: field("dropped events:"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lost_counters_parse_from_the_kernel_stats_text() {
+        let stats = "entries: 127\noverrun: 5\ncommit overrun: 1\nbytes: 8360\noldest event ts:   933.860593\nnow ts:   934.118936\ndropped events: 7\nread events: 0\n";
+        let lost = parse_lost(stats);
+        assert_eq!(
+            lost,
+            LostEvents {
+                overrun: 5,
+                commit_overrun: 1,
+                dropped_events: 7
+            }
+        );
+        assert_eq!(lost.total(), 13);
+    }
+
+    #[test]
+    fn lost_events_become_one_warning_per_cpu() {
+        let mut meta = TraceMeta {
+            page_size: 4096,
+            cpus: vec![0, 1],
+            clock: "mono".into(),
+            events: vec![],
+            stacks: true,
+            buffer_kib: 2048,
+            lost: BTreeMap::new(),
+            started_ns: 0,
+            stopped_ns: 0,
+            windows: vec![],
+            pages: BTreeMap::new(),
+        };
+        meta.lost.insert("0".into(), LostEvents::default());
+        meta.lost.insert(
+            "1".into(),
+            LostEvents {
+                overrun: 2345,
+                ..Default::default()
+            },
+        );
+        let warnings = meta.lost_warnings();
+        assert_eq!(warnings.len(), 1);
+        assert!(
+            warnings[0].starts_with("cpu1 lost 2345 trace events"),
+            "{}",
+            warnings[0]
+        );
+    }
+}
