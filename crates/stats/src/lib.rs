@@ -35,40 +35,83 @@ impl Summary {
     /// Summarises `samples`; `None` when there are none, since an empty distribution has
     /// no percentiles and inventing zeros would read as a measurement.
     pub fn from_samples(samples: &[u64]) -> Option<Summary> {
-        if samples.is_empty() {
+        let mut streaming = StreamingSummary::default();
+        samples.iter().for_each(|&v| streaming.record(v));
+        streaming.summary()
+    }
+}
+
+/// A summary built one value at a time in constant memory, for streaming analyses whose
+/// memory must not grow with the number of events (one per lock, not one per wait).
+#[derive(Debug, Clone)]
+pub struct StreamingSummary {
+    histogram: Histogram<u64>,
+    n: u64,
+    mean: f64,
+    m2: f64,
+    min: u64,
+    max: u64,
+    sum: u128,
+}
+
+impl Default for StreamingSummary {
+    fn default() -> Self {
+        StreamingSummary {
+            histogram: new_histogram(),
+            n: 0,
+            mean: 0.0,
+            m2: 0.0,
+            min: u64::MAX,
+            max: 0,
+            sum: 0,
+        }
+    }
+}
+
+impl StreamingSummary {
+    pub fn record(&mut self, value: u64) {
+        self.histogram.saturating_record(value);
+        // Welford's update: stable for millions of samples with a large common offset.
+        self.n += 1;
+        self.min = self.min.min(value);
+        self.max = self.max.max(value);
+        self.sum += value as u128;
+        let delta = value as f64 - self.mean;
+        self.mean += delta / self.n as f64;
+        self.m2 += delta * (value as f64 - self.mean);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.n
+    }
+
+    /// Exact sum of every recorded value.
+    pub fn total(&self) -> u64 {
+        self.sum.min(u64::MAX as u128) as u64
+    }
+
+    /// The same statistics [`Summary::from_samples`] gives for the same values.
+    pub fn summary(&self) -> Option<Summary> {
+        if self.n == 0 {
             return None;
         }
-        let mut histogram = new_histogram();
-        let (mut mean, mut m2) = (0.0f64, 0.0f64);
-        let (mut min, mut max) = (u64::MAX, 0u64);
-        for (i, &value) in samples.iter().enumerate() {
-            histogram.saturating_record(value);
-            min = min.min(value);
-            max = max.max(value);
-            // Welford's update: stable for millions of samples with a large common offset.
-            let delta = value as f64 - mean;
-            mean += delta / (i + 1) as f64;
-            m2 += delta * (value as f64 - mean);
-        }
-        let n = samples.len() as u64;
-        let stdev = if n > 1 {
-            (m2 / (n - 1) as f64).sqrt()
-        } else {
-            0.0
-        };
         // The histogram reports a bucket's upper edge; the exact extremes bound every
         // percentile so that p99 can never print above max.
-        let quantile = |q: f64| histogram.value_at_quantile(q).clamp(min, max);
+        let quantile = |q: f64| self.histogram.value_at_quantile(q).clamp(self.min, self.max);
         Some(Summary {
-            n,
-            mean_ns: mean,
-            stdev_ns: stdev,
-            min_ns: min,
+            n: self.n,
+            mean_ns: self.mean,
+            stdev_ns: if self.n > 1 {
+                (self.m2 / (self.n - 1) as f64).sqrt()
+            } else {
+                0.0
+            },
+            min_ns: self.min,
             p50_ns: quantile(0.50),
             p90_ns: quantile(0.90),
             p99_ns: quantile(0.99),
             p999_ns: quantile(0.999),
-            max_ns: max,
+            max_ns: self.max,
         })
     }
 }
@@ -155,6 +198,21 @@ mod tests {
         assert!(s.min_ns <= s.p50_ns);
         assert!(s.p50_ns <= s.p90_ns && s.p90_ns <= s.p99_ns && s.p99_ns <= s.p999_ns);
         assert!(s.p999_ns <= s.max_ns);
+    }
+
+    #[test]
+    fn streaming_and_batch_summaries_agree() {
+        let samples: Vec<u64> = (0..5_000u64).map(|i| (i * 104_729) % 1_000_003 + 1).collect();
+        let mut streaming = StreamingSummary::default();
+        samples.iter().for_each(|&v| streaming.record(v));
+        let batch = Summary::from_samples(&samples).unwrap();
+        let s = streaming.summary().unwrap();
+        assert_eq!(s.n, batch.n);
+        assert_eq!((s.min_ns, s.p50_ns, s.p99_ns, s.max_ns), (batch.min_ns, batch.p50_ns, batch.p99_ns, batch.max_ns));
+        assert!((s.mean_ns - batch.mean_ns).abs() < 1e-6);
+        assert!((s.stdev_ns - batch.stdev_ns).abs() < 1e-6);
+        assert_eq!(streaming.total(), samples.iter().sum::<u64>());
+        assert_eq!(StreamingSummary::default().summary(), None);
     }
 
     #[test]
