@@ -35,6 +35,8 @@ pub enum Command {
         #[arg(long, default_value = "table", value_parser = parse_format)]
         format: vmscale_report::Format,
     },
+    #[command(hide = true)]
+    TeardownHolder(TeardownHolderArgs),
     /// Check that this host can run vmscale: root, /dev/kvm, tracefs, kallsyms, limits
     Doctor {
         /// First remove tracefs instances left by vmscale processes that were killed
@@ -47,6 +49,115 @@ pub enum Command {
 pub enum RunScenario {
     /// Case 3: memslot update latency while N vCPUs run, direct versus pause-all
     Memslot(MemslotArgs),
+    /// Case 4: the stall vCPUs suffer when a memslot delete reloads every MMU root
+    Zap(ZapArgs),
+    /// Case 1: time until M VMs are really gone, per release mode
+    Teardown(TeardownArgs),
+    /// Case 5: KVM_IRQFD registration storm from many threads across VMs
+    Irqfd(IrqfdArgs),
+    /// Case 2: per-call page locking and the IPIs it sends
+    Mlock(MlockArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MlockArgs {
+    /// Calls per mode and point
+    #[arg(long, default_value_t = vmscale_scenario::mlock::DEFAULT_CALLS)]
+    pub calls: usize,
+    /// lock (mlock+munlock), map (mmap+mlock+munlock+munmap), pool (locked once), or all
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    pub mode: Vec<String>,
+    /// Sibling threads spinning on other CPUs (a list sweeps)
+    #[arg(long, value_delimiter = ',', default_value = "0,1")]
+    pub busy: Vec<usize>,
+    /// Size of the buffer each call locks, in KiB
+    #[arg(long, default_value_t = 16)]
+    pub size_kib: usize,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub trace: TraceArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ZapArgs {
+    /// vCPU counts to sweep
+    #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::zap::DEFAULT_VCPUS)]
+    pub vcpus: Vec<usize>,
+    /// Deletes per point
+    #[arg(long, default_value_t = 50)]
+    pub repeat: usize,
+    /// Guest TSC gaps shorter than this (microseconds) are not stalls
+    #[arg(long, default_value_t = 5)]
+    pub threshold_us: u64,
+    /// Skip the no-delete baseline
+    #[arg(long)]
+    pub no_baseline: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub trace: TraceArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TeardownArgs {
+    /// VM counts to sweep
+    #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::teardown::DEFAULT_VMS)]
+    pub vms: Vec<usize>,
+    /// vCPUs per VM (halted)
+    #[arg(long, default_value_t = 1)]
+    pub vcpus: usize,
+    /// Guest memory per VM, in MiB
+    #[arg(long, default_value_t = 64)]
+    pub mem_mib: u64,
+    /// Leave guest memory untouched (not backed by host pages)
+    #[arg(long)]
+    pub untouched: bool,
+    /// exit, close, threads, fork, or all
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    pub mode: Vec<String>,
+    /// Releases measured per point and mode
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub trace: TraceArgs,
+}
+
+/// The process that holds VMs for the teardown scenario (not for direct use).
+#[derive(Debug, Args)]
+pub struct TeardownHolderArgs {
+    #[arg(long)]
+    pub vms: usize,
+    #[arg(long)]
+    pub vcpus: usize,
+    #[arg(long)]
+    pub mem_mib: u64,
+    #[arg(long)]
+    pub untouched: bool,
+    #[arg(long)]
+    pub release: String,
+}
+
+#[derive(Debug, Args)]
+pub struct IrqfdArgs {
+    /// irqfds to register (a list sweeps)
+    #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::irqfd::DEFAULT_TOTAL)]
+    pub total: Vec<usize>,
+    /// Threads registering (and releasing) at once
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// VMs the irqfds are spread over
+    #[arg(long, default_value_t = 1)]
+    pub vms: usize,
+    /// How the irqfds go away: deassign, close (the eventfds, no deassign) or vm-close
+    #[arg(long, default_value = "deassign")]
+    pub release: String,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub trace: TraceArgs,
 }
 
 #[derive(Debug, Args)]

@@ -7,9 +7,10 @@ use vmscale_trace::recorder::TraceMeta;
 
 use crate::tracing::TRACE_DIR;
 
-/// Summarises how the trace was recorded; the analyses fill in what they find.
-pub fn analyse(_run_dir: &Path, meta: &TraceMeta) -> TraceSection {
-    TraceSection {
+/// How the trace was recorded, plus what the analyses find in it. A trace that cannot be
+/// decoded costs the findings, not the run: the reason becomes a warning.
+pub fn analyse(run_dir: &Path, meta: &TraceMeta, warnings: &mut Vec<String>) -> TraceSection {
+    let mut section = TraceSection {
         dir: TRACE_DIR.into(),
         events: meta.events.clone(),
         stacks: meta.stacks,
@@ -20,5 +21,29 @@ pub fn analyse(_run_dir: &Path, meta: &TraceMeta) -> TraceSection {
             .map(|(cpu, l)| (cpu.clone(), l.total()))
             .collect(),
         ..TraceSection::default()
+    };
+    reanalyse(run_dir, &mut section, warnings);
+    section
+}
+
+/// Runs the analyses over the run's raw trace and replaces the section's findings.
+pub fn reanalyse(run_dir: &Path, section: &mut TraceSection, warnings: &mut Vec<String>) {
+    let dir = run_dir.join(&section.dir);
+    match vmscale_analysis::analyse(&dir) {
+        Ok(analysis) => {
+            if analysis.corrupt_pages > 0 {
+                warnings.push(format!(
+                    "{} damaged trace pages were skipped (first: {})",
+                    analysis.corrupt_pages,
+                    analysis
+                        .decode_errors
+                        .first()
+                        .map(String::as_str)
+                        .unwrap_or("?")
+                ));
+            }
+            analysis.fill(section);
+        }
+        Err(e) => warnings.push(format!("the kernel trace could not be analysed: {e}")),
     }
 }

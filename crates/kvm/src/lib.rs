@@ -7,6 +7,7 @@
 //! - [`guest`]: the guest programs and the long-mode environment they run in.
 
 pub mod guest;
+pub mod irqfd;
 pub mod memory;
 pub mod preflight;
 pub mod stats_fd;
@@ -16,7 +17,7 @@ pub mod vm;
 
 pub use guest::GuestProgram;
 pub use system::{KvmFacts, KvmSystem};
-pub use vm::{GapLog, Vm, VmConfig};
+pub use vm::{GapLog, TeardownTimes, Vm, VmConfig};
 
 /// What can go wrong while building or driving a VM.
 #[derive(Debug, thiserror::Error)]

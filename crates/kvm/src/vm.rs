@@ -90,9 +90,22 @@ pub struct Vm {
     gap_cursors: Vec<u64>,
     tsc_khz: u64,
     program: GuestProgram,
-    vm_fd: VmFd,
+    // Options only so that [`Vm::teardown`] can release them one at a time, timed; they
+    // are Some from start() until then.
+    vm_fd: Option<VmFd>,
     scratch: Vec<ScratchSlot>,
-    memory: HostMapping,
+    memory: Option<HostMapping>,
+}
+
+/// How long each part of releasing one VM took.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TeardownTimes {
+    /// Stopping and joining the vCPU threads, closing their fds.
+    pub vcpus_ns: u64,
+    /// Closing the VM's fds: KVM destroys the VM when the last one goes.
+    pub kvm_ns: u64,
+    /// Unmapping guest memory: returning its pages to the host.
+    pub munmap_ns: u64,
 }
 
 impl Vm {
@@ -142,11 +155,11 @@ impl Vm {
             gap_cursors: vec![0; config.vcpus],
             tsc_khz,
             program: config.program,
-            vm_fd,
+            vm_fd: Some(vm_fd),
             scratch: Vec::new(),
-            memory,
+            memory: Some(memory),
         };
-        vm.set_region(0, 0, vm.memory.host_address(), main_bytes)
+        vm.set_region(0, 0, vm.memory().host_address(), main_bytes)
             .map_err(Error::kvm("KVM_SET_USER_MEMORY_REGION (guest memory)"))?;
         for _ in 0..config.scratch_slots {
             let memory = HostMapping::new(config.scratch_slot_bytes as usize)
@@ -158,7 +171,7 @@ impl Vm {
         }
         if config.stats {
             vm.vm_stats = Some(
-                StatsReader::open(&vm.vm_fd)
+                StatsReader::open(vm.vm_fd())
                     .map_err(|e| Error::Setup(format!("KVM_GET_STATS_FD (VM): {e}")))?,
             );
         }
@@ -170,7 +183,7 @@ impl Vm {
         let mut vcpu_fds = Vec::with_capacity(config.vcpus);
         for i in 0..config.vcpus {
             let vcpu = vm
-                .vm_fd
+                .vm_fd()
                 .create_vcpu(i as u64)
                 .map_err(Error::kvm(format!("KVM_CREATE_VCPU {i}")))?;
             configure_vcpu(&vcpu, &cpuid, config.program, i)?;
@@ -253,19 +266,41 @@ impl Vm {
         // SAFETY: `host` is the start of a mapping of at least `size` bytes owned by this Vm
         // (guest memory or a scratch slot). Field order in Vm drops the VM fd, and with it
         // every slot, before those mappings are unmapped.
-        unsafe { self.vm_fd.set_user_memory_region(region) }
+        unsafe { self.vm_fd().set_user_memory_region(region) }
     }
 
     /// The guest's loop counter for vCPU `index` (spinning guests only; 0 when halted).
     pub fn progress(&self, index: usize) -> u64 {
-        self.memory
+        self.memory()
             .read_u64(VcpuArea::gpa(index) + VcpuArea::PROGRESS)
+    }
+
+    /// Returns once every spinning vCPU has executed guest code since the call, or after
+    /// `timeout` (false then). Sleeps between polls instead of yielding, so a SCHED_FIFO
+    /// caller cannot starve the vCPUs it waits for. Halted guests never run: true at once.
+    pub fn wait_until_every_vcpu_ran(&self, timeout: Duration) -> bool {
+        if self.program != GuestProgram::Spin {
+            return true;
+        }
+        let start: Vec<u64> = (0..self.vcpu_count()).map(|i| self.progress(i)).collect();
+        let deadline = Instant::now() + timeout;
+        let mut waiting: Vec<usize> = (0..self.vcpu_count()).collect();
+        loop {
+            waiting.retain(|&i| self.progress(i) == start[i]);
+            if waiting.is_empty() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_micros(20));
+        }
     }
 
     /// Gaps vCPU `index` logged since the previous call.
     pub fn take_gaps(&mut self, index: usize) -> GapLog {
         let area = VcpuArea::gpa(index);
-        let count = self.memory.read_u64(area + VcpuArea::GAP_COUNT);
+        let count = self.memory().read_u64(area + VcpuArea::GAP_COUNT);
         let cursor = self.gap_cursors[index];
         let available = count.saturating_sub(cursor);
         // The guest may overwrite the oldest slots while we read; one ring's worth minus a
@@ -279,8 +314,8 @@ impl Vm {
             let entry =
                 area + VcpuArea::RING + (seq & (GAP_RING_ENTRIES - 1)) * VcpuArea::RING_ENTRY_BYTES;
             log.gaps.push(Gap {
-                tsc_before: self.memory.read_u64(entry),
-                tsc_after: self.memory.read_u64(entry + 8),
+                tsc_before: self.memory().read_u64(entry),
+                tsc_after: self.memory().read_u64(entry + 8),
             });
         }
         self.gap_cursors[index] = count;
@@ -324,6 +359,48 @@ impl Vm {
             .map(|r| cumulative_delta(r.cumulative_names(), &before.1, &after.1))
             .unwrap_or_default();
         (vm, vcpu)
+    }
+}
+
+impl Vm {
+    fn vm_fd(&self) -> &VmFd {
+        self.vm_fd.as_ref().expect("the VM fd lives until teardown")
+    }
+
+    fn memory(&self) -> &HostMapping {
+        self.memory
+            .as_ref()
+            .expect("guest memory lives until teardown")
+    }
+
+    /// Writes every page of scratch slot `index`, so the host really backs it with memory
+    /// (what a long-running guest's RAM looks like when the VM is torn down).
+    pub fn touch_scratch(&mut self, index: usize) {
+        let slot = &mut self.scratch[index].memory;
+        let page = 4096u64;
+        for offset in (0..slot.len() as u64).step_by(page as usize) {
+            slot.write(offset, &[1]);
+        }
+    }
+
+    /// Releases the VM in the order Drop does, timing each part.
+    pub fn teardown(mut self) -> TeardownTimes {
+        let clock = std::time::Instant::now;
+        let start = clock();
+        self.vcpus.take();
+        self.vcpu_stats.clear();
+        let vcpus_done = clock();
+        self.vm_stats.take();
+        self.vm_fd.take();
+        let kvm_done = clock();
+        self.scratch.clear();
+        self.memory.take();
+        let munmap_done = clock();
+        TeardownTimes {
+            vcpus_ns: (vcpus_done - start).as_nanos() as u64,
+            kvm_ns: (kvm_done - vcpus_done).as_nanos() as u64,
+            munmap_ns: (munmap_done - kvm_done).as_nanos() as u64,
+        }
     }
 }
 

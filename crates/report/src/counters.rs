@@ -131,6 +131,7 @@ mod tests {
             phases: Vec::new(),
             kvm_stats: stats.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             vcpu_progress: progress,
+            ..Series::default()
         }
     }
 

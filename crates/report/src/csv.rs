@@ -3,9 +3,14 @@
 //!
 //! Fields are quoted as RFC 4180 asks. Rows end in a bare newline rather than CRLF, which
 //! every CSV reader accepts and which keeps `wc -l`, `cut` and `awk` usable on the file.
+//!
+//! A traced run's contended locks are a second table with other columns, so they go in a
+//! file of their own ([`contention`]) rather than in rows that would not fit this header.
 
 use vmscale_run::RunRecord;
 use vmscale_stats::Summary;
+
+use crate::contention;
 
 pub(crate) const HEADER: [&str; 15] = [
     "scenario",
@@ -54,6 +59,47 @@ pub(crate) fn render(record: &RunRecord) -> String {
         }
     }
     out
+}
+
+pub(crate) const CONTENTION_HEADER: [&str; 16] = [
+    "scenario",
+    "lock_addr",
+    "lock",
+    "kind",
+    "modes",
+    "count",
+    "mean_ns",
+    "stdev_ns",
+    "min_ns",
+    "p50_ns",
+    "p90_ns",
+    "p99_ns",
+    "p999_ns",
+    "max_ns",
+    "total_wait_ns",
+    "open_waits",
+];
+
+/// One row per contended lock, worst first, or `None` for a run without a kernel trace.
+/// `count` and the distribution are the completed waits; open waits are counted apart.
+pub(crate) fn contention(record: &RunRecord) -> Option<String> {
+    let trace = record.trace.as_ref()?;
+    let mut out = line(CONTENTION_HEADER.iter().map(|h| h.to_string()));
+    for lock in &trace.contention {
+        let mut fields = vec![
+            record.scenario.clone(),
+            format!("{:#x}", lock.lock_addr),
+            lock.name.clone(),
+            lock.kind.clone(),
+            contention::modes(&lock.modes),
+            lock.waits.as_ref().map_or(0, |w| w.n).to_string(),
+        ];
+        fields.extend(distribution_fields(lock.waits.as_ref()));
+        fields.push(lock.total_wait_ns.to_string());
+        fields.push(lock.open_waits.to_string());
+        out.push_str(&line(fields.into_iter()));
+    }
+    Some(out)
 }
 
 /// Empty fields for a part without samples: readers take them as missing values, where a

@@ -14,7 +14,7 @@ pub(crate) struct Grid {
 }
 
 impl Grid {
-    fn new(columns: &[(&str, bool)]) -> Grid {
+    pub(crate) fn new(columns: &[(&str, bool)]) -> Grid {
         Grid {
             headers: columns.iter().map(|(name, _)| name.to_string()).collect(),
             numeric: columns.iter().map(|(_, numeric)| *numeric).collect(),
@@ -33,10 +33,16 @@ pub(crate) fn sweep_header(record: &RunRecord) -> &str {
 }
 
 /// One row per (point, series): the distribution of the series' samples.
+///
+/// The vCPU/CPU column is left out when every point ran no vCPU at all (a scenario that
+/// only registers objects in a VM), where a column of "0x" would read as a measurement.
 pub(crate) fn latency(record: &RunRecord) -> Grid {
-    let mut grid = Grid::new(&[
-        (sweep_header(record), true),
-        ("vCPU/CPU", true),
+    let ratio = record.points.iter().any(|p| p.vcpus_per_host_cpu != 0.0);
+    let mut columns = vec![(sweep_header(record), true)];
+    if ratio {
+        columns.push(("vCPU/CPU", true));
+    }
+    columns.extend([
         ("strategy", false),
         ("n", true),
         ("mean (us)", true),
@@ -48,19 +54,41 @@ pub(crate) fn latency(record: &RunRecord) -> Grid {
         ("p99.9 (us)", true),
         ("max (us)", true),
     ]);
+    let mut grid = Grid::new(&columns);
     for point in &record.points {
         for series in &point.series {
-            let mut row = vec![
-                point.n.to_string(),
-                units::ratio(point.vcpus_per_host_cpu),
-                series.name.clone(),
-                series.samples_ns.len().to_string(),
-            ];
+            let mut row = vec![point.n.to_string()];
+            if ratio {
+                row.push(units::ratio(point.vcpus_per_host_cpu));
+            }
+            row.extend([series.name.clone(), series.samples_ns.len().to_string()]);
             row.extend(distribution_cells(series.summary.as_ref()));
             grid.rows.push(row);
         }
     }
     grid
+}
+
+/// Where a series was measured, as its notes name it: "vcpus=4, direct".
+fn point_and_series(record: &RunRecord, point: &Point, series: &Series) -> String {
+    format!("{}={}, {}", sweep_header(record), point.n, series.name)
+}
+
+/// Every series' notes in record order, each with where it was measured: facts such as a
+/// limit that applied, which belong beside the latencies they qualify.
+pub(crate) fn notes(record: &RunRecord) -> Vec<(String, &str)> {
+    record
+        .points
+        .iter()
+        .flat_map(|p| p.series.iter().map(move |s| (p, s)))
+        .flat_map(|(point, series)| {
+            let place = point_and_series(record, point, series);
+            series
+                .notes
+                .iter()
+                .map(move |note| (place.clone(), note.as_str()))
+        })
+        .collect()
 }
 
 /// mean, stdev, min, p50, p90, p99, p99.9, max in microseconds, or "-" for each.

@@ -1,18 +1,27 @@
 //! Renders a vmscale run for people and for programs.
 //!
 //! - [`Format::Table`]: the terminal view: context, warnings, latency distribution per
-//!   point and strategy, where the time goes, KVM counters and guest progress.
+//!   point and strategy with the series' notes, how latency grows with what each sample
+//!   counted beside it, where the time goes, KVM counters and guest progress.
 //! - [`Format::Json`]: the complete record, raw samples included.
 //! - [`Format::Csv`]: one row per point, strategy and phase, in nanoseconds.
-//! - [`Format::Md`]: the context and tables as Markdown, for a mailing-list post or a PR.
+//! - [`Format::Md`]: the context, tables, notes and growth sections as Markdown, for a
+//!   mailing-list post or a PR.
 //!
-//! Every rendering works from the summaries stored in the record; a series without samples
-//! shows as missing values rather than zeros.
+//! A traced run adds its kernel-trace section (how the trace was recorded, the contended
+//! locks worst first, who waited on the worst ones and from which kernel stacks) to the
+//! table and Markdown renderings; [`render_contention_csv`] gives the locks as CSV.
+//!
+//! Every rendering works from the summaries stored in the record, except the growth
+//! sections, which bin the raw samples by the x recorded beside them; a series without
+//! samples shows as missing values rather than zeros.
 
+mod contention;
 mod counters;
 mod csv;
 mod facts;
 mod grid;
+mod growth;
 mod json;
 mod markdown;
 mod table;
@@ -91,6 +100,13 @@ pub fn render(record: &RunRecord, format: Format) -> String {
         Format::Csv => csv::render(record),
         Format::Md => markdown::render(record),
     }
+}
+
+/// The run's contended locks as CSV, one row per lock, worst first, times in nanoseconds
+/// and ending in a newline; `None` when the run has no kernel trace. A traced run without
+/// contention gives the header alone.
+pub fn render_contention_csv(record: &RunRecord) -> Option<String> {
+    csv::contention(record)
 }
 
 #[cfg(test)]

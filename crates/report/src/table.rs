@@ -5,10 +5,10 @@
 
 use comfy_table::presets::ASCII_FULL_CONDENSED;
 use comfy_table::{CellAlignment, Table};
-use vmscale_run::RunRecord;
+use vmscale_run::{RunRecord, TraceSection};
 
 use crate::grid::{self, Grid};
-use crate::{counters, facts};
+use crate::{contention, counters, facts, growth};
 
 pub(crate) fn render(record: &RunRecord) -> String {
     let mut out = String::new();
@@ -31,6 +31,19 @@ pub(crate) fn render(record: &RunRecord) -> String {
     if !record.points.is_empty() {
         out.push_str("\nlatency\n");
         out.push_str(&layout(&grid::latency(record)));
+        for (place, note) in grid::notes(record) {
+            out.push_str(&format!("note ({place}): {note}\n"));
+        }
+    }
+
+    for growth in growth::sections(record) {
+        out.push_str(&format!("\n{}\n", growth.title));
+        if let Some(bins) = &growth.bins {
+            out.push_str(&layout(bins));
+        }
+        for line in &growth.lines {
+            out.push_str(&format!("  {line}\n"));
+        }
     }
 
     if let Some(phases) = grid::phases(record) {
@@ -48,6 +61,53 @@ pub(crate) fn render(record: &RunRecord) -> String {
         out.push_str("\nvCPU progress (guest loop iterations per vCPU while measuring)\n");
         for line in progress {
             out.push_str(&format!("  {line}\n"));
+        }
+    }
+
+    if let Some(trace) = &record.trace {
+        out.push_str(&trace_section(trace));
+    }
+    out
+}
+
+/// The kernel trace: how it was recorded, the contended locks, then who waited on the worst
+/// of them and from where.
+fn trace_section(trace: &TraceSection) -> String {
+    let mut out = String::from("\nkernel trace\n");
+    for line in contention::header(trace) {
+        out.push_str(&format!("  {line}\n"));
+    }
+
+    let Some((locks, more)) = contention::table(trace) else {
+        out.push_str(&format!("\n{}\n", contention::NO_CONTENTION));
+        return out;
+    };
+    out.push_str("\nlock contention (worst first)\n");
+    out.push_str(&layout(&locks));
+    if let Some(more) = more {
+        out.push_str(&format!("{more}\n"));
+    }
+
+    out.push_str(&format!("\n{}\n", contention::details_title(trace)));
+    for (rank, lock) in contention::details(trace).iter().enumerate() {
+        out.push_str(&format!("  {}. {} ({})\n", rank + 1, lock.name, lock.what));
+        if !lock.waiters.is_empty() {
+            out.push_str("     waiters:\n");
+        }
+        for (who, waited) in &lock.waiters {
+            out.push_str(&format!("       {who}: {waited}\n"));
+        }
+        if let Some(more) = &lock.more_waiters {
+            out.push_str(&format!("       {more}\n"));
+        }
+        for stack in &lock.stacks {
+            out.push_str(&format!("     stack: {}\n", stack.title));
+            for frame in &stack.frames {
+                out.push_str(&format!("       {frame}\n"));
+            }
+        }
+        if let Some(more) = &lock.more_stacks {
+            out.push_str(&format!("     {more}\n"));
         }
     }
     out

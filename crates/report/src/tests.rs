@@ -2,10 +2,13 @@
 
 use std::collections::BTreeMap;
 
-use vmscale_run::{BackgroundLoad, HostFacts, Phase, Point, RunRecord, Series, ToolInfo};
+use vmscale_run::{
+    BackgroundLoad, HostFacts, LockContention, Phase, Point, RunRecord, Series, ToolInfo,
+    TraceSection, WaitStack, Waiter,
+};
 use vmscale_stats::Summary;
 
-use crate::{render, Format};
+use crate::{render, render_contention_csv, Format};
 
 /// 980 samples of 1 us and 20 of 4567 us: p99 falls among the slow ones and is exactly
 /// 4567 us (the histogram's bucket edge is clamped to the exact maximum), the mean 92.3 us.
@@ -28,6 +31,7 @@ fn series(name: &str, samples_ns: Vec<u64>, phases: Vec<Phase>) -> Series {
             ("vcpu.halt_wait_ns".to_string(), 0),
         ]),
         vcpu_progress: vec![1_200_000, 1_300_000],
+        ..Series::default()
     }
 }
 
@@ -103,6 +107,149 @@ fn record() -> RunRecord {
         trace: None,
         warnings: vec!["4 vCPUs on 2 host CPUs: overcommitted".into()],
     }
+}
+
+/// 985 waits of 2 us and 15 of 812.345 us: p99 is the 990th wait, one of the slow ones,
+/// exactly 812345 ns (clamped to the maximum), shown as "812".
+fn slots_lock() -> LockContention {
+    let mut waits = vec![2_000u64; 985];
+    waits.extend([812_345u64; 15]);
+    // Fourteen frames, two beyond what a rendering shows.
+    let deep: Vec<String> = [
+        "__mutex_lock_slowpath",
+        "mutex_lock",
+        "kvm_set_memory_region",
+        "kvm_vm_ioctl_set_memory_region",
+        "kvm_vm_ioctl",
+        "__x64_sys_ioctl",
+        "x64_sys_call",
+        "do_syscall_64",
+        "entry_SYSCALL_64_after_hwframe",
+        "frame_10",
+        "frame_11",
+        "frame_12",
+        "frame_13_hidden",
+        "frame_14_hidden",
+    ]
+    .map(String::from)
+    .to_vec();
+    LockContention {
+        lock_addr: 0xffff_8881_04a3_c0d8,
+        name: "slots_lock".into(),
+        kind: "mutex".into(),
+        modes: BTreeMap::from([(String::new(), 1_000)]),
+        total_wait_ns: waits.iter().sum(),
+        waits: Summary::from_samples(&waits),
+        open_waits: 2,
+        waiters: vec![
+            Waiter {
+                comm: "vmscale".into(),
+                pid: 4242,
+                waits: 990,
+                total_wait_ns: 14_000_000,
+            },
+            Waiter {
+                comm: "kworker/3:1".into(),
+                pid: 77,
+                waits: 10,
+                total_wait_ns: 175_000,
+            },
+        ],
+        stacks: vec![
+            WaitStack {
+                frames: deep,
+                waits: 900,
+                total_wait_ns: 13_000_000,
+            },
+            WaitStack {
+                frames: ["__mutex_lock_slowpath", "kvm_vcpu_ioctl"]
+                    .map(String::from)
+                    .to_vec(),
+                waits: 100,
+                total_wait_ns: 1_175_000,
+            },
+        ],
+    }
+}
+
+fn mmu_lock() -> LockContention {
+    let waits = vec![700u64; 123];
+    LockContention {
+        lock_addr: 0xffff_c900_0012_3000,
+        name: "mmu_lock".into(),
+        kind: "rwlock".into(),
+        modes: BTreeMap::from([("read".to_string(), 3), ("write".to_string(), 120)]),
+        total_wait_ns: waits.iter().sum(),
+        waits: Summary::from_samples(&waits),
+        open_waits: 0,
+        waiters: vec![Waiter {
+            comm: "vmscale-vcpu".into(),
+            pid: 4250,
+            waits: 123,
+            total_wait_ns: 86_100,
+        }],
+        stacks: vec![WaitStack {
+            frames: ["queued_write_lock_slowpath", "kvm_mmu_zap_all_fast"]
+                .map(String::from)
+                .to_vec(),
+            waits: 123,
+            total_wait_ns: 86_100,
+        }],
+    }
+}
+
+/// A lock whose only wait never ended: no distribution, one open wait.
+fn open_only_lock(name: &str) -> LockContention {
+    LockContention {
+        lock_addr: 0,
+        name: name.into(),
+        kind: "rwsem".into(),
+        modes: BTreeMap::from([("read".to_string(), 1)]),
+        waits: None,
+        total_wait_ns: 0,
+        open_waits: 1,
+        waiters: Vec::new(),
+        stacks: Vec::new(),
+    }
+}
+
+fn trace_section() -> TraceSection {
+    TraceSection {
+        dir: "trace".into(),
+        events: [
+            "lock:contention_begin",
+            "lock:contention_end",
+            "sched:sched_switch",
+            "ipi:ipi_send_cpu",
+        ]
+        .map(String::from)
+        .to_vec(),
+        stacks: true,
+        buffer_kib: 16 * 1024,
+        lost_per_cpu: BTreeMap::from([("0".to_string(), 0), ("1".to_string(), 0)]),
+        decoded_events: 4_567_890,
+        stack_cost: Summary::from_samples(&[1_500, 1_500, 1_500, 9_000]),
+        contention: vec![
+            slots_lock(),
+            mmu_lock(),
+            open_only_lock("rwsem read in kvm_vcpu_ioctl"),
+        ],
+        ipis: Vec::new(),
+    }
+}
+
+fn traced_record() -> RunRecord {
+    RunRecord {
+        trace: Some(trace_section()),
+        ..record()
+    }
+}
+
+/// The text of a rendering after `marker`, which must be there.
+fn after<'a>(text: &'a str, marker: &str) -> &'a str {
+    text.split_once(marker)
+        .unwrap_or_else(|| panic!("{marker:?} missing:\n{text}"))
+        .1
 }
 
 /// The cells of a bordered table line, trimmed.
@@ -340,4 +487,540 @@ fn a_run_without_points_or_host_kvm_still_renders() {
     assert!(table.contains("not measured"));
     assert!(!table.contains("tdp_mmu"));
     assert_eq!(render(&run, Format::Csv).lines().count(), 1);
+}
+
+#[test]
+fn table_names_contended_locks_with_their_wait_distribution() {
+    let text = render(&traced_record(), Format::Table);
+    let section = after(&text, "\nkernel trace\n");
+    assert!(section.contains(
+        "4 event types recorded (lock, sched, ipi), kernel stacks on, 16 MiB buffer per CPU, \
+         4.57M events decoded"
+    ));
+    assert!(section.contains(
+        "kernel stacks cost p50 1.50 us (max 9.00 us) per contended wait; waits below include it"
+    ));
+    assert!(!section.contains("trace lost"), "no CPU lost events");
+
+    let locks = after(section, "lock contention (worst first)");
+    let lines: Vec<&str> = locks.lines().collect();
+    let header = lines
+        .iter()
+        .map(|l| table_cells(l))
+        .find(|cells| cells.first() == Some(&"lock"))
+        .expect("contention table header");
+    assert_eq!(header.len(), 10, "{header:?}");
+    let column = |name: &str| header.iter().position(|c| *c == name).unwrap();
+    let row = |lock: &str| {
+        lines
+            .iter()
+            .map(|l| table_cells(l))
+            .find(|cells| cells.len() == header.len() && cells[0] == lock)
+            .unwrap_or_else(|| panic!("no row for {lock}:\n{locks}"))
+    };
+
+    let slots = row("slots_lock");
+    assert_eq!(slots[column("kind")], "mutex");
+    assert_eq!(
+        slots[column("modes")],
+        "1000",
+        "an exclusive lock shows its count"
+    );
+    assert_eq!(slots[column("contended")], "1000");
+    assert_eq!(slots[column("p99 (us)")], "812");
+    assert_eq!(slots[column("p50 (us)")], "2.00");
+    assert_eq!(slots[column("max (us)")], "812");
+    assert_eq!(slots[column("open waits")], "2");
+
+    let mmu = row("mmu_lock");
+    assert_eq!(mmu[column("kind")], "rwlock");
+    assert_eq!(mmu[column("modes")], "write 120, read 3");
+    assert_eq!(mmu[column("total wait (us)")], "86.1");
+
+    let open = row("rwsem read in kvm_vcpu_ioctl");
+    assert_eq!(open[column("contended")], "0");
+    assert_eq!(
+        open[column("p99 (us)")],
+        "-",
+        "no completed wait, no percentile"
+    );
+    assert_eq!(open[column("open waits")], "1");
+
+    // Worst first, as the analysis sorted them.
+    let slots_at = locks.find("slots_lock").unwrap();
+    let mmu_at = locks.find("mmu_lock").unwrap();
+    assert!(slots_at < mmu_at);
+    assert!(!text.contains('\x1b'), "no terminal escape codes");
+}
+
+#[test]
+fn table_shows_the_waiters_and_stacks_of_the_worst_locks() {
+    let text = render(&traced_record(), Format::Table);
+    let details = after(
+        &text,
+        "worst locks: who waited, and from which kernel stacks",
+    );
+    let slots = after(details, "1. slots_lock (mutex at 0xffff888104a3c0d8)");
+    let slots = slots.split("2. mmu_lock").next().unwrap();
+    assert!(
+        slots.contains("vmscale/4242: 990 waits, total 14000 us"),
+        "{slots}"
+    );
+    assert!(
+        slots.contains("kworker/3:1/77: 10 waits, total 175 us"),
+        "{slots}"
+    );
+    assert!(
+        slots.contains("stack: 900 waits, total 13000 us"),
+        "{slots}"
+    );
+
+    // Frames one per line, innermost first, cut after twelve.
+    let frames: Vec<&str> = after(slots, "stack: 900 waits, total 13000 us\n")
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("stack:"))
+        .collect();
+    assert_eq!(frames.len(), 13, "{frames:?}");
+    assert_eq!(frames[0], "__mutex_lock_slowpath");
+    assert_eq!(frames[2], "kvm_set_memory_region");
+    assert_eq!(frames[11], "frame_12");
+    assert_eq!(frames[12], "... (2 more frames)");
+    assert!(!text.contains("frame_13_hidden"));
+    assert!(slots.contains("stack: 100 waits, total 1175 us"), "{slots}");
+
+    let mmu = after(details, "2. mmu_lock (rwlock at 0xffffc90000123000)");
+    assert!(mmu.contains("queued_write_lock_slowpath"));
+}
+
+#[test]
+fn a_trace_that_lost_events_says_so_in_its_own_section() {
+    let mut run = traced_record();
+    let trace = run.trace.as_mut().unwrap();
+    trace.lost_per_cpu.insert("1".into(), 2_345);
+    let table = render(&run, Format::Table);
+    let header = after(&table, "\nkernel trace\n");
+    let header = header.split("lock contention").next().unwrap();
+    let lost: Vec<&str> = header
+        .lines()
+        .filter(|l| l.contains("trace lost"))
+        .collect();
+    assert_eq!(lost.len(), 1, "only cpu1 lost events:\n{header}");
+    assert!(
+        lost[0].trim().starts_with("trace lost 2345 events on cpu1"),
+        "{}",
+        lost[0]
+    );
+    let md = render(&run, Format::Md);
+    assert!(after(&md, "### Kernel trace").contains("- trace lost 2345 events on cpu1"));
+}
+
+#[test]
+fn a_trace_without_contention_says_so_and_stops() {
+    let mut run = traced_record();
+    let trace = run.trace.as_mut().unwrap();
+    trace.contention.clear();
+    trace.stacks = false;
+    trace.stack_cost = None;
+    for format in [Format::Table, Format::Md] {
+        let text = render(&run, format);
+        let section = after(&text, "ernel trace\n");
+        assert!(section.contains("no lock contention recorded"), "{section}");
+        assert!(section.contains("kernel stacks off"), "{section}");
+        assert!(!section.contains("kernel stacks cost"), "{section}");
+        assert!(
+            !section.contains("lock contention (worst first)"),
+            "{section}"
+        );
+        assert!(!section.contains("worst locks"), "{section}");
+        assert!(!section.contains('|'), "no table:\n{section}");
+    }
+}
+
+#[test]
+fn long_contention_tables_are_cut_and_say_how_many_locks_are_left_out() {
+    let mut run = traced_record();
+    let trace = run.trace.as_mut().unwrap();
+    for i in 0..14 {
+        trace
+            .contention
+            .push(open_only_lock(&format!("extra_lock_{i}")));
+    }
+    // 17 locks: 15 rows, then the count of the other two.
+    let text = render(&run, Format::Table);
+    assert!(text.contains("extra_lock_11"));
+    assert!(!text.contains("extra_lock_12"));
+    assert!(text.contains("(2 more locks)"));
+    let md = render(&run, Format::Md);
+    assert!(
+        md.contains("\n\n(2 more locks)\n"),
+        "a paragraph, not a table row"
+    );
+    // Details stop at the fifth lock.
+    assert!(text.contains("5. extra_lock_1 (rwsem)"));
+    assert!(!text.contains("6. extra_lock_2"));
+}
+
+#[test]
+fn markdown_trace_section_has_a_consistent_table_and_fenced_stacks() {
+    let text = render(&traced_record(), Format::Md);
+    let mut tables: Vec<Vec<usize>> = Vec::new();
+    let mut in_table = false;
+    for line in text.lines() {
+        if line.starts_with('|') {
+            if !in_table {
+                tables.push(Vec::new());
+            }
+            tables.last_mut().unwrap().push(line.matches('|').count());
+        }
+        in_table = line.starts_with('|');
+    }
+    assert_eq!(tables.len(), 3, "latency, phases and contention:\n{text}");
+    for table in &tables {
+        assert!(
+            table.iter().all(|&pipes| pipes == table[0]),
+            "{table:?}\n{text}"
+        );
+    }
+    assert_eq!(tables[2][0], 11, "ten contention columns");
+    assert_eq!(
+        tables[2].len(),
+        2 + 3,
+        "header, alignment, one row per lock"
+    );
+
+    let section = after(&text, "### Kernel trace\n");
+    assert!(
+        section.contains("| `slots_lock` | mutex | 1000 | 1000 |"),
+        "{section}"
+    );
+    assert!(section.contains("| p99 (us) |"));
+    assert!(section.contains("#### 1. `slots_lock` (mutex at 0xffff888104a3c0d8)"));
+    assert!(section.contains("- `vmscale/4242`: 990 waits, total 14000 us"));
+    assert!(section.contains(
+        "Stack, 900 waits, total 13000 us:\n\n```text\n__mutex_lock_slowpath\nmutex_lock\n"
+    ));
+    // Every fence is closed.
+    assert_eq!(section.matches("```").count() % 2, 0, "{section}");
+    assert!(!section.contains("Kernel stacks were not recorded"));
+}
+
+#[test]
+fn a_run_without_a_trace_renders_as_before() {
+    let plain = record();
+    let traced = traced_record();
+    for format in [Format::Table, Format::Md] {
+        let without = render(&plain, format);
+        assert!(
+            !without.to_lowercase().contains("kernel trace"),
+            "{without}"
+        );
+        assert!(!without.contains("lock contention"), "{without}");
+        // The section is appended after everything else and changes nothing before it.
+        let with = render(&traced, format);
+        assert!(with.len() > without.len());
+        assert!(
+            with.starts_with(&without),
+            "{format}: trace changed earlier output"
+        );
+    }
+    assert_eq!(render(&plain, Format::Csv), render(&traced, Format::Csv));
+    assert_eq!(render_contention_csv(&plain), None);
+}
+
+#[test]
+fn contention_csv_has_one_row_per_lock_in_nanoseconds() {
+    let mut run = traced_record();
+    let csv = render_contention_csv(&run).expect("a traced run has contention rows");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 1 + 3);
+    assert_eq!(lines[0], crate::csv::CONTENTION_HEADER.join(","));
+    for line in &lines {
+        assert_eq!(csv_fields(line).len(), 16, "{line}");
+    }
+    let slots = csv_fields(lines[1]);
+    assert_eq!(
+        slots[..6],
+        [
+            "memslot",
+            "0xffff888104a3c0d8",
+            "slots_lock",
+            "mutex",
+            "1000",
+            "1000"
+        ]
+    );
+    assert_eq!(slots[11], "812345", "p99_ns");
+    assert_eq!(slots[15], "2", "open_waits");
+    let mmu = csv_fields(lines[2]);
+    assert_eq!(mmu[4], "write 120, read 3");
+    let open = csv_fields(lines[3]);
+    assert!(open[6..14].iter().all(String::is_empty), "{open:?}");
+
+    run.trace.as_mut().unwrap().contention.clear();
+    assert_eq!(
+        render_contention_csv(&run).unwrap().lines().count(),
+        1,
+        "header only"
+    );
+}
+
+/// Noise uniform in [-300, 300) ns from a fixed LCG, so every run of the tests sees the same
+/// samples.
+fn noise(count: usize) -> Vec<i64> {
+    let mut state = 42u64;
+    (0..count)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((state >> 33) % 600) as i64 - 300
+        })
+        .collect()
+}
+
+/// 1000 irqfd registrations, the i-th with i irqfds already registered, taking
+/// 10 us + 2 ns per irqfd already there, plus noise.
+fn growing_series() -> Series {
+    let sample_x: Vec<u64> = (0..1_000).collect();
+    let samples_ns: Vec<u64> = sample_x
+        .iter()
+        .zip(noise(1_000))
+        .map(|(&x, noise)| (10_000 + 2 * x as i64 + noise) as u64)
+        .collect();
+    Series {
+        name: "register".into(),
+        sample_is: "one KVM_IRQFD".into(),
+        summary: Summary::from_samples(&samples_ns),
+        samples_ns,
+        sample_x,
+        sample_x_is: "irqfds already registered in this VM".into(),
+        notes: vec![
+            "RLIMIT_NOFILE 20000 applies per fd table: 9 threads held 174000 irqfds".into(),
+        ],
+        ..Series::default()
+    }
+}
+
+/// A scenario without vCPUs, sweeping the irqfds per VM.
+fn irqfd_record() -> RunRecord {
+    RunRecord {
+        scenario: "irqfd".into(),
+        sweep: "irqfds".into(),
+        warnings: Vec::new(),
+        points: vec![Point {
+            n: 1_000,
+            vcpus_per_host_cpu: 0.0,
+            series: vec![growing_series()],
+        }],
+        ..record()
+    }
+}
+
+const GROWTH_TITLE: &str =
+    "how register grows with irqfds already registered in this VM (x), at irqfds=1000";
+
+/// The lines of a section, from its title to the next blank line.
+fn section_lines<'a>(text: &'a str, title: &str) -> Vec<&'a str> {
+    after(text, title)
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect()
+}
+
+/// The number before " ns per x" on the line starting with `prefix` (after trimming).
+fn slope(lines: &[&str], prefix: &str) -> f64 {
+    let line = lines
+        .iter()
+        .map(|l| l.trim())
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix:?} line in {lines:#?}"));
+    let before = line.split(" ns per x").next().unwrap();
+    let number = before.rsplit(' ').next().unwrap();
+    assert!(number.starts_with(['+', '-']), "signed slope in {line:?}");
+    number.parse().unwrap_or_else(|_| panic!("{line:?}"))
+}
+
+#[test]
+fn table_bins_a_growing_series_by_x_and_fits_its_slope() {
+    let text = render(&irqfd_record(), Format::Table);
+    let lines = section_lines(&text, GROWTH_TITLE);
+    let header = lines
+        .iter()
+        .map(|l| table_cells(l))
+        .find(|cells| cells.first() == Some(&"x"))
+        .expect("bin table header");
+    assert_eq!(
+        header,
+        ["x", "n", "mean (us)", "p50 (us)", "p99 (us)", "max (us)"]
+    );
+    let rows: Vec<Vec<&str>> = lines
+        .iter()
+        .map(|l| table_cells(l))
+        .filter(|cells| cells.len() == 6 && cells[0].starts_with(|c: char| c.is_ascii_digit()))
+        .collect();
+    assert_eq!(rows.len(), 10, "{lines:#?}");
+    assert_eq!(rows[0][..2], ["0-99", "100"]);
+    assert_eq!(rows[9][..2], ["900-999", "100"]);
+
+    // Bins go up in x, and with 200 ns of growth per bin against 300 ns of noise, their
+    // medians go up with them.
+    let lows: Vec<u64> = rows
+        .iter()
+        .map(|r| r[0].split('-').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(lows.windows(2).all(|w| w[0] < w[1]), "{lows:?}");
+    let medians: Vec<f64> = rows.iter().map(|r| r[3].parse().unwrap()).collect();
+    assert!(medians.windows(2).all(|w| w[0] < w[1]), "{medians:?}");
+    assert!((medians[0] - 10.1).abs() < 0.1, "{medians:?}");
+
+    let least_squares = slope(&lines, "least squares over all 1000 samples:");
+    assert!((least_squares - 2.0).abs() < 0.1, "{least_squares}");
+    let robust = slope(&lines, "slope of the bin medians:");
+    assert!((robust - 2.0).abs() < 0.1, "{robust}");
+    let fit = lines.iter().find(|l| l.contains("least squares")).unwrap();
+    assert!(fit.contains("intercept 10.0 us"), "{fit}");
+    assert!(fit.contains("R^2 0.9"), "{fit}");
+    assert!(
+        !text.contains("driven by outliers"),
+        "agreeing slopes need no verdict"
+    );
+    assert!(!text.contains('\x1b'), "no terminal escape codes");
+
+    let md = render(&irqfd_record(), Format::Md);
+    let section = after(
+        &md,
+        "### How register grows with irqfds already registered in this VM (x), at irqfds=1000\n",
+    );
+    assert!(section.contains("| x | n | mean (us) | p50 (us) | p99 (us) | max (us) |"));
+    assert!(section.contains("| 0-99 | 100 |"), "{section}");
+    assert!(section.contains("- least squares over all 1000 samples: +"));
+    assert!(section.contains("- slope of the bin medians: +"));
+}
+
+#[test]
+fn slow_outliers_tilt_the_least_squares_line_and_the_section_says_so() {
+    let mut run = irqfd_record();
+    let series = &mut run.points[0].series[0];
+    // Ten registrations at the highest x that took 10 ms: the line through all samples
+    // climbs steeply, the bin medians do not move.
+    series.samples_ns.extend([10_000_000; 10]);
+    series.sample_x.extend([999; 10]);
+    let text = render(&run, Format::Table);
+    let lines = section_lines(&text, GROWTH_TITLE);
+    let least_squares = slope(&lines, "least squares over all 1010 samples:");
+    let robust = slope(&lines, "slope of the bin medians:");
+    assert!(least_squares > 50.0, "{least_squares}");
+    assert!((robust - 2.0).abs() < 0.1, "{robust}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("the mean is driven by outliers")
+                && l.contains("trust the slope of the bin medians")),
+        "{lines:#?}"
+    );
+}
+
+#[test]
+fn few_distinct_x_give_few_bins_and_an_unnamed_x_is_called_x() {
+    let mut run = irqfd_record();
+    let series = &mut run.points[0].series[0];
+    series.sample_x_is.clear();
+    series.sample_x = (0..1_000).map(|i| if i < 500 { 0 } else { 10 }).collect();
+    let text = render(&run, Format::Table);
+    let lines = section_lines(&text, "how register grows with x, at irqfds=1000");
+    let ranges: Vec<String> = lines
+        .iter()
+        .map(|l| table_cells(l))
+        .filter(|cells| cells.len() == 6 && cells[1] == "500")
+        .map(|cells| cells[0].to_string())
+        .collect();
+    // Eleven whole numbers from 0 to 10 split six and five.
+    assert_eq!(ranges, ["0-5", "6-10"], "{lines:#?}");
+    // 500 samples at x = 0 and 500 at x = 10 that are 1 us apart: 100 ns per x, which the
+    // medians give too because each bin sits at its samples' x, not at its middle.
+    let least_squares = slope(&lines, "least squares over all 1000 samples:");
+    let robust = slope(&lines, "slope of the bin medians:");
+    assert!((least_squares - 100.0).abs() < 5.0, "{least_squares}");
+    assert!((robust - 100.0).abs() < 5.0, "{robust}");
+}
+
+#[test]
+fn x_values_that_do_not_pair_with_the_samples_are_not_binned() {
+    let mut run = irqfd_record();
+    run.points[0].series[0].sample_x.pop();
+    let text = render(&run, Format::Table);
+    let lines = section_lines(&text, GROWTH_TITLE);
+    assert_eq!(lines, ["  not binned: 999 x values for 1000 samples"]);
+}
+
+#[test]
+fn series_notes_follow_the_latency_table() {
+    let text = render(&irqfd_record(), Format::Table);
+    let note = "note (irqfds=1000, register): RLIMIT_NOFILE 20000 applies per fd table: \
+                9 threads held 174000 irqfds";
+    let latency = after(&text, "\nlatency\n");
+    assert!(latency.contains(note), "{latency}");
+    let note_at = text.find(note).unwrap();
+    assert!(
+        text.find("mean (us)").unwrap() < note_at && note_at < text.find(GROWTH_TITLE).unwrap(),
+        "the note sits between the latency table and the growth section:\n{text}"
+    );
+
+    let md = render(&irqfd_record(), Format::Md);
+    let latency = after(&md, "### Latency\n");
+    assert!(latency.contains(
+        "\n\n- irqfds=1000, register: RLIMIT_NOFILE 20000 applies per fd table: 9 threads held \
+         174000 irqfds\n"
+    ));
+
+    let plain = render(&record(), Format::Table);
+    assert!(!plain.contains("note ("), "no notes, no note lines");
+}
+
+#[test]
+fn the_vcpu_ratio_column_is_hidden_only_when_no_point_ran_vcpus() {
+    for format in [Format::Table, Format::Md] {
+        let without = render(&irqfd_record(), format);
+        assert!(!without.contains("vCPU/CPU"), "{without}");
+        assert!(without.contains("mean (us)"), "{without}");
+        assert!(render(&record(), format).contains("vCPU/CPU"));
+    }
+    let table = render(&irqfd_record(), Format::Table);
+    let row = table
+        .lines()
+        .map(table_cells)
+        .find(|cells| cells.first() == Some(&"1000") && cells.get(1) == Some(&"register"))
+        .expect("the strategy follows the swept value directly");
+    assert_eq!(row.len(), 11, "{row:?}");
+    assert_eq!(row[2], "1000", "n");
+
+    let md = render(&irqfd_record(), Format::Md);
+    let header = md
+        .lines()
+        .find(|l| l.starts_with("| irqfds |"))
+        .expect("latency header");
+    assert_eq!(header.matches('|').count(), 12, "eleven columns: {header}");
+
+    // CSV keeps its columns whatever the ratio.
+    let csv = render(&irqfd_record(), Format::Csv);
+    assert_eq!(csv.lines().next().unwrap(), crate::csv::HEADER.join(","));
+    assert_eq!(csv_fields(csv.lines().nth(1).unwrap())[3], "0");
+}
+
+#[test]
+fn a_series_without_x_has_no_growth_section() {
+    let mut run = irqfd_record();
+    run.points[0].series.push(Series {
+        name: "unregister".into(),
+        ..series("unregister", vec![3_000; 10], Vec::new())
+    });
+    let text = render(&run, Format::Table);
+    assert_eq!(text.matches("grows with").count(), 1, "{text}");
+    assert!(!text.contains("how unregister grows"));
+    for format in [Format::Table, Format::Md] {
+        let plain = render(&record(), format);
+        assert!(!plain.to_lowercase().contains("grows with"), "{plain}");
+    }
 }

@@ -21,6 +21,9 @@ pub struct TraceSection {
     /// a stack adds to every contended wait it is attached to.
     pub stack_cost: Option<Summary>,
     pub contention: Vec<LockContention>,
+    /// IPIs per measured phase.
+    #[serde(default)]
+    pub ipis: Vec<IpiPhase>,
 }
 
 /// One contended lock (one address), worst first.
@@ -56,4 +59,39 @@ pub struct WaitStack {
     pub frames: Vec<String>,
     pub waits: u64,
     pub total_wait_ns: u64,
+}
+
+/// IPIs and cross-CPU calls sent during one measured phase (between the scenario's
+/// `vmscale: begin <label>` and `vmscale: end <label>` markers).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct IpiPhase {
+    pub label: String,
+    pub duration_ns: u64,
+    /// IPIs sent, one per target CPU (a cpumask IPI to 3 CPUs counts 3).
+    pub ipis: u64,
+    /// Cross-CPU function calls queued (csd_queue_cpu).
+    pub csd_queued: u64,
+    /// Target CPU (as a string, for JSON) -> IPIs.
+    pub by_target: BTreeMap<String, u64>,
+    /// Worst first.
+    pub by_site: Vec<IpiSite>,
+    /// Worst first.
+    pub by_sender: Vec<IpiSender>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IpiSite {
+    /// The kernel function that sent the IPI, symbolized.
+    pub callsite: String,
+    /// The function the target CPU was asked to run, symbolized ("" for a bare
+    /// rescheduling IPI).
+    pub callback: String,
+    pub ipis: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IpiSender {
+    pub pid: i32,
+    pub comm: String,
+    pub ipis: u64,
 }

@@ -12,7 +12,7 @@ pub mod load;
 pub mod schema;
 
 pub use dir::{load_run, LoadError, RunDir};
-pub use findings::{LockContention, TraceSection, WaitStack, Waiter};
+pub use findings::{IpiPhase, IpiSender, IpiSite, LockContention, TraceSection, WaitStack, Waiter};
 pub use host::HostFacts;
 pub use load::{BackgroundLoad, LoadMeter};
 pub use schema::{Phase, Point, RunRecord, Series, ToolInfo, SCHEMA_VERSION};

@@ -65,7 +65,7 @@ pub struct Point {
 }
 
 /// One measured operation at one point: a strategy of the scenario.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Series {
     pub name: String,
     /// What one sample is, in words ("one memslot add or delete").
@@ -79,6 +79,16 @@ pub struct Series {
     pub kvm_stats: BTreeMap<String, u64>,
     /// Guest loop iterations each vCPU made during the measured iterations.
     pub vcpu_progress: Vec<u64>,
+    /// Per sample, the quantity it may grow with (e.g. irqfds already registered), so
+    /// latency can be binned and fitted against it; empty when there is none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sample_x: Vec<u64>,
+    /// What `sample_x` counts.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sample_x_is: String,
+    /// Facts about this measurement that are not samples (limits that applied, counts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

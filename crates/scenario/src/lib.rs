@@ -4,8 +4,12 @@
 //! One file per scenario. A scenario declares its knobs (for `vmscale list`) and returns
 //! [`vmscale_run::Point`]s; the caller wraps them into a run record.
 
+pub mod irqfd;
 pub mod memslot;
+pub mod mlock;
 pub mod sched;
+pub mod teardown;
+pub mod zap;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -30,11 +34,18 @@ pub struct ScenarioInfo {
 
 /// Every scenario this build has.
 pub fn catalogue() -> Vec<ScenarioInfo> {
-    vec![memslot::info()]
+    vec![
+        memslot::info(),
+        zap::info(),
+        teardown::info(),
+        mlock::info(),
+        irqfd::info(),
+    ]
 }
 
 /// Receives progress as samples complete; the front end decides how (or whether) to show it.
-pub trait Progress {
+/// Shared by every thread of a scenario that measures.
+pub trait Progress: Sync {
     /// A new stretch of work: `total` samples described by `what`.
     fn start(&self, total: u64);
     fn set_message(&self, message: String);

@@ -312,30 +312,17 @@ fn measure_strategy(
         phases,
         kvm_stats,
         vcpu_progress,
+        ..Series::default()
     })
 }
 
-/// Untimed, between samples: returns once every spinning vCPU has executed guest code
-/// since the call, so each sample starts with its vCPUs running, as the scenario claims.
-/// Without it, back-to-back pause-all samples kick vCPUs that never got back into the guest
-/// (cheaper than the real thing), and on an overcommitted host some never run at all.
-///
-/// Sleeps between polls rather than yielding, so a SCHED_FIFO caller cannot starve the
-/// vCPUs it waits for. Gives up after a few seconds; a vCPU that still never ran shows as
-/// zero progress in the results.
+/// Untimed, between samples: each sample starts once every spinning vCPU has run guest
+/// code again, as the scenario claims. Without it, back-to-back pause-all samples kick vCPUs
+/// that never got back into the guest (cheaper than the real thing), and on an
+/// overcommitted host some never run at all. A vCPU that still never ran after the timeout
+/// shows as zero progress in the results.
 fn wait_until_every_vcpu_ran(vm: &Vm) {
-    if vm.program() != GuestProgram::Spin {
-        return;
-    }
-    let start: Vec<u64> = (0..vm.vcpu_count()).map(|i| vm.progress(i)).collect();
-    let deadline = monotonic_ns() + 5_000_000_000;
-    let mut waiting: Vec<usize> = (0..vm.vcpu_count()).collect();
-    while !waiting.is_empty() && monotonic_ns() < deadline {
-        waiting.retain(|&i| vm.progress(i) == start[i]);
-        if !waiting.is_empty() {
-            std::thread::sleep(std::time::Duration::from_micros(20));
-        }
-    }
+    vm.wait_until_every_vcpu_ran(std::time::Duration::from_secs(5));
 }
 
 /// What one sample acts on: a real VM, or nothing at all when measuring the driver's own

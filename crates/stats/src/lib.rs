@@ -7,6 +7,9 @@
 //! HdrHistogram with three significant digits, which keeps them within 0.1% of the exact
 //! order statistic from 1 ns up to an hour, while costing a fixed amount of memory however
 //! many samples a run produces (the histogram is what later streaming passes will reuse).
+//!
+//! [`linear_fit`] fits a straight line through (x, latency) pairs, for latencies that grow
+//! with something the run counts (objects already registered, slots in use).
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -97,7 +100,11 @@ impl StreamingSummary {
         }
         // The histogram reports a bucket's upper edge; the exact extremes bound every
         // percentile so that p99 can never print above max.
-        let quantile = |q: f64| self.histogram.value_at_quantile(q).clamp(self.min, self.max);
+        let quantile = |q: f64| {
+            self.histogram
+                .value_at_quantile(q)
+                .clamp(self.min, self.max)
+        };
         Some(Summary {
             n: self.n,
             mean_ns: self.mean,
@@ -114,6 +121,61 @@ impl StreamingSummary {
             max_ns: self.max,
         })
     }
+}
+
+/// A straight line fitted by least squares: `y = intercept + slope * x`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinearFit {
+    pub slope: f64,
+    pub intercept: f64,
+    /// The share of the variance of y that the line explains: 1 when every point lies on
+    /// it, near 0 when x says nothing about y. A constant y counts as 1, since the flat
+    /// line through it misses no point.
+    pub r_squared: f64,
+    /// Points fitted.
+    pub n: u64,
+}
+
+/// The least-squares line through the points `(xs[i], ys[i])`.
+///
+/// `None` when the slices differ in length (the points would be mispaired), when a value is
+/// not finite, or when there are fewer than two distinct x: a single x fixes no slope.
+pub fn linear_fit(xs: &[f64], ys: &[f64]) -> Option<LinearFit> {
+    if xs.len() != ys.len() || xs.iter().chain(ys).any(|v| !v.is_finite()) {
+        return None;
+    }
+    // Compared directly rather than through the spread around the mean: the mean of equal
+    // values can round away from them and leave a tiny spread that would fit a huge slope.
+    let first = *xs.first()?;
+    if xs.iter().all(|&x| x == first) {
+        return None;
+    }
+    let n = xs.len() as f64;
+    let mean_x = xs.iter().sum::<f64>() / n;
+    let mean_y = ys.iter().sum::<f64>() / n;
+    // Sums of centred products (a second pass) instead of sum(x * y) - n * mean_x * mean_y,
+    // which cancels catastrophically when the values are large and their spread small.
+    let (mut sxx, mut sxy, mut syy) = (0.0, 0.0, 0.0);
+    for (&x, &y) in xs.iter().zip(ys) {
+        let (dx, dy) = (x - mean_x, y - mean_y);
+        sxx += dx * dx;
+        sxy += dx * dy;
+        syy += dy * dy;
+    }
+    let slope = sxy / sxx;
+    let r_squared = if syy == 0.0 {
+        1.0
+    } else {
+        // Equal to 1 - residual / total sum of squares for a least-squares line; the clamp
+        // only absorbs rounding.
+        (sxy * sxy / (sxx * syy)).clamp(0.0, 1.0)
+    };
+    Some(LinearFit {
+        slope,
+        intercept: mean_y - slope * mean_x,
+        r_squared,
+        n: xs.len() as u64,
+    })
 }
 
 /// A histogram covering 1 ns to one hour at three significant digits.
@@ -202,13 +264,18 @@ mod tests {
 
     #[test]
     fn streaming_and_batch_summaries_agree() {
-        let samples: Vec<u64> = (0..5_000u64).map(|i| (i * 104_729) % 1_000_003 + 1).collect();
+        let samples: Vec<u64> = (0..5_000u64)
+            .map(|i| (i * 104_729) % 1_000_003 + 1)
+            .collect();
         let mut streaming = StreamingSummary::default();
         samples.iter().for_each(|&v| streaming.record(v));
         let batch = Summary::from_samples(&samples).unwrap();
         let s = streaming.summary().unwrap();
         assert_eq!(s.n, batch.n);
-        assert_eq!((s.min_ns, s.p50_ns, s.p99_ns, s.max_ns), (batch.min_ns, batch.p50_ns, batch.p99_ns, batch.max_ns));
+        assert_eq!(
+            (s.min_ns, s.p50_ns, s.p99_ns, s.max_ns),
+            (batch.min_ns, batch.p50_ns, batch.p99_ns, batch.max_ns)
+        );
         assert!((s.mean_ns - batch.mean_ns).abs() < 1e-6);
         assert!((s.stdev_ns - batch.stdev_ns).abs() < 1e-6);
         assert_eq!(streaming.total(), samples.iter().sum::<u64>());
@@ -220,5 +287,57 @@ mod tests {
         let s = Summary::from_samples(&[1, 2 * HIGHEST_TRACKABLE_NS]).unwrap();
         assert_eq!(s.max_ns, 2 * HIGHEST_TRACKABLE_NS);
         assert_eq!(s.n, 2);
+    }
+
+    #[test]
+    fn a_line_through_exact_points_is_recovered_exactly() {
+        let xs: Vec<f64> = (0..10).map(f64::from).collect();
+        let ys: Vec<f64> = xs.iter().map(|x| 3.0 * x + 5.0).collect();
+        let fit = linear_fit(&xs, &ys).unwrap();
+        assert!((fit.slope - 3.0).abs() < 1e-12, "{fit:?}");
+        assert!((fit.intercept - 5.0).abs() < 1e-12, "{fit:?}");
+        assert!((fit.r_squared - 1.0).abs() < 1e-12, "{fit:?}");
+        assert_eq!(fit.n, 10);
+    }
+
+    #[test]
+    fn a_noisy_line_keeps_its_slope_and_loses_some_r_squared() {
+        // y = 2x + 1000 plus noise uniform in [-300, 300) from a fixed LCG: the slope's
+        // standard error is about 0.02 here, so 0.1 is a wide margin.
+        let mut state = 12_345u64;
+        let mut noise = || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) as f64 / (1u64 << 31) as f64 * 600.0 - 300.0
+        };
+        let xs: Vec<f64> = (0..1_000).map(f64::from).collect();
+        let ys: Vec<f64> = xs.iter().map(|x| 2.0 * x + 1_000.0 + noise()).collect();
+        let fit = linear_fit(&xs, &ys).unwrap();
+        assert!((fit.slope - 2.0).abs() < 0.1, "{fit:?}");
+        assert!((fit.intercept - 1_000.0).abs() < 60.0, "{fit:?}");
+        assert!(fit.r_squared > 0.8 && fit.r_squared < 0.99, "{fit:?}");
+    }
+
+    #[test]
+    fn large_offsets_do_not_cancel_the_slope() {
+        let xs: Vec<f64> = (0..100).map(|i| 1e9 + f64::from(i)).collect();
+        let ys: Vec<f64> = xs.iter().map(|x| 1e9 - 0.5 * (x - 1e9)).collect();
+        let fit = linear_fit(&xs, &ys).unwrap();
+        assert!((fit.slope + 0.5).abs() < 1e-9, "{fit:?}");
+    }
+
+    #[test]
+    fn no_line_without_two_distinct_x_or_with_mispaired_points() {
+        assert_eq!(linear_fit(&[], &[]), None);
+        assert_eq!(linear_fit(&[4.0], &[1.0]), None);
+        assert_eq!(linear_fit(&[0.1; 3], &[1.0, 2.0, 3.0]), None);
+        assert_eq!(linear_fit(&[1.0, 2.0], &[1.0]), None);
+        assert_eq!(linear_fit(&[1.0, f64::NAN], &[1.0, 2.0]), None);
+        let flat = linear_fit(&[1.0, 2.0, 3.0], &[7.0; 3]).unwrap();
+        assert_eq!(
+            (flat.slope, flat.intercept, flat.r_squared),
+            (0.0, 7.0, 1.0)
+        );
     }
 }

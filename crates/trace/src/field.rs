@@ -25,17 +25,20 @@ impl FieldRef {
     }
 
     /// The field as an unsigned integer (scalars of 1, 2, 4 or 8 bytes, zero-extended).
+    #[inline]
     pub fn u64(&self, record: &[u8]) -> Option<u64> {
         read_uint(record, self.offset, self.size)
     }
 
     /// The field as a signed integer (sign-extended from its size).
+    #[inline]
     pub fn i64(&self, record: &[u8]) -> Option<i64> {
         read_int(record, self.offset, self.size)
     }
 
     /// The field's own bytes: the inline bytes of scalars and arrays, the referenced bytes
     /// of `__data_loc`/`__rel_loc` fields, the rest of the record for trailing arrays.
+    #[inline]
     pub fn bytes<'r>(&self, record: &'r [u8]) -> Option<&'r [u8]> {
         match self.layout {
             FieldLayout::Scalar | FieldLayout::Array { .. } => {
@@ -55,11 +58,13 @@ impl FieldRef {
     }
 
     /// A C string field: its bytes up to the first NUL.
+    #[inline]
     pub fn c_str<'r>(&self, record: &'r [u8]) -> Option<&'r [u8]> {
         self.bytes(record).map(until_nul)
     }
 
     /// Element `index` of an integer array field (elements of `element_size` bytes).
+    #[inline]
     pub fn element(&self, record: &[u8], element_size: usize, index: usize) -> Option<u64> {
         let bytes = self.bytes(record)?;
         let start = index.checked_mul(element_size)?;
@@ -68,6 +73,7 @@ impl FieldRef {
 }
 
 /// The bytes before the first NUL (all of them when there is none).
+#[inline]
 pub fn until_nul(bytes: &[u8]) -> &[u8] {
     match bytes.iter().position(|&b| b == 0) {
         Some(end) => &bytes[..end],
@@ -108,7 +114,9 @@ pub fn read_u32(bytes: &[u8], offset: usize) -> Option<u32> {
 #[inline]
 pub fn read_u64(bytes: &[u8], offset: usize) -> Option<u64> {
     let b = bytes.get(offset..offset.checked_add(8)?)?;
-    Some(u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+    Some(u64::from_le_bytes([
+        b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
+    ]))
 }
 
 #[cfg(test)]

@@ -104,8 +104,8 @@ impl EventFormat {
                     .parse()
                     .map_err(|_| line_error(line, "ID is not a number"))?;
                 // common_type is an unsigned short: larger IDs cannot appear in records.
-                let value =
-                    u16::try_from(value).map_err(|_| line_error(line, "ID does not fit common_type"))?;
+                let value = u16::try_from(value)
+                    .map_err(|_| line_error(line, "ID does not fit common_type"))?;
                 id = Some(value);
             } else if trimmed.starts_with("field:") || trimmed.starts_with("field special:") {
                 fields.push(parse_field_line(trimmed, line)?);
@@ -159,7 +159,10 @@ fn parse_field_line(text: &str, line: usize) -> Result<Field, FormatError> {
     }
     let offset = offset.ok_or_else(|| line_error(line, "field without offset"))?;
     let size = size.ok_or_else(|| line_error(line, "field without size"))?;
-    if offset.checked_add(size).is_none_or(|end| end > u32::MAX as usize) {
+    if offset
+        .checked_add(size)
+        .is_none_or(|end| end > u32::MAX as usize)
+    {
         return Err(line_error(line, "field offset + size out of range"));
     }
     let (type_text, name, array) = split_declaration(declaration, line)?;
@@ -189,7 +192,10 @@ fn parse_field_line(text: &str, line: usize) -> Result<Field, FormatError> {
 }
 
 /// Splits `unsigned long caller[8]` into (`unsigned long`, `caller`, Some("8")).
-fn split_declaration(declaration: &str, line: usize) -> Result<(&str, &str, Option<&str>), FormatError> {
+fn split_declaration(
+    declaration: &str,
+    line: usize,
+) -> Result<(&str, &str, Option<&str>), FormatError> {
     let (base, array) = match declaration.strip_suffix(']') {
         Some(open) => {
             let bracket = open
@@ -201,8 +207,10 @@ fn split_declaration(declaration: &str, line: usize) -> Result<(&str, &str, Opti
     };
     let base = base.trim_end();
     let name_start = base
-        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .map_or(0, |i| i + 1);
+        .char_indices()
+        .rev()
+        .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map_or(0, |(i, c)| i + c.len_utf8());
     let name = &base[name_start..];
     if name.is_empty() {
         return Err(line_error(line, "field declaration without a name"));
@@ -301,7 +309,8 @@ impl HeaderEvent {
         for (index, raw) in text.lines().enumerate() {
             let line = index + 1;
             let trimmed = raw.trim();
-            let Some((key, value)) = trimmed.split_once(':').or_else(|| trimmed.split_once("==")) else {
+            let Some((key, value)) = trimmed.split_once(':').or_else(|| trimmed.split_once("=="))
+            else {
                 continue;
             };
             let key = key.trim();
@@ -351,11 +360,19 @@ impl HeaderEvent {
         let expected = Self::SUPPORTED;
         let pairs = [
             ("type_len bits", self.type_len_bits, expected.type_len_bits),
-            ("time_delta bits", self.time_delta_bits, expected.time_delta_bits),
+            (
+                "time_delta bits",
+                self.time_delta_bits,
+                expected.time_delta_bits,
+            ),
             ("padding type", self.padding, expected.padding),
             ("time_extend type", self.time_extend, expected.time_extend),
             ("time_stamp type", self.time_stamp, expected.time_stamp),
-            ("data max type_len", self.data_max_type_len, expected.data_max_type_len),
+            (
+                "data max type_len",
+                self.data_max_type_len,
+                expected.data_max_type_len,
+            ),
         ];
         for (what, found, expected) in pairs {
             if found != expected {
@@ -402,7 +419,10 @@ print fmt: \"prev_comm=%s\", REC->prev_comm\n";
         assert_eq!(format.name, "sched_switch");
         assert_eq!(format.id, 372);
         let comm = format.field("prev_comm").unwrap();
-        assert_eq!((comm.type_text.as_str(), comm.offset, comm.size), ("char", 8, 16));
+        assert_eq!(
+            (comm.type_text.as_str(), comm.offset, comm.size),
+            ("char", 8, 16)
+        );
         assert_eq!(comm.layout, FieldLayout::Array { len: 16 });
         let state = format.field("prev_state").unwrap();
         assert!(state.signed);
@@ -413,7 +433,19 @@ print fmt: \"prev_comm=%s\", REC->prev_comm\n";
         assert_eq!(format.field("buf").unwrap().layout, FieldLayout::Trailing);
         assert_eq!(format.field("lock_addr").unwrap().type_text, "void *");
         assert!(format.field("common_pid").unwrap().is_common());
-        assert_eq!(format.print_fmt.as_deref(), Some("\"prev_comm=%s\", REC->prev_comm"));
+        assert_eq!(
+            format.print_fmt.as_deref(),
+            Some("\"prev_comm=%s\", REC->prev_comm")
+        );
+    }
+
+    #[test]
+    fn a_multibyte_character_before_the_name_splits_cleanly() {
+        // Found by fuzzing: the split once cut inside the character.
+        let text = "name: x\nID: 1\n\tfield:int\u{fffd}a;\toffset:0;\tsize:4;\n";
+        let format = EventFormat::parse(text).unwrap();
+        assert_eq!(format.fields[0].name, "a");
+        assert_eq!(format.fields[0].type_text, "int\u{fffd}");
     }
 
     #[test]
@@ -423,13 +455,34 @@ print fmt: \"prev_comm=%s\", REC->prev_comm\n";
             ("name: x\n", "no `ID`"),
             ("name: x\nID: 70000\n", "does not fit"),
             ("name: x\nID: q\n", "not a number"),
-            ("name: x\nID: 1\n\tfield:int a;\tsize:4;\n", "without offset"),
-            ("name: x\nID: 1\n\tfield:int a;\toffset:4;\n", "without size"),
-            ("name: x\nID: 1\n\tfield:int a;\toffset:z;\tsize:4;\n", "not a number"),
-            ("name: x\nID: 1\n\tfield:int ;\toffset:0;\tsize:4;\n", "without a name"),
-            ("name: x\nID: 1\n\tfield:a;\toffset:0;\tsize:4;\n", "without a type"),
-            ("name: x\nID: 1\n\tfield:int a];\toffset:0;\tsize:4;\n", "without `[`"),
-            ("name: x\nID: 1\n\tfield:int a;\toffset:18446744073709551615;\tsize:4;\n", "out of range"),
+            (
+                "name: x\nID: 1\n\tfield:int a;\tsize:4;\n",
+                "without offset",
+            ),
+            (
+                "name: x\nID: 1\n\tfield:int a;\toffset:4;\n",
+                "without size",
+            ),
+            (
+                "name: x\nID: 1\n\tfield:int a;\toffset:z;\tsize:4;\n",
+                "not a number",
+            ),
+            (
+                "name: x\nID: 1\n\tfield:char *;\toffset:0;\tsize:4;\n",
+                "without a name",
+            ),
+            (
+                "name: x\nID: 1\n\tfield:int ;\toffset:0;\tsize:4;\n",
+                "without a type",
+            ),
+            (
+                "name: x\nID: 1\n\tfield:int a];\toffset:0;\tsize:4;\n",
+                "without `[`",
+            ),
+            (
+                "name: x\nID: 1\n\tfield:int a;\toffset:18446744073709551615;\tsize:4;\n",
+                "out of range",
+            ),
             ("name: x\nID: 1\n\tfield:int a;\toffset\n", "without `:`"),
         ];
         for (text, expected) in cases {
@@ -456,7 +509,10 @@ print fmt: \"prev_comm=%s\", REC->prev_comm\n";
             }
         );
         assert!(HeaderPage::parse("\tfield: u64 timestamp;\toffset:0;\tsize:8;\n").is_err());
-        let bad_commit = text.replace("offset:8;\tsize:8;\tsigned:1;", "offset:8;\tsize:2;\tsigned:1;");
+        let bad_commit = text.replace(
+            "offset:8;\tsize:8;\tsigned:1;",
+            "offset:8;\tsize:2;\tsigned:1;",
+        );
         assert!(HeaderPage::parse(&bad_commit).is_err());
     }
 

@@ -7,3 +7,23 @@
 
 pub mod recorder;
 pub mod tracefs;
+
+pub mod catalog;
+mod cpu_stream;
+pub mod dat;
+pub mod decode;
+pub mod event;
+pub mod field;
+pub mod format;
+pub mod kallsyms;
+pub mod merge;
+pub mod page;
+pub mod views;
+
+pub use catalog::{EventCatalog, EventType};
+pub use cpu_stream::{CpuSummary, LossPoint};
+pub use decode::{DecodeError, DecodeSummary, Decoder};
+pub use event::Event;
+pub use kallsyms::{Kallsyms, Symbol};
+pub use merge::EventStream;
+pub use views::EventKind;

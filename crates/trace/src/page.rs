@@ -216,13 +216,7 @@ impl RecordCursor {
             if left == 0 {
                 return None;
             }
-            let truncated = |need| {
-                Some(Err(PageError::TruncatedHeader {
-                    offset,
-                    need,
-                    left,
-                }))
-            };
+            let truncated = |need| Some(Err(PageError::TruncatedHeader { offset, need, left }));
             let Some(header) = read_u32(data, offset) else {
                 return truncated(4);
             };
@@ -372,7 +366,8 @@ pub(crate) mod build {
 
         fn header(&mut self, type_len: u32, delta: u32) {
             assert!(delta < 1 << 27);
-            self.data.extend_from_slice(&(type_len | delta << 5).to_le_bytes());
+            self.data
+                .extend_from_slice(&(type_len | delta << 5).to_le_bytes());
         }
 
         /// A data event as rb_update_event writes it on x86-64.
@@ -382,29 +377,36 @@ pub(crate) mod build {
                 self.header((aligned / 4) as u32, delta);
             } else {
                 self.header(0, delta);
-                self.data.extend_from_slice(&(aligned as u32 + 4).to_le_bytes());
+                self.data
+                    .extend_from_slice(&(aligned as u32 + 4).to_le_bytes());
             }
             self.data.extend_from_slice(payload);
-            self.data.resize(self.data.len() + aligned - payload.len(), 0);
+            self.data
+                .resize(self.data.len() + aligned - payload.len(), 0);
             self
         }
 
         pub fn time_extend(&mut self, delta: u64) -> &mut Self {
             self.header(30, (delta & ((1 << 27) - 1)) as u32);
-            self.data.extend_from_slice(&((delta >> 27) as u32).to_le_bytes());
+            self.data
+                .extend_from_slice(&((delta >> 27) as u32).to_le_bytes());
             self
         }
 
         pub fn time_stamp(&mut self, abs: u64) -> &mut Self {
             self.header(31, (abs & ((1 << 27) - 1)) as u32);
-            self.data.extend_from_slice(&((abs >> 27) as u32).to_le_bytes());
+            self.data
+                .extend_from_slice(&((abs >> 27) as u32).to_le_bytes());
             self
         }
 
-        pub fn padding(&mut self, delta: u32, skip: u32) -> &mut Self {
+        /// Padding whose `array[0]` is `length` (the bytes after the header, itself
+        /// included, as rb_event_discard writes it); a null padding when `delta` is 0.
+        pub fn padding(&mut self, delta: u32, length: u32) -> &mut Self {
             self.header(29, delta);
-            self.data.extend_from_slice(&skip.to_le_bytes());
-            self.data.resize(self.data.len() + skip as usize, 0xaa);
+            self.data.extend_from_slice(&length.to_le_bytes());
+            let filler = (length as usize).saturating_sub(4);
+            self.data.resize(self.data.len() + filler, 0xaa);
             self
         }
 
@@ -433,7 +435,9 @@ mod tests {
     use super::build::PageBuilder;
     use super::*;
 
-    fn decode(page: &[u8]) -> (Page<'_>, Vec<Result<(u64, Vec<u8>), PageError>>) {
+    type Decoded = Vec<Result<(u64, Vec<u8>), PageError>>;
+
+    fn decode(page: &[u8]) -> (Page<'_>, Decoded) {
         let page = Page::parse(&PageLayout::X86_64, page).unwrap();
         let records = page
             .records()
@@ -481,14 +485,17 @@ mod tests {
         assert_eq!(fix_abs_ts(5, 0), 5);
         assert_eq!(fix_abs_ts(100, msb | 50), msb | 100);
         // The low 59 bits wrapped: carry into the top bits.
-        assert_eq!(fix_abs_ts(10, msb | ((1 << 59) - 5)), (msb | 10) + (1 << 59));
+        assert_eq!(
+            fix_abs_ts(10, msb | ((1 << 59) - 5)),
+            (msb | 10) + (1 << 59)
+        );
     }
 
     #[test]
     fn padding_is_skipped_and_a_null_padding_ends_the_page() {
         let page = PageBuilder::new(0)
             .event(1, b"aaaa")
-            .padding(9, 12)
+            .padding(9, 16)
             .event(1, b"bbbb")
             .padding(0, 0)
             .event(1, b"cccc")
@@ -519,10 +526,16 @@ mod tests {
         // Length word claims more than the page data.
         page[20..24].copy_from_slice(&4000u32.to_le_bytes());
         let (_, records) = decode(&page);
-        assert!(matches!(records[..], [Err(PageError::EventBeyondData { .. })]));
+        assert!(matches!(
+            records[..],
+            [Err(PageError::EventBeyondData { .. })]
+        ));
         page[20..24].copy_from_slice(&2u32.to_le_bytes());
         let (_, records) = decode(&page);
-        assert!(matches!(records[..], [Err(PageError::LengthWordTooSmall { .. })]));
+        assert!(matches!(
+            records[..],
+            [Err(PageError::LengthWordTooSmall { .. })]
+        ));
 
         let mut page = PageBuilder::new(0).event(1, b"aaaa").build();
         page[8..16].copy_from_slice(&5000u64.to_le_bytes());
@@ -545,7 +558,10 @@ mod tests {
         let mut page = PageBuilder::new(0).event(1, b"aaaa").time_extend(1).build();
         page[8..16].copy_from_slice(&14u64.to_le_bytes());
         let (_, records) = decode(&page);
-        assert!(matches!(records[..], [Ok(_), Err(PageError::TruncatedHeader { .. })]));
+        assert!(matches!(
+            records[..],
+            [Ok(_), Err(PageError::TruncatedHeader { .. })]
+        ));
     }
 
     #[test]

@@ -1,0 +1,278 @@
+//! Lock contention: every wait between a task's lock:contention_begin and its
+//! lock:contention_end, aggregated per lock address.
+//!
+//! Streaming: state is one open wait per task, one aggregate per lock, one entry per
+//! distinct stack and per task name, never one per event. A wait still open when the trace
+//! ends is counted apart (its length is unknown), and an end without a begin (the wait
+//! started before tracing did) is ignored and counted.
+
+use std::collections::{BTreeMap, HashMap};
+
+use vmscale_run::{LockContention, WaitStack, Waiter};
+use vmscale_stats::{StreamingSummary, Summary};
+use vmscale_trace::event::Event;
+use vmscale_trace::views::EventKind;
+
+use crate::naming;
+use crate::symbols::Symbols;
+
+/// How many waiters and stacks each lock keeps in the findings.
+const TOP_WAITERS: usize = 5;
+const TOP_STACKS: usize = 3;
+/// Frames kept per stack in the findings.
+const MAX_FRAMES: usize = 16;
+
+type StackId = u32;
+
+struct OpenWait {
+    lock: u64,
+    flags: u32,
+    start: u64,
+    stack: Option<StackId>,
+}
+
+#[derive(Default)]
+struct LockAggregate {
+    first_flags: Option<u32>,
+    modes: BTreeMap<&'static str, u64>,
+    waits: StreamingSummary,
+    open_waits: u64,
+    /// pid -> (waits, total ns)
+    waiters: HashMap<i32, (u64, u64)>,
+    /// stack -> (waits, total ns)
+    stacks: HashMap<StackId, (u64, u64)>,
+}
+
+/// Interns stacks so each distinct one is stored once.
+#[derive(Default)]
+struct StackTable {
+    ids: HashMap<Vec<u64>, StackId>,
+    frames: Vec<Vec<u64>>,
+}
+
+impl StackTable {
+    fn intern(&mut self, frames: impl Iterator<Item = u64>) -> StackId {
+        let key: Vec<u64> = frames.collect();
+        if let Some(&id) = self.ids.get(&key) {
+            return id;
+        }
+        let id = self.frames.len() as StackId;
+        self.frames.push(key.clone());
+        self.ids.insert(key, id);
+        id
+    }
+}
+
+/// The pass; feed it every event in time order, then [`ContentionPass::finish`].
+#[derive(Default)]
+pub struct ContentionPass {
+    open: HashMap<i32, OpenWait>,
+    /// CPU -> (pid, begin timestamp) of a contention_begin whose stack has not arrived yet.
+    /// The stacktrace trigger records the stack on the same CPU right after the event.
+    awaiting_stack: HashMap<u32, (i32, u64)>,
+    stacks: StackTable,
+    locks: HashMap<u64, LockAggregate>,
+    comms: HashMap<i32, String>,
+    stack_cost: StreamingSummary,
+    unmatched_ends: u64,
+}
+
+/// What the pass found.
+pub struct ContentionFindings {
+    /// Worst (largest total wait) first.
+    pub locks: Vec<LockContention>,
+    /// Time from a contention_begin to its recorded stack: what capturing a stack adds.
+    pub stack_cost: Option<Summary>,
+    pub unmatched_ends: u64,
+}
+
+impl ContentionPass {
+    pub fn observe(&mut self, event: &Event<'_>) {
+        match event.kind() {
+            EventKind::ContentionBegin(begin) => {
+                let pid = event.pid();
+                match self.open.get_mut(&pid) {
+                    // A mutex traces a second begin when it stops spinning and sleeps: the
+                    // same wait goes on, now in its sleeping mode.
+                    Some(wait) if wait.lock == begin.lock_addr => wait.flags = begin.flags,
+                    _ => {
+                        self.open.insert(
+                            pid,
+                            OpenWait {
+                                lock: begin.lock_addr,
+                                flags: begin.flags,
+                                start: event.ts(),
+                                stack: None,
+                            },
+                        );
+                    }
+                }
+                self.awaiting_stack.insert(event.cpu(), (pid, event.ts()));
+            }
+            EventKind::KernelStack(stack) => {
+                let Some((pid, begin_ts)) = self.awaiting_stack.remove(&event.cpu()) else {
+                    return;
+                };
+                if pid != event.pid() {
+                    return;
+                }
+                if let Some(wait) = self.open.get_mut(&pid) {
+                    if wait.stack.is_none() {
+                        wait.stack = Some(self.stacks.intern(stack.iter()));
+                        self.stack_cost.record(event.ts().saturating_sub(begin_ts));
+                    }
+                }
+            }
+            EventKind::ContentionEnd(end) => {
+                let pid = event.pid();
+                match self.open.remove(&pid) {
+                    Some(wait) if wait.lock == end.lock_addr => {
+                        self.close(pid, wait, event.ts());
+                    }
+                    Some(other) => {
+                        // An end for another lock: keep the open wait, this end is stray.
+                        self.open.insert(pid, other);
+                        self.unmatched_ends += 1;
+                    }
+                    None => self.unmatched_ends += 1,
+                }
+            }
+            EventKind::SchedSwitch(switch) => {
+                self.remember(switch.prev_pid, switch.prev_comm.as_bytes());
+                self.remember(switch.next_pid, switch.next_comm.as_bytes());
+            }
+            EventKind::SchedWaking(w)
+            | EventKind::SchedWakeup(w)
+            | EventKind::SchedWakeupNew(w) => {
+                self.remember(w.pid, w.comm.as_bytes());
+            }
+            _ => {}
+        }
+    }
+
+    fn remember(&mut self, pid: i32, comm: &[u8]) {
+        self.comms
+            .entry(pid)
+            .or_insert_with(|| String::from_utf8_lossy(comm).into_owned());
+    }
+
+    fn close(&mut self, pid: i32, wait: OpenWait, end: u64) {
+        let waited = end.saturating_sub(wait.start);
+        let lock = self.locks.entry(wait.lock).or_default();
+        lock.first_flags.get_or_insert(wait.flags);
+        *lock.modes.entry(naming::mode(wait.flags)).or_default() += 1;
+        lock.waits.record(waited);
+        let waiter = lock.waiters.entry(pid).or_default();
+        waiter.0 += 1;
+        waiter.1 += waited;
+        if let Some(stack) = wait.stack {
+            let s = lock.stacks.entry(stack).or_default();
+            s.0 += 1;
+            s.1 += waited;
+        }
+    }
+
+    pub fn finish(mut self, symbols: &dyn Symbols) -> ContentionFindings {
+        for (_, wait) in self.open.drain() {
+            let lock = self.locks.entry(wait.lock).or_default();
+            lock.first_flags.get_or_insert(wait.flags);
+            lock.open_waits += 1;
+        }
+        let mut locks: Vec<LockContention> = self
+            .locks
+            .iter()
+            .map(|(&addr, agg)| self.describe(addr, agg, symbols))
+            .collect();
+        locks.sort_by(|a, b| {
+            b.total_wait_ns
+                .cmp(&a.total_wait_ns)
+                .then(b.open_waits.cmp(&a.open_waits))
+        });
+        disambiguate(&mut locks);
+        ContentionFindings {
+            locks,
+            stack_cost: self.stack_cost.summary(),
+            unmatched_ends: self.unmatched_ends,
+        }
+    }
+
+    fn describe(&self, addr: u64, agg: &LockAggregate, symbols: &dyn Symbols) -> LockContention {
+        let flags = agg.first_flags.unwrap_or(0);
+        let kind = naming::kind(flags);
+        let mut waiters: Vec<Waiter> = agg
+            .waiters
+            .iter()
+            .map(|(&pid, &(waits, total))| Waiter {
+                comm: self.comms.get(&pid).cloned().unwrap_or_else(|| "?".into()),
+                pid,
+                waits,
+                total_wait_ns: total,
+            })
+            .collect();
+        waiters.sort_by(|a, b| {
+            b.total_wait_ns
+                .cmp(&a.total_wait_ns)
+                .then(a.pid.cmp(&b.pid))
+        });
+        waiters.truncate(TOP_WAITERS);
+
+        let mut stacks: Vec<WaitStack> = agg
+            .stacks
+            .iter()
+            .map(|(&id, &(waits, total))| WaitStack {
+                frames: self.stacks.frames[id as usize]
+                    .iter()
+                    .take(MAX_FRAMES)
+                    .map(|&a| symbols.frame(a))
+                    .collect(),
+                waits,
+                total_wait_ns: total,
+            })
+            .collect();
+        stacks.sort_by(|a, b| {
+            b.total_wait_ns
+                .cmp(&a.total_wait_ns)
+                .then(b.waits.cmp(&a.waits))
+        });
+        stacks.truncate(TOP_STACKS);
+
+        // The mode in the name is the one most waits used.
+        let mode = agg
+            .modes
+            .iter()
+            .max_by_key(|(_, &n)| n)
+            .map(|(m, _)| *m)
+            .unwrap_or_else(|| naming::mode(flags));
+        let name = symbols.data_symbol(addr).unwrap_or_else(|| {
+            let frame = stacks
+                .first()
+                .and_then(|s| naming::distinctive_frame(&s.frames));
+            naming::stack_name(kind, mode, frame)
+        });
+        LockContention {
+            lock_addr: addr,
+            name,
+            kind: kind.to_string(),
+            modes: agg.modes.iter().map(|(m, n)| (m.to_string(), *n)).collect(),
+            waits: agg.waits.summary(),
+            total_wait_ns: agg.waits.total(),
+            open_waits: agg.open_waits,
+            waiters,
+            stacks,
+        }
+    }
+}
+
+/// Two locks named alike (each CPU's runqueue lock waited on from `__schedule`) get their
+/// address appended, so the table never shows one name for two locks.
+fn disambiguate(locks: &mut [LockContention]) {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for lock in locks.iter() {
+        *seen.entry(lock.name.clone()).or_default() += 1;
+    }
+    for lock in locks.iter_mut() {
+        if seen[&lock.name] > 1 {
+            lock.name = format!("{} @{:#x}", lock.name, lock.lock_addr);
+        }
+    }
+}

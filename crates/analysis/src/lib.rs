@@ -1,0 +1,64 @@
+//! Streaming analyses over a run's decoded kernel events.
+//!
+//! Each analysis is a pass that observes events in time order with memory bounded by the
+//! number of locks, tasks and distinct stacks, never by the number of events; [`analyse`]
+//! decodes a trace directory once and feeds every pass.
+
+pub mod contention;
+pub mod ipi;
+pub mod naming;
+pub mod symbols;
+
+use std::path::Path;
+
+use vmscale_run::TraceSection;
+use vmscale_trace::{DecodeError, Decoder, Kallsyms};
+
+pub use contention::{ContentionFindings, ContentionPass};
+pub use symbols::Symbols;
+
+/// Everything the passes found in one trace, plus what the decode itself saw.
+pub struct TraceAnalysis {
+    pub contention: ContentionFindings,
+    pub ipis: Vec<vmscale_run::IpiPhase>,
+    pub decoded_events: u64,
+    /// Pages the kernel marked as following lost events, and damaged pages skipped.
+    pub missed_events: u64,
+    pub corrupt_pages: u64,
+    pub decode_errors: Vec<String>,
+}
+
+/// Decodes the trace directory `dir` and runs every analysis over it.
+pub fn analyse(dir: &Path) -> Result<TraceAnalysis, DecodeError> {
+    let decoder = Decoder::open(dir)?;
+    // A missing or unreadable snapshot only costs names, not the analysis.
+    let symbols = decoder.kallsyms().unwrap_or_default();
+    analyse_with(&decoder, &symbols)
+}
+
+pub fn analyse_with(decoder: &Decoder, symbols: &Kallsyms) -> Result<TraceAnalysis, DecodeError> {
+    let mut contention = ContentionPass::default();
+    let mut ipis = ipi::IpiPass::default();
+    let summary = decoder.for_each(|event| {
+        contention.observe(&event);
+        ipis.observe(&event);
+    })?;
+    Ok(TraceAnalysis {
+        contention: contention.finish(symbols),
+        ipis: ipis.finish(symbols),
+        decoded_events: summary.events(),
+        missed_events: summary.missed_events(),
+        corrupt_pages: summary.corrupt_pages(),
+        decode_errors: summary.errors,
+    })
+}
+
+impl TraceAnalysis {
+    /// Fills the findings into a run's trace section.
+    pub fn fill(self, section: &mut TraceSection) {
+        section.decoded_events = self.decoded_events;
+        section.stack_cost = self.contention.stack_cost;
+        section.contention = self.contention.locks;
+        section.ipis = self.ipis;
+    }
+}

@@ -1,0 +1,210 @@
+//! `vmscale record` and traced scenario runs on the real kernel: what lands in the run, and
+//! the one-line failures. Needs root, tracefs and /dev/kvm; fails without.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn vmscale() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_vmscale"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("vmscale-rec-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn one_line_failure(o: &Output, code: i32, needle: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "want one line: {err}");
+    assert!(err.contains(needle), "'{needle}' not in: {err}");
+}
+
+#[test]
+fn record_traces_a_command_and_finds_contended_locks() {
+    let out = scratch("cmd");
+    // Many short processes at once: the scheduler's and the process table's locks contend.
+    let o = vmscale()
+        .args(["record", "--format", "json", "--out"])
+        .arg(&out)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "for i in $(seq 200); do /bin/true & done; wait",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(run["scenario"], "record");
+    let trace = &run["trace"];
+    assert!(
+        trace["decoded_events"].as_u64().unwrap() > 1000,
+        "too few events: {}",
+        trace["decoded_events"]
+    );
+    let locks = trace["contention"].as_array().unwrap();
+    assert!(
+        !locks.is_empty(),
+        "200 concurrent forks contended on no lock"
+    );
+    for lock in locks {
+        let name = lock["name"].as_str().unwrap();
+        assert!(
+            !name.is_empty() && !name.starts_with("0x"),
+            "unnamed lock: {lock}"
+        );
+        if let Some(waits) = lock["waits"].as_object() {
+            assert!(waits["p50_ns"].as_u64() <= waits["max_ns"].as_u64());
+            assert!(lock["total_wait_ns"].as_u64().unwrap() >= waits["max_ns"].as_u64().unwrap());
+        }
+    }
+    // Stacks were on: the worst lock has a symbolized waiting stack, and their cost is known.
+    let frames = &locks[0]["stacks"][0]["frames"];
+    assert!(
+        frames
+            .as_array()
+            .is_some_and(|f| f.iter().any(|x| x.as_str().unwrap().contains("+0x"))),
+        "{frames}"
+    );
+    assert!(trace["stack_cost"]["p50_ns"].as_u64().unwrap() > 0);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn traced_scenario_keeps_its_raw_trace_and_report_reanalyses_it() {
+    let out = scratch("scenario");
+    let o = vmscale()
+        .args([
+            "run",
+            "memslot",
+            "--vcpus",
+            "2",
+            "--repeat",
+            "40",
+            "--strategy",
+            "direct",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run_dir = std::fs::read_dir(&out)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    for file in [
+        "trace/meta.json",
+        "trace/cpu0.raw",
+        "trace/kallsyms",
+        "trace/formats/lock/contention_begin",
+    ] {
+        assert!(run_dir.join(file).exists(), "{file} missing");
+    }
+    let run: Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("run.json")).unwrap()).unwrap();
+    let decoded = run["trace"]["decoded_events"].as_u64().unwrap();
+    assert!(decoded > 0);
+    // The measuring thread's ioctls are in the trace: 40 direct updates are 80 memslot ioctls.
+    let again = vmscale()
+        .args(["report", "--format", "json"])
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{}", stderr(&again));
+    let again: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(
+        again["trace"]["decoded_events"].as_u64().unwrap(),
+        decoded,
+        "re-analysis decoded a different trace"
+    );
+
+    let untraced = vmscale()
+        .args([
+            "run",
+            "memslot",
+            "--vcpus",
+            "1",
+            "--repeat",
+            "5",
+            "--no-trace",
+            "--quiet",
+            "--format",
+            "json",
+            "--out",
+        ])
+        .arg(scratch("untraced"))
+        .output()
+        .unwrap();
+    assert!(untraced.status.success());
+    let untraced: Value = serde_json::from_slice(&untraced.stdout).unwrap();
+    assert!(untraced["trace"].is_null(), "--no-trace still traced");
+    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_dir_all(scratch("untraced"));
+}
+
+#[test]
+fn tracing_failures_are_one_line() {
+    let out = scratch("bad");
+    let o = vmscale()
+        .args([
+            "record",
+            "-e",
+            "lock:no_such_event",
+            "--duration",
+            "0.1",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    one_line_failure(&o, 1, "lock:no_such_event does not exist on this kernel");
+    let o = vmscale()
+        .args([
+            "run",
+            "memslot",
+            "--vcpus",
+            "1",
+            "--buffer-kib",
+            "1",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    one_line_failure(&o, 2, "--buffer-kib must be at least 64");
+    let o = vmscale()
+        .args(["record", "--duration", "-1", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    // Not root: tracing refuses with a clear line (setpriv drops to nobody).
+    let o = Command::new("setpriv")
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_vmscale"))
+        .args([
+            "record",
+            "--duration",
+            "0.1",
+            "--out",
+            "/tmp/vmscale-nobody",
+        ])
+        .output()
+        .unwrap();
+    one_line_failure(&o, 1, "tracing needs root");
+    let runs = std::fs::read_dir(&out).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(runs, 0, "failed runs left run directories");
+}

@@ -1,0 +1,138 @@
+//! The teardown and irqfd scenarios through the command line, on real KVM.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn vmscale() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_vmscale"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("vmscale-scn-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn json_run(args: &[&str], name: &str) -> Value {
+    let out = scratch(name);
+    let o: Output = vmscale()
+        .args(args)
+        .args(["--quiet", "--format", "json", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let _ = std::fs::remove_dir_all(&out);
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn mean(series: &Value) -> f64 {
+    series["summary"]["mean_ns"].as_f64().unwrap()
+}
+
+#[test]
+fn teardown_time_grows_with_the_number_of_vms_in_every_mode() {
+    let run = json_run(
+        &[
+            "run",
+            "teardown",
+            "--vms",
+            "1,8",
+            "--repeat",
+            "2",
+            "--mem-mib",
+            "64",
+            "--no-trace",
+        ],
+        "teardown",
+    );
+    let points = run["points"].as_array().unwrap();
+    let names: Vec<&str> = points[0]["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["exit", "close", "threads", "fork"]);
+    for (small, large) in points[0]["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(points[1]["series"].as_array().unwrap())
+    {
+        assert!(
+            mean(large) > mean(small),
+            "{}: 8 VMs ({}) not slower than 1 ({})",
+            small["name"],
+            mean(large),
+            mean(small)
+        );
+    }
+    // close reports where its time went, and the sweep's per-VM slope is noted.
+    let close = &points[1]["series"][1];
+    let notes: Vec<&str> = close["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.contains("munmap of guest memory")),
+        "{notes:?}"
+    );
+    assert!(notes.iter().any(|n| n.contains("ms per VM")), "{notes:?}");
+}
+
+#[test]
+fn irqfd_registers_exactly_the_requested_count() {
+    let run = json_run(
+        &[
+            "run",
+            "irqfd",
+            "--total",
+            "10000",
+            "--threads",
+            "2",
+            "--vms",
+            "1",
+        ],
+        "irqfd",
+    );
+    let series = run["points"][0]["series"].as_array().unwrap();
+    assert_eq!(series[0]["name"], "assign");
+    assert_eq!(series[0]["samples_ns"].as_array().unwrap().len(), 10000);
+    assert_eq!(series[0]["sample_x"].as_array().unwrap().len(), 10000);
+    assert_eq!(series[1]["name"], "deassign");
+    assert_eq!(series[1]["samples_ns"].as_array().unwrap().len(), 10000);
+    // The VM's irqfd list lock shows up in the trace by its waiting stack.
+    let locks = run["trace"]["contention"].as_array().unwrap();
+    assert!(
+        locks
+            .iter()
+            .any(|l| l["name"].as_str().unwrap().contains("kvm_irqfd")),
+        "no irqfd lock in {locks:?}"
+    );
+}
+
+#[test]
+fn bad_scenario_knobs_are_refused_with_one_line() {
+    for args in [
+        vec!["run", "teardown", "--vms", "0"],
+        vec!["run", "teardown", "--mode", "explode"],
+        vec!["run", "teardown", "--vms", "100000", "--mem-mib", "1024"],
+        vec!["run", "irqfd", "--total", "0"],
+        vec!["run", "irqfd", "--release", "maybe"],
+    ] {
+        let o = vmscale()
+            .args(&args)
+            .args(["--out"])
+            .arg(scratch("bad"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
+}

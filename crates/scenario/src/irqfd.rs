@@ -1,0 +1,565 @@
+//! `irqfd` (case 5): a registration storm. Many threads create eventfds and bind them to
+//! VMs with KVM_IRQFD, then release them, and every call is timed against how many irqfds
+//! its VM already had.
+//!
+//! On recent kernels assign stays cheap, but deassign walks the VM's whole irqfd list under
+//! a spinlock with interrupts off: a list walked under one lock, the pattern of case 5.
+//!
+//! Threads and fds: RLIMIT_NOFILE caps one fd table, so the irqfds live in *holder* threads
+//! with private fd tables (unshare(CLONE_FILES)), each filled up to the limit; `--threads`
+//! of them register at once. An eventfd is created, bound, released and closed on its
+//! holder thread only, since its number means nothing in any other table.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+use vmscale_kvm::irqfd::{close_inherited, private_fd_table, IrqchipVm, IRQCHIP_GSIS};
+use vmscale_kvm::KvmSystem;
+use vmscale_run::{monotonic_ns, Point, Series};
+use vmscale_stats::Summary;
+
+use crate::{Cancel, Error, Knob, PhaseHook, Progress, ScenarioInfo};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Release {
+    /// KVM_IRQFD deassign, one call per irqfd, timed.
+    Deassign,
+    /// Close the eventfds without deassigning: KVM's shutdown work runs in kworkers.
+    Close,
+    /// Close the VMs with every irqfd still bound.
+    VmClose,
+}
+
+impl Release {
+    pub fn parse(word: &str) -> Result<Release, Error> {
+        match word {
+            "deassign" => Ok(Release::Deassign),
+            "close" => Ok(Release::Close),
+            "vm-close" => Ok(Release::VmClose),
+            other => Err(Error::Usage(format!(
+                "unknown --release '{other}' (expected deassign, close or vm-close)"
+            ))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Release::Deassign => "deassign",
+            Release::Close => "close",
+            Release::VmClose => "vm-close",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IrqfdKnobs {
+    /// irqfds to register, one point per value.
+    pub total: Vec<usize>,
+    /// Threads registering (and releasing) at once.
+    pub threads: usize,
+    pub vms: usize,
+    pub release: Release,
+}
+
+pub const DEFAULT_TOTAL: &str = "10000";
+
+impl Default for IrqfdKnobs {
+    fn default() -> Self {
+        IrqfdKnobs {
+            total: vec![10_000],
+            threads: 2,
+            vms: 1,
+            release: Release::Deassign,
+        }
+    }
+}
+
+pub fn info() -> ScenarioInfo {
+    ScenarioInfo {
+        name: "irqfd",
+        case: "case 5: registration storm on a global lock and a linear list",
+        summary: "per-call latency of KVM_IRQFD assign and release versus irqfds already registered, from many threads across VMs",
+        sweep: "total",
+        knobs: vec![
+            Knob { flag: "--total", default: DEFAULT_TOTAL, help: "irqfds to register (a list sweeps)" },
+            Knob { flag: "--threads", default: "2", help: "threads registering at once" },
+            Knob { flag: "--vms", default: "1", help: "VMs the irqfds are spread over" },
+            Knob { flag: "--release", default: "deassign", help: "deassign, close (eventfds, no deassign) or vm-close" },
+        ],
+    }
+}
+
+/// File descriptors a holder thread keeps free for everything else it inherited.
+const FD_MARGIN: u64 = 256;
+/// No more irqfds than this in one run: each costs kernel memory (~1 KiB) and an fd.
+const MAX_TOTAL: usize = 2_000_000;
+
+impl IrqfdKnobs {
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.total.is_empty() || self.total.contains(&0) {
+            return Err(Error::Usage(
+                "--total must list counts of at least 1".into(),
+            ));
+        }
+        if let Some(&t) = self.total.iter().find(|&&t| t > MAX_TOTAL) {
+            return Err(Error::Usage(format!(
+                "--total {t} is above the {MAX_TOTAL} this scenario allows"
+            )));
+        }
+        if self.threads == 0 || self.threads > 1024 {
+            return Err(Error::Usage(format!(
+                "--threads must be between 1 and 1024 (got {})",
+                self.threads
+            )));
+        }
+        if self.vms == 0 || self.vms > 256 {
+            return Err(Error::Usage(format!(
+                "--vms must be between 1 and 256 (got {})",
+                self.vms
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// irqfds one holder thread may own: its table's limit less what it inherited and a margin.
+fn per_holder_capacity() -> Result<usize, Error> {
+    let soft = vmscale_kvm::preflight::raise_fd_limit_for(u64::MAX);
+    let inherited = std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count() as u64)
+        .unwrap_or(64);
+    let capacity = soft.saturating_sub(inherited + FD_MARGIN);
+    if capacity < 16 {
+        return Err(Error::Usage(format!(
+            "RLIMIT_NOFILE is {soft}: too low to hold irqfds (raise it with `ulimit -n`)"
+        )));
+    }
+    Ok(capacity as usize)
+}
+
+/// One holder's measured calls: (irqfds its VM had before the call, latency).
+#[derive(Default)]
+struct HolderSamples {
+    assign: Vec<(u64, u64)>,
+    release: Vec<(u64, u64)>,
+}
+
+/// A counting gate: at most `permits` holders register or release at once.
+struct Gate {
+    free: Mutex<usize>,
+    changed: Condvar,
+}
+
+impl Gate {
+    fn new(permits: usize) -> Gate {
+        Gate {
+            free: Mutex::new(permits),
+            changed: Condvar::new(),
+        }
+    }
+    fn enter(&self) {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        while *free == 0 {
+            free = self.changed.wait(free).unwrap_or_else(|p| p.into_inner());
+        }
+        *free -= 1;
+    }
+    fn leave(&self) {
+        *self.free.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.changed.notify_one();
+    }
+}
+
+/// Where holders and the coordinator meet.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Phase {
+    /// Every holder has registered its share (or failed).
+    Registered = 1,
+    /// Holders no longer reference the VMs (vm-close mode).
+    VmsLetGo = 2,
+    /// The VMs are closed (vm-close mode); holders may release and exit.
+    Closed = 3,
+}
+
+/// A reusable barrier over the phases.
+struct Phases {
+    /// (latest phase reached, parties that reached it)
+    state: Mutex<(Phase, usize)>,
+    changed: Condvar,
+    parties: usize,
+}
+
+impl Phases {
+    fn new(parties: usize) -> Phases {
+        Phases {
+            state: Mutex::new((Phase::Registered, 0)),
+            changed: Condvar::new(),
+            parties,
+        }
+    }
+
+    /// Returns once every party has arrived at `phase`.
+    fn arrive(&self, phase: Phase) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if s.0 < phase {
+            *s = (phase, 0);
+        }
+        s.1 += 1;
+        self.changed.notify_all();
+        while s.0 == phase && s.1 < self.parties {
+            s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+pub fn run(
+    system: &KvmSystem,
+    knobs: &IrqfdKnobs,
+    progress: &dyn Progress,
+    cancel: &Cancel,
+    hook: &mut dyn PhaseHook,
+) -> Result<Vec<Point>, Error> {
+    knobs.validate()?;
+    let capacity = per_holder_capacity()?;
+    progress.start(knobs.total.iter().map(|&t| 2 * t as u64).sum());
+    let mut points = Vec::new();
+    for &total in &knobs.total {
+        cancel.check()?;
+        progress.set_message(format!(
+            "{total} irqfds, {} threads, {} VMs",
+            knobs.threads, knobs.vms
+        ));
+        points.push(one_point(system, knobs, total, capacity, progress, hook)?);
+    }
+    Ok(points)
+}
+
+fn one_point(
+    system: &KvmSystem,
+    knobs: &IrqfdKnobs,
+    total: usize,
+    capacity: usize,
+    progress: &dyn Progress,
+    hook: &mut dyn PhaseHook,
+) -> Result<Point, Error> {
+    // Shared through Arcs that every holder drops before the VMs are closed, so the last
+    // reference (whose drop closes the fd) is always the one on this thread, in this table.
+    let mut vms: Vec<Arc<IrqchipVm>> = (0..knobs.vms)
+        .map(|_| IrqchipVm::create(system).map(Arc::new))
+        .collect::<Result<_, _>>()?;
+    let vm_fds: Vec<i32> = vms.iter().map(|vm| vm.raw_fd()).collect();
+    // Whole multiples of the VM count, so every VM gets the same number of holders and so
+    // the same share of irqfds.
+    let holders = total
+        .div_ceil(capacity)
+        .max(knobs.threads)
+        .div_ceil(knobs.vms)
+        .saturating_mul(knobs.vms)
+        .min(total);
+    let registered: Vec<AtomicU64> = (0..knobs.vms).map(|_| AtomicU64::new(0)).collect();
+    let gate = Gate::new(knobs.threads);
+    // Every holder plus this thread meet at each phase boundary.
+    let phases = Phases::new(holders + 1);
+    let first_error: Mutex<Option<Error>> = Mutex::new(None);
+    let label = format!(
+        "irqfd total={total} threads={} vms={}",
+        knobs.threads, knobs.vms
+    );
+    let kworkers_before = count_kworkers();
+    let mut vm_close_ns = None;
+    let mut kworkers = None;
+
+    hook.measured_phase_begins(&label)?;
+    let samples: Vec<HolderSamples> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..holders)
+            .map(|h| {
+                let vm = Arc::clone(&vms[h % knobs.vms]);
+                let job = HolderJob {
+                    vm_fds: &vm_fds,
+                    share: total / holders + usize::from(h < total % holders),
+                    release: knobs.release,
+                    registered: &registered[h % knobs.vms],
+                    gate: &gate,
+                    phases: &phases,
+                    progress,
+                };
+                let first_error = &first_error;
+                std::thread::Builder::new()
+                    .name(format!("irqfd{h}"))
+                    .stack_size(256 * 1024)
+                    .spawn_scoped(scope, move || {
+                        let mut out = HolderSamples::default();
+                        if let Err(e) = job.run(vm, &mut out) {
+                            first_error
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .get_or_insert(e);
+                        }
+                        out
+                    })
+                    .expect("spawning a holder thread")
+            })
+            .collect();
+        phases.arrive(Phase::Registered);
+        phases.arrive(Phase::VmsLetGo);
+        if knobs.release == Release::VmClose {
+            // Every holder has dropped its reference and its fd copies: this closes the
+            // last fd of each VM, with every irqfd still bound.
+            let start = monotonic_ns();
+            vms.clear();
+            vm_close_ns = Some(monotonic_ns() - start);
+        }
+        phases.arrive(Phase::Closed);
+        let results = handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect();
+        if knobs.release == Release::Close {
+            // Closing a bound eventfd queues KVM's irqfd shutdown, which waits for an SRCU
+            // grace period in a kworker: they pile up, then drain.
+            kworkers = Some(watch_kworkers(kworkers_before, Duration::from_secs(60)));
+        }
+        results
+    });
+    hook.measured_phase_ends(&label)?;
+    drop(vms);
+    if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+
+    let mut assign = calls_series(
+        "assign",
+        "one KVM_IRQFD assign",
+        samples.iter().flat_map(|s| &s.assign),
+    );
+    assign.notes.push(limit_note(total, holders, capacity));
+    let mut series = vec![assign];
+    match knobs.release {
+        Release::Deassign => series.push(calls_series(
+            "deassign",
+            "one KVM_IRQFD deassign",
+            samples.iter().flat_map(|s| &s.release),
+        )),
+        Release::Close => {
+            series.push(calls_series(
+                "close",
+                "one close() of a bound eventfd",
+                samples.iter().flat_map(|s| &s.release),
+            ));
+            let (peak, gone) = kworkers.unwrap_or((kworkers_before, None));
+            let mut drain = single_series(
+                "kworker-drain",
+                "from the last close until the kworkers it spawned are gone",
+                gone,
+            );
+            drain.notes.push(format!(
+                "kworkers: {kworkers_before} before, {peak} at peak{}",
+                if gone.is_none() {
+                    ", still not drained after 60 s"
+                } else {
+                    ""
+                }
+            ));
+            series.push(drain);
+        }
+        Release::VmClose => series.push(single_series(
+            "vm-close",
+            "closing the VMs with every irqfd bound",
+            vm_close_ns,
+        )),
+    }
+    Ok(Point {
+        n: total as u64,
+        vcpus_per_host_cpu: 0.0,
+        series,
+    })
+}
+
+/// Which limit shaped the run, for the record.
+fn limit_note(total: usize, holders: usize, capacity: usize) -> String {
+    let (soft, hard) = vmscale_kvm::preflight::fd_limits();
+    format!(
+        "RLIMIT_NOFILE {soft} (hard {hard}) applies per fd table: {holders} threads with private fd tables held {total} irqfds (up to {capacity} each)"
+    )
+}
+
+/// One holder thread's work and what it shares with the others.
+struct HolderJob<'a> {
+    vm_fds: &'a [i32],
+    share: usize,
+    release: Release,
+    registered: &'a AtomicU64,
+    gate: &'a Gate,
+    phases: &'a Phases,
+    progress: &'a dyn Progress,
+}
+
+impl HolderJob<'_> {
+    /// Registers its share, lets go of the VMs if they are to be closed, releases. Arrives
+    /// at every phase even after an error, so the others never wait for it forever.
+    fn run(self, vm: Arc<IrqchipVm>, out: &mut HolderSamples) -> Result<(), Error> {
+        let mut eventfds = Vec::with_capacity(self.share);
+        let registered = private_fd_table()
+            .map_err(Error::from)
+            .and_then(|()| self.register(&vm, &mut eventfds, out));
+        self.phases.arrive(Phase::Registered);
+        let vm = if self.release == Release::VmClose {
+            drop(vm);
+            for &fd in self.vm_fds {
+                // SAFETY: this thread runs on a private fd table (or unshare failed and it
+                // registered nothing) and never uses the VM fds again; the VMs' owner
+                // closes its own copies.
+                unsafe { close_inherited(fd) };
+            }
+            None
+        } else {
+            Some(vm)
+        };
+        self.phases.arrive(Phase::VmsLetGo);
+        self.phases.arrive(Phase::Closed);
+        registered?;
+        if let Some(vm) = vm {
+            self.gate.enter();
+            let released = self.release_all(&vm, &mut eventfds, out);
+            self.gate.leave();
+            released?;
+        }
+        // Whatever is left closes here, in this thread's table.
+        drop(eventfds);
+        Ok(())
+    }
+
+    fn register(
+        &self,
+        vm: &IrqchipVm,
+        eventfds: &mut Vec<(EventFd, u32)>,
+        out: &mut HolderSamples,
+    ) -> Result<(), Error> {
+        self.gate.enter();
+        let result = (0..self.share).try_for_each(|i| {
+            let eventfd = EventFd::new(EFD_NONBLOCK)
+                .map_err(|e| Error::Usage(format!("eventfd: {e} (file descriptor limit?)")))?;
+            let gsi = i as u32 % IRQCHIP_GSIS;
+            let before = self.registered.fetch_add(1, Ordering::Relaxed);
+            let start = monotonic_ns();
+            vm.assign(&eventfd, gsi)?;
+            out.assign.push((before, monotonic_ns() - start));
+            eventfds.push((eventfd, gsi));
+            self.progress.advance(1);
+            Ok(())
+        });
+        self.gate.leave();
+        result
+    }
+
+    fn release_all(
+        &self,
+        vm: &IrqchipVm,
+        eventfds: &mut Vec<(EventFd, u32)>,
+        out: &mut HolderSamples,
+    ) -> Result<(), Error> {
+        for (eventfd, gsi) in eventfds.drain(..) {
+            let before = self.registered.fetch_sub(1, Ordering::Relaxed);
+            let start = monotonic_ns();
+            if self.release == Release::Deassign {
+                vm.deassign(&eventfd, gsi)?;
+            }
+            drop(eventfd);
+            out.release.push((before, monotonic_ns() - start));
+            self.progress.advance(1);
+        }
+        Ok(())
+    }
+}
+
+fn calls_series<'a>(name: &str, what: &str, calls: impl Iterator<Item = &'a (u64, u64)>) -> Series {
+    let (sample_x, samples_ns): (Vec<u64>, Vec<u64>) = calls.copied().unzip();
+    Series {
+        name: name.into(),
+        sample_is: what.into(),
+        summary: Summary::from_samples(&samples_ns),
+        samples_ns,
+        sample_x,
+        ..Series::default()
+    }
+}
+
+fn single_series(name: &str, what: &str, ns: Option<u64>) -> Series {
+    let samples_ns: Vec<u64> = ns.into_iter().collect();
+    Series {
+        name: name.into(),
+        sample_is: what.into(),
+        summary: Summary::from_samples(&samples_ns),
+        samples_ns,
+        ..Series::default()
+    }
+}
+
+/// Kernel worker threads now (tasks named kworker*).
+pub fn count_kworkers() -> usize {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .bytes()
+                        .all(|b| b.is_ascii_digit())
+                })
+                .filter(|e| {
+                    std::fs::read_to_string(e.path().join("comm"))
+                        .is_ok_and(|c| c.starts_with("kworker"))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Peak kworker count, and how long until the count is back within 10% of `baseline`.
+fn watch_kworkers(baseline: usize, limit: Duration) -> (usize, Option<u64>) {
+    let start = Instant::now();
+    let mut peak = baseline;
+    while start.elapsed() < limit {
+        let now = count_kworkers();
+        peak = peak.max(now);
+        if now <= baseline + baseline / 10 + 2 {
+            return (peak, Some(start.elapsed().as_nanos() as u64));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (peak, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn impossible_knobs_are_usage_errors() {
+        for knobs in [
+            IrqfdKnobs {
+                total: vec![0],
+                ..IrqfdKnobs::default()
+            },
+            IrqfdKnobs {
+                threads: 0,
+                ..IrqfdKnobs::default()
+            },
+            IrqfdKnobs {
+                vms: 0,
+                ..IrqfdKnobs::default()
+            },
+            IrqfdKnobs {
+                total: vec![10_000_000],
+                ..IrqfdKnobs::default()
+            },
+        ] {
+            assert!(knobs.validate().unwrap_err().is_usage(), "{knobs:?}");
+        }
+        assert!(Release::parse("sometimes").unwrap_err().is_usage());
+    }
+}

@@ -1,0 +1,355 @@
+//! `mlock` (case 2): what locking a buffer around every call costs, and the IPIs it sends.
+//!
+//! A device model that mlock()s its hypercall buffer on every call made Xen's dom0 send
+//! over 200,000 IPIs a second: since 2.6.28 mlock drained every CPU's LRU cache. Kernels
+//! moved on, and which variant still storms is a measurement, not an assumption:
+//!
+//! - `lock`: mlock + munlock of one existing buffer per call;
+//! - `map`: mmap + mlock + munlock + munmap per call (a fresh buffer each time); the unmap
+//!   must shoot down the TLB of every other CPU running a thread of this process;
+//! - `pool`: the fix: one buffer locked once, each call only writes to it.
+//!
+//! `--busy N` keeps N sibling threads of the process spinning on other CPUs, the condition
+//! under which an unmap needs a TLB-shootdown IPI. IPIs per call come from the trace (the
+//! ipi and csd events inside each mode's measured phase), next to the case's formula,
+//! calls x (CPUs - 1).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::{Deserialize, Serialize};
+use vmscale_run::{monotonic_ns, Point, Series};
+use vmscale_stats::Summary;
+
+use crate::{Cancel, Error, Knob, PhaseHook, Progress, ScenarioInfo};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    Lock,
+    Map,
+    Pool,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 3] = [Mode::Lock, Mode::Map, Mode::Pool];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Lock => "lock",
+            Mode::Map => "map",
+            Mode::Pool => "pool",
+        }
+    }
+
+    pub fn parse_list(words: &[String]) -> Result<Vec<Mode>, Error> {
+        let mut out = Vec::new();
+        for word in words {
+            let modes: &[Mode] = match word.as_str() {
+                "all" => &Mode::ALL,
+                "lock" => &[Mode::Lock],
+                "map" => &[Mode::Map],
+                "pool" => &[Mode::Pool],
+                other => {
+                    return Err(Error::Usage(format!(
+                        "unknown --mode '{other}' (expected lock, map, pool or all)"
+                    )))
+                }
+            };
+            for m in modes {
+                if !out.contains(m) {
+                    out.push(*m);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn sample_is(self) -> &'static str {
+        match self {
+            Mode::Lock => "one call: mlock + munlock of an existing buffer",
+            Mode::Map => "one call: mmap + mlock + munlock + munmap of a fresh buffer",
+            Mode::Pool => "one call: write to a buffer locked once up front",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MlockKnobs {
+    pub calls: usize,
+    pub modes: Vec<Mode>,
+    /// Sibling threads spinning on other CPUs while the calls run.
+    pub busy: Vec<usize>,
+    pub buffer_kib: usize,
+}
+
+pub const DEFAULT_CALLS: usize = 20_000;
+
+impl Default for MlockKnobs {
+    fn default() -> Self {
+        MlockKnobs {
+            calls: DEFAULT_CALLS,
+            modes: Mode::ALL.to_vec(),
+            busy: vec![0, 1],
+            buffer_kib: 16,
+        }
+    }
+}
+
+pub fn info() -> ScenarioInfo {
+    ScenarioInfo {
+        name: "mlock",
+        case: "case 2: IPI storm from a per-call mlock",
+        summary: "per-call latency of locking a buffer around every call (lock, map) versus a pool locked once, and the IPIs each sends",
+        sweep: "busy",
+        knobs: vec![
+            Knob { flag: "--calls", default: "20000", help: "calls per mode and point" },
+            Knob { flag: "--mode", default: "all", help: "lock, map, pool" },
+            Knob { flag: "--busy", default: "0,1", help: "sibling threads spinning on other CPUs (a list sweeps)" },
+            Knob { flag: "--size-kib", default: "16", help: "size of the buffer each call locks" },
+        ],
+    }
+}
+
+impl MlockKnobs {
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.calls == 0 || self.modes.is_empty() || self.busy.is_empty() {
+            return Err(Error::Usage(
+                "nothing to measure: --calls, --mode and --busy need values".into(),
+            ));
+        }
+        if let Some(&b) = self.busy.iter().find(|&&b| b > 256) {
+            return Err(Error::Usage(format!(
+                "--busy {b}: at most 256 spinning threads"
+            )));
+        }
+        if self.buffer_kib == 0 || self.buffer_kib > 1 << 20 {
+            return Err(Error::Usage(format!(
+                "--size-kib must be between 1 and 1048576 (got {})",
+                self.buffer_kib
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The label of a mode's measured phase; the trace analysis finds the phase by it.
+pub fn phase_label(mode: Mode, busy: usize) -> String {
+    format!("mlock mode={} busy={busy}", mode.name())
+}
+
+pub fn run(
+    knobs: &MlockKnobs,
+    progress: &dyn Progress,
+    cancel: &Cancel,
+    hook: &mut dyn PhaseHook,
+) -> Result<Vec<Point>, Error> {
+    knobs.validate()?;
+    progress.start((knobs.busy.len() * knobs.modes.len() * knobs.calls) as u64);
+    let host_cpus = vmscale_run::host::online_cpus();
+    let bytes = knobs.buffer_kib * 1024;
+    let mut points = Vec::new();
+    for &busy in &knobs.busy {
+        let stop = AtomicBool::new(false);
+        let series = std::thread::scope(|scope| -> Result<Vec<Series>, Error> {
+            // The caller on CPU 0, siblings on the others: an unmap then really has another
+            // CPU running this mm to shoot down, instead of the scheduler stacking both on
+            // one CPU.
+            let _pinned = Pinned::to(0);
+            for i in 0..busy {
+                let stop = &stop;
+                let cpu = 1 + i % host_cpus.saturating_sub(1).max(1);
+                std::thread::Builder::new()
+                    .name(format!("busy{i}"))
+                    .spawn_scoped(scope, move || {
+                        let _pinned = Pinned::to(cpu);
+                        spin_until(stop)
+                    })
+                    .map_err(|e| Error::Usage(format!("cannot start a busy thread: {e}")))?;
+            }
+            let result = knobs
+                .modes
+                .iter()
+                .map(|&mode| {
+                    progress.set_message(format!("{} with {busy} busy threads", mode.name()));
+                    measure_mode(mode, knobs.calls, bytes, busy, progress, cancel, hook)
+                })
+                .collect();
+            stop.store(true, Ordering::Relaxed);
+            result
+        })?;
+        points.push(Point {
+            n: busy as u64,
+            vcpus_per_host_cpu: 0.0,
+            series,
+        });
+    }
+    Ok(points)
+}
+
+/// Pins the calling thread to one CPU while alive; restores its previous affinity on drop.
+/// Pinning is best effort (a CPU may be offline or forbidden): the run then says nothing
+/// about placement, and the IPI counts show it.
+struct Pinned {
+    previous: Option<libc::cpu_set_t>,
+}
+
+impl Pinned {
+    fn to(cpu: usize) -> Pinned {
+        // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
+        let mut previous: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        // SAFETY: reads this thread's affinity into a set we own.
+        let had = unsafe { libc::sched_getaffinity(0, size, &mut previous) } == 0;
+        // SAFETY: as above for a new set; CPU_SET bounds-checks the index.
+        let mut wanted: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        unsafe { libc::CPU_SET(cpu, &mut wanted) };
+        // SAFETY: sets this thread's affinity from a valid set.
+        let pinned = unsafe { libc::sched_setaffinity(0, size, &wanted) } == 0;
+        Pinned {
+            previous: (had && pinned).then_some(previous),
+        }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if let Some(previous) = &self.previous {
+            // SAFETY: restores the set read in `to`, on the same thread.
+            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), previous) };
+        }
+    }
+}
+
+fn spin_until(stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        std::hint::spin_loop();
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn measure_mode(
+    mode: Mode,
+    calls: usize,
+    bytes: usize,
+    busy: usize,
+    progress: &dyn Progress,
+    cancel: &Cancel,
+    hook: &mut dyn PhaseHook,
+) -> Result<Series, Error> {
+    let pool = match mode {
+        Mode::Lock | Mode::Pool => Some(Buffer::map(bytes)?),
+        Mode::Map => None,
+    };
+    if let (Mode::Pool, Some(pool)) = (mode, &pool) {
+        pool.lock()?;
+    }
+    let label = phase_label(mode, busy);
+    let mut samples = Vec::with_capacity(calls);
+    hook.measured_phase_begins(&label)?;
+    let measured = (|| {
+        for i in 0..calls {
+            if i % 1024 == 0 {
+                cancel.check()?;
+            }
+            let start = monotonic_ns();
+            match (mode, &pool) {
+                (Mode::Lock, Some(buffer)) => {
+                    buffer.lock()?;
+                    buffer.unlock()?;
+                }
+                (Mode::Pool, Some(buffer)) => buffer.touch(i),
+                _ => {
+                    let buffer = Buffer::map(bytes)?;
+                    buffer.lock()?;
+                    buffer.unlock()?;
+                    drop(buffer);
+                }
+            }
+            samples.push(monotonic_ns() - start);
+            if i % 256 == 255 {
+                progress.advance(256);
+            }
+        }
+        Ok::<(), Error>(())
+    })();
+    hook.measured_phase_ends(&label)?;
+    measured?;
+    progress.advance((calls % 256) as u64);
+    Ok(Series {
+        name: mode.name().into(),
+        sample_is: mode.sample_is().into(),
+        summary: Summary::from_samples(&samples),
+        samples_ns: samples,
+        ..Series::default()
+    })
+}
+
+/// An anonymous mapping; unmapped on drop (which is the munmap a `map` call times).
+struct Buffer {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+impl Buffer {
+    fn map(len: usize) -> Result<Buffer, Error> {
+        // SAFETY: a fresh private anonymous mapping aliases nothing; checked for MAP_FAILED.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(Error::Usage(format!(
+                "mmap: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        Ok(Buffer { ptr, len })
+    }
+
+    fn lock(&self) -> Result<(), Error> {
+        // SAFETY: locks pages of a mapping this value owns, for its whole length.
+        if unsafe { libc::mlock(self.ptr, self.len) } != 0 {
+            return Err(Error::Usage(format!(
+                "mlock: {} (RLIMIT_MEMLOCK too low? run as root)",
+                std::io::Error::last_os_error()
+            )));
+        }
+        Ok(())
+    }
+
+    fn unlock(&self) -> Result<(), Error> {
+        // SAFETY: unlocks the same range; the mapping is still ours.
+        if unsafe { libc::munlock(self.ptr, self.len) } != 0 {
+            return Err(Error::Usage(format!(
+                "munlock: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        Ok(())
+    }
+
+    /// What a call does with a pooled buffer: write the request into it.
+    fn touch(&self, i: usize) {
+        // SAFETY: the offset is inside the mapping (len >= 1) and the buffer is only used
+        // by this thread.
+        unsafe {
+            self.ptr
+                .cast::<u8>()
+                .add(i % self.len)
+                .write_volatile(i as u8)
+        };
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly what `map` mapped; nothing refers into it any more.
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}

@@ -1,0 +1,461 @@
+//! `teardown` (case 1): how long releasing M VMs takes, in the four ways the original
+//! reproducer freed its devices, and how that grows with M.
+//!
+//! VMs are built in *holder* processes (the `vmscale` binary run with the hidden
+//! `teardown-holder` command), so that `exit` can be measured at all and every release
+//! starts from a process that owns nothing else. The clock runs from the moment the holder
+//! is told to release until it is reaped: by then every fd is closed and every page of guest
+//! memory is back, which close() returning alone does not guarantee.
+//!
+//! - `exit`: the holder exits with everything open; the kernel closes fds one after another.
+//! - `close`: the holder drops its VMs one by one, timing vCPUs, KVM and munmap separately.
+//! - `threads`: the holder drops every VM at once, one thread each.
+//! - `fork`: one holder process per VM, all told to exit at once.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use serde::{Deserialize, Serialize};
+use vmscale_kvm::TeardownTimes;
+use vmscale_run::{monotonic_ns, Point, Series};
+use vmscale_stats::Summary;
+
+use crate::{Cancel, Error, Knob, PhaseHook, Progress, ScenarioInfo};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    Exit,
+    Close,
+    Threads,
+    Fork,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 4] = [Mode::Exit, Mode::Close, Mode::Threads, Mode::Fork];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Exit => "exit",
+            Mode::Close => "close",
+            Mode::Threads => "threads",
+            Mode::Fork => "fork",
+        }
+    }
+
+    pub fn parse_list(words: &[String]) -> Result<Vec<Mode>, Error> {
+        let mut out = Vec::new();
+        for word in words {
+            let modes: &[Mode] = match word.as_str() {
+                "all" => &Mode::ALL,
+                "exit" => &[Mode::Exit],
+                "close" => &[Mode::Close],
+                "threads" => &[Mode::Threads],
+                "fork" => &[Mode::Fork],
+                other => {
+                    return Err(Error::Usage(format!(
+                        "unknown --mode '{other}' (expected exit, close, threads, fork or all)"
+                    )))
+                }
+            };
+            for m in modes {
+                if !out.contains(m) {
+                    out.push(*m);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// How the holder releases its VMs when told to.
+    fn holder_release(self) -> &'static str {
+        match self {
+            Mode::Exit | Mode::Fork => "exit",
+            Mode::Close => "close",
+            Mode::Threads => "threads",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TeardownKnobs {
+    /// VM counts to sweep.
+    pub vms: Vec<usize>,
+    pub vcpus: usize,
+    /// Guest memory per VM beyond the boot image, in MiB.
+    pub mem_mib: u64,
+    /// Write every page of that memory first, so the host really backs it.
+    pub touch: bool,
+    pub modes: Vec<Mode>,
+    pub repeat: usize,
+}
+
+pub const DEFAULT_VMS: &str = "1,2,4,8,16";
+
+impl Default for TeardownKnobs {
+    fn default() -> Self {
+        TeardownKnobs {
+            vms: vec![1, 2, 4, 8, 16],
+            vcpus: 1,
+            mem_mib: 64,
+            touch: true,
+            modes: Mode::ALL.to_vec(),
+            repeat: 3,
+        }
+    }
+}
+
+pub fn info() -> ScenarioInfo {
+    ScenarioInfo {
+        name: "teardown",
+        case: "case 1: device release serialized behind a sleeping lock",
+        summary: "time until M VMs are really gone (process reaped, memory returned), per release mode, and the per-VM slope",
+        sweep: "vms",
+        knobs: vec![
+            Knob { flag: "--vms", default: DEFAULT_VMS, help: "VM counts to sweep" },
+            Knob { flag: "--vcpus", default: "1", help: "vCPUs per VM (halted)" },
+            Knob { flag: "--mem-mib", default: "64", help: "guest memory per VM" },
+            Knob { flag: "--untouched", default: "off", help: "leave guest memory untouched (not backed by the host)" },
+            Knob { flag: "--mode", default: "all", help: "exit, close, threads, fork" },
+            Knob { flag: "--repeat", default: "3", help: "releases measured per point and mode" },
+        ],
+    }
+}
+
+impl TeardownKnobs {
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.vms.is_empty() || self.vms.contains(&0) {
+            return Err(Error::Usage("--vms must list counts of at least 1".into()));
+        }
+        if self.vcpus == 0 {
+            return Err(Error::Usage(
+                "--vcpus: a VM needs at least 1 vCPU (got 0)".into(),
+            ));
+        }
+        if self.mem_mib == 0 || !self.mem_mib.is_multiple_of(2) {
+            return Err(Error::Usage(format!(
+                "--mem-mib must be a positive multiple of 2 (got {})",
+                self.mem_mib
+            )));
+        }
+        if self.repeat == 0 || self.modes.is_empty() {
+            return Err(Error::Usage(
+                "nothing to measure: --repeat and --mode need values".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuses a sweep whose largest point needs more memory than the host has available.
+    pub fn preflight(&self, max_vcpus: usize) -> Result<(), Error> {
+        self.validate()?;
+        let largest = *self.vms.iter().max().expect("validated");
+        let config = holder_config(self.vcpus, self.mem_mib);
+        let bytes = config.total_memory_bytes().saturating_mul(largest as u64);
+        vmscale_kvm::preflight::check_vm_request(self.vcpus, bytes, max_vcpus)?;
+        Ok(())
+    }
+}
+
+fn holder_config(vcpus: usize, mem_mib: u64) -> vmscale_kvm::VmConfig {
+    let mut config = vmscale_kvm::VmConfig::new(vcpus, vmscale_kvm::GuestProgram::Halt);
+    config.scratch_slots = 1;
+    config.scratch_slot_bytes = mem_mib << 20;
+    config.stats = false;
+    config
+}
+
+/// What a holder reports after `close` or `threads`: one entry per VM.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct HolderReport {
+    pub vcpus_ns: Vec<u64>,
+    pub kvm_ns: Vec<u64>,
+    pub munmap_ns: Vec<u64>,
+}
+
+/// The holder side: build `vms` VMs, say "ready", wait for "go", release, report, exit.
+/// Runs in its own process (`vmscale teardown-holder`).
+pub fn hold_and_release(
+    system: &vmscale_kvm::KvmSystem,
+    vms: usize,
+    vcpus: usize,
+    mem_mib: u64,
+    touch: bool,
+    release: &str,
+) -> Result<(), Error> {
+    let config = holder_config(vcpus, mem_mib);
+    let mut held = Vec::with_capacity(vms);
+    for _ in 0..vms {
+        let mut vm = vmscale_kvm::Vm::start(system, &config)?;
+        vm.set_scratch(0, true)?;
+        if touch {
+            vm.touch_scratch(0);
+        }
+        held.push(vm);
+    }
+    let mut out = std::io::stdout().lock();
+    let io = |e: std::io::Error| Error::Usage(format!("teardown holder: {e}"));
+    writeln!(out, "ready").map_err(io)?;
+    out.flush().map_err(io)?;
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).map_err(io)?;
+    let mut report = HolderReport::default();
+    match release {
+        // Everything is still open: the kernel releases it as the process exits.
+        "exit" => std::process::exit(0),
+        "close" => {
+            for vm in held.drain(..) {
+                record(&mut report, vm.teardown());
+            }
+        }
+        _ => {
+            let times: Vec<TeardownTimes> = std::thread::scope(|scope| {
+                let handles: Vec<_> = held
+                    .drain(..)
+                    .map(|vm| scope.spawn(move || vm.teardown()))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_default())
+                    .collect()
+            });
+            times.into_iter().for_each(|t| record(&mut report, t));
+        }
+    }
+    let json = serde_json::to_string(&report).expect("report serializes");
+    writeln!(out, "{json}").map_err(io)?;
+    out.flush().map_err(io)
+}
+
+fn record(report: &mut HolderReport, t: TeardownTimes) {
+    report.vcpus_ns.push(t.vcpus_ns);
+    report.kvm_ns.push(t.kvm_ns);
+    report.munmap_ns.push(t.munmap_ns);
+}
+
+/// A running holder process.
+struct Holder {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Holder {
+    fn spawn(
+        exe: &Path,
+        knobs: &TeardownKnobs,
+        vms: usize,
+        release: &str,
+    ) -> Result<Holder, Error> {
+        let mut command = Command::new(exe);
+        command
+            .args([
+                "teardown-holder",
+                "--vms",
+                &vms.to_string(),
+                "--vcpus",
+                &knobs.vcpus.to_string(),
+            ])
+            .args([
+                "--mem-mib",
+                &knobs.mem_mib.to_string(),
+                "--release",
+                release,
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if !knobs.touch {
+            command.arg("--untouched");
+        }
+        let mut child = command
+            .spawn()
+            .map_err(|e| Error::Usage(format!("cannot start {}: {e}", exe.display())))?;
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = BufReader::new(child.stdout.take().expect("piped"));
+        let mut holder = Holder {
+            child,
+            stdin,
+            stdout,
+        };
+        let line = holder.read_line()?;
+        if line.trim() != "ready" {
+            let _ = holder.child.kill();
+            let _ = holder.child.wait();
+            return Err(Error::Usage(format!(
+                "teardown holder did not get ready (said {line:?})"
+            )));
+        }
+        Ok(holder)
+    }
+
+    fn read_line(&mut self) -> Result<String, Error> {
+        let mut line = String::new();
+        self.stdout
+            .read_line(&mut line)
+            .map_err(|e| Error::Usage(format!("teardown holder: {e}")))?;
+        Ok(line)
+    }
+
+    fn go(&mut self) -> Result<(), Error> {
+        self.stdin
+            .write_all(b"go\n")
+            .and_then(|()| self.stdin.flush())
+            .map_err(|e| Error::Usage(format!("teardown holder: {e}")))
+    }
+
+    /// Reads the holder's report (if its mode sends one) and reaps it.
+    fn finish(mut self) -> Result<Option<HolderReport>, Error> {
+        let line = self.read_line()?;
+        let status = self
+            .child
+            .wait()
+            .map_err(|e| Error::Usage(format!("teardown holder: {e}")))?;
+        if !status.success() {
+            return Err(Error::Usage(format!("teardown holder failed: {status}")));
+        }
+        Ok(serde_json::from_str(line.trim()).ok())
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        // On any error path: never leave a holder (and its VMs) behind.
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// One measured release of `vms` VMs in `mode`: total ns and the holders' reports.
+fn release_once(
+    exe: &Path,
+    knobs: &TeardownKnobs,
+    vms: usize,
+    mode: Mode,
+) -> Result<(u64, Vec<HolderReport>), Error> {
+    let holders: Vec<Holder> = match mode {
+        Mode::Fork => (0..vms)
+            .map(|_| Holder::spawn(exe, knobs, 1, mode.holder_release()))
+            .collect::<Result<_, _>>()?,
+        _ => vec![Holder::spawn(exe, knobs, vms, mode.holder_release())?],
+    };
+    let mut holders = holders;
+    let start = monotonic_ns();
+    for holder in &mut holders {
+        holder.go()?;
+    }
+    let mut reports = Vec::new();
+    for holder in holders {
+        reports.extend(holder.finish()?);
+    }
+    Ok((monotonic_ns() - start, reports))
+}
+
+pub fn run(
+    exe: &Path,
+    knobs: &TeardownKnobs,
+    progress: &dyn Progress,
+    cancel: &Cancel,
+    hook: &mut dyn PhaseHook,
+) -> Result<Vec<Point>, Error> {
+    knobs.validate()?;
+    progress.start((knobs.vms.len() * knobs.modes.len() * knobs.repeat) as u64);
+    let host_cpus = vmscale_run::host::online_cpus();
+    let mut points = Vec::new();
+    for &vms in &knobs.vms {
+        let mut series = Vec::new();
+        for &mode in &knobs.modes {
+            progress.set_message(format!("{vms} VMs, {}", mode.name()));
+            let label = format!("teardown vms={vms} mode={}", mode.name());
+            let mut totals = Vec::new();
+            let mut reports = Vec::new();
+            for _ in 0..knobs.repeat {
+                cancel.check()?;
+                hook.measured_phase_begins(&label)?;
+                let measured = release_once(exe, knobs, vms, mode);
+                hook.measured_phase_ends(&label)?;
+                let (total, r) = measured?;
+                totals.push(total);
+                reports.extend(r);
+                progress.advance(1);
+            }
+            series.push(mode_series(mode, totals, &reports));
+        }
+        points.push(Point {
+            n: vms as u64,
+            vcpus_per_host_cpu: (vms * knobs.vcpus) as f64 / host_cpus as f64,
+            series,
+        });
+    }
+    add_slopes(&mut points);
+    Ok(points)
+}
+
+/// The per-VM cost of each mode across the sweep (case 1's "seconds per device"): a least
+/// squares line through every raw sample against its VM count, noted on the last point.
+fn add_slopes(points: &mut [Point]) {
+    let Some(last) = points.len().checked_sub(1) else {
+        return;
+    };
+    for index in 0..points[last].series.len() {
+        let (mut xs, mut ys) = (Vec::new(), Vec::new());
+        for point in points.iter() {
+            if let Some(series) = point.series.get(index) {
+                xs.extend(series.samples_ns.iter().map(|_| point.n as f64));
+                ys.extend(series.samples_ns.iter().map(|&ns| ns as f64));
+            }
+        }
+        if let Some(fit) = vmscale_stats::linear_fit(&xs, &ys) {
+            points[last].series[index].notes.push(format!(
+                "per-VM slope over the sweep: {:.2} ms per VM (intercept {:.2} ms, R^2 {:.3})",
+                fit.slope / 1e6,
+                fit.intercept / 1e6,
+                fit.r_squared
+            ));
+        }
+    }
+}
+
+fn mode_series(mode: Mode, totals: Vec<u64>, reports: &[HolderReport]) -> Series {
+    let mut notes = Vec::new();
+    if !reports.is_empty() {
+        // The holders' own timings of each part, summed over VMs, per release. For
+        // `threads` the parts overlap in time, so they are shares of work, not of the wall
+        // time; they are notes rather than phases for that reason.
+        let per_release = |pick: fn(&HolderReport) -> &Vec<u64>| -> f64 {
+            reports
+                .iter()
+                .map(|r| pick(r).iter().sum::<u64>())
+                .sum::<u64>() as f64
+                / reports.len() as f64
+        };
+        let (vcpus, kvm, munmap) = (
+            per_release(|r| &r.vcpus_ns),
+            per_release(|r| &r.kvm_ns),
+            per_release(|r| &r.munmap_ns),
+        );
+        let work = vcpus + kvm + munmap;
+        if work > 0.0 {
+            notes.push(format!(
+                "release work per run: munmap of guest memory {:.1} ms ({:.0}%), KVM closing the VM fds {:.1} ms ({:.0}%), vCPU threads {:.1} ms ({:.0}%)",
+                munmap / 1e6,
+                munmap * 100.0 / work,
+                kvm / 1e6,
+                kvm * 100.0 / work,
+                vcpus / 1e6,
+                vcpus * 100.0 / work,
+            ));
+        }
+    }
+    Series {
+        name: mode.name().into(),
+        sample_is: "from the release order until every holder is reaped".into(),
+        summary: Summary::from_samples(&totals),
+        samples_ns: totals,
+        notes,
+        ..Series::default()
+    }
+}

@@ -1,0 +1,271 @@
+//! `zap` (case 4): the stall every vCPU suffers when a memslot delete invalidates every
+//! MMU root, measured from inside the guest.
+//!
+//! Each vCPU runs the spinning guest, which logs every gap between consecutive TSC reads
+//! above a threshold. The host deletes (and re-adds) a memslot and reads its own TSC around
+//! the delete; a vCPU's stall for that delete is its longest logged gap that overlaps the
+//! window from the delete's start until the vCPU has run again. Under PVM the guest reads the
+//! host's TSC unchanged, so guest gaps and host timestamps share one timeline (on VMX/SVM
+//! hosts the vCPU's TSC offset and scaling would apply: see `tsc_matches_host`).
+//!
+//! A baseline pass does the same with no memslot change, so the stalls the host's own
+//! scheduling causes (overcommit on a small host) are reported apart from the delete's.
+
+use serde::{Deserialize, Serialize};
+use vmscale_kvm::{GuestProgram, KvmSystem, Vm, VmConfig};
+use vmscale_run::{monotonic_ns, Point, Series};
+use vmscale_stats::Summary;
+
+use crate::{Cancel, Error, Knob, PhaseHook, Progress, ScenarioInfo};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ZapKnobs {
+    pub vcpus: Vec<usize>,
+    pub repeat: usize,
+    /// Guest TSC gaps shorter than this are not stalls.
+    pub threshold_ns: u64,
+    /// Also measure the same windows with no memslot change.
+    pub baseline: bool,
+}
+
+pub const DEFAULT_VCPUS: &str = "1,2,4,8,16,32,64";
+
+impl Default for ZapKnobs {
+    fn default() -> Self {
+        ZapKnobs {
+            vcpus: vec![1, 2, 4, 8, 16, 32, 64],
+            repeat: 50,
+            threshold_ns: 5_000,
+            baseline: true,
+        }
+    }
+}
+
+pub fn info() -> ScenarioInfo {
+    ScenarioInfo {
+        name: "zap",
+        case: "case 4: vCPU stalls when every MMU root is reloaded",
+        summary: "the stall each running vCPU suffers (from inside the guest) when a memslot delete invalidates every MMU root, against a no-delete baseline",
+        sweep: "vcpus",
+        knobs: vec![
+            Knob { flag: "--vcpus", default: DEFAULT_VCPUS, help: "vCPU counts to sweep (up to KVM_CAP_MAX_VCPUS)" },
+            Knob { flag: "--repeat", default: "50", help: "deletes per point" },
+            Knob { flag: "--threshold-us", default: "5", help: "guest TSC gaps shorter than this are not stalls" },
+            Knob { flag: "--no-baseline", default: "off", help: "skip the no-delete baseline" },
+        ],
+    }
+}
+
+impl ZapKnobs {
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.vcpus.is_empty() || self.vcpus.contains(&0) {
+            return Err(Error::Usage(
+                "--vcpus: a VM needs at least 1 vCPU (got 0)".into(),
+            ));
+        }
+        if self.repeat == 0 {
+            return Err(Error::Usage("--repeat must be at least 1".into()));
+        }
+        if self.threshold_ns == 0 {
+            return Err(Error::Usage("--threshold-us must be above 0".into()));
+        }
+        Ok(())
+    }
+
+    fn vm_config(&self, vcpus: usize) -> VmConfig {
+        let mut config = VmConfig::new(vcpus, GuestProgram::Spin);
+        config.scratch_slots = 1;
+        config.gap_threshold_ns = self.threshold_ns;
+        config
+    }
+
+    pub fn preflight(&self, system: &KvmSystem) -> Result<(), Error> {
+        self.validate()?;
+        for &n in &self.vcpus {
+            let config = self.vm_config(n);
+            vmscale_kvm::preflight::check_vm_request(
+                n,
+                config.total_memory_bytes(),
+                system.max_vcpus(),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether guest TSC values are host TSC values (no offset or scaling to undo): true on
+/// PVM, where the guest reads the host's TSC directly.
+pub fn tsc_matches_host(backend: &str) -> bool {
+    backend == "pvm"
+}
+
+/// A vCPU that gets no CPU within this long shows as a long stall rather than a hang.
+const SETTLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+fn rdtsc() -> u64 {
+    // SAFETY: RDTSC has no memory effects; every x86-64 CPU implements it.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+pub fn run(
+    system: &KvmSystem,
+    knobs: &ZapKnobs,
+    progress: &dyn Progress,
+    cancel: &Cancel,
+    hook: &mut dyn PhaseHook,
+) -> Result<Vec<Point>, Error> {
+    knobs.preflight(system)?;
+    let passes = if knobs.baseline { 2 } else { 1 };
+    progress.start((knobs.vcpus.len() * knobs.repeat * passes) as u64);
+    let host_cpus = vmscale_run::host::online_cpus();
+    let mut points = Vec::new();
+    for &vcpus in &knobs.vcpus {
+        let mut vm = Vm::start(system, &knobs.vm_config(vcpus))?;
+        vm.set_scratch(0, true)?;
+        let mut series = Vec::new();
+        if knobs.baseline {
+            progress.set_message(format!("{vcpus} vCPUs, baseline"));
+            let label = format!("zap vcpus={vcpus} baseline");
+            let pass = measure(&mut vm, knobs.repeat, false, progress, cancel, hook, &label)?;
+            series.push(stall_series(
+                "baseline-stall",
+                "a vCPU's longest guest TSC gap in a window with no memslot change",
+                &pass,
+            ));
+        }
+        progress.set_message(format!("{vcpus} vCPUs, deletes"));
+        let label = format!("zap vcpus={vcpus} delete");
+        let pass = measure(&mut vm, knobs.repeat, true, progress, cancel, hook, &label)?;
+        series.push(Series {
+            name: "delete".into(),
+            sample_is: "one KVM_SET_USER_MEMORY_REGION deleting a memslot".into(),
+            summary: Summary::from_samples(&pass.delete_ns),
+            samples_ns: pass.delete_ns.clone(),
+            ..Series::default()
+        });
+        series.push(stall_series(
+            "stall",
+            "a vCPU's longest guest TSC gap overlapping a delete",
+            &pass,
+        ));
+        points.push(Point {
+            n: vcpus as u64,
+            vcpus_per_host_cpu: vcpus as f64 / host_cpus as f64,
+            series,
+        });
+    }
+    Ok(points)
+}
+
+/// One pass over `repeat` windows: per window and vCPU, the longest gap in it.
+struct Pass {
+    /// [window][vcpu] longest stall (0: none above the threshold).
+    stalls: Vec<Vec<u64>>,
+    delete_ns: Vec<u64>,
+    lost_gaps: u64,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    vm: &mut Vm,
+    repeat: usize,
+    delete: bool,
+    progress: &dyn Progress,
+    cancel: &Cancel,
+    hook: &mut dyn PhaseHook,
+    label: &str,
+) -> Result<Pass, Error> {
+    let khz = vm.tsc_khz().max(1);
+    let ticks_to_ns = |ticks: u64| ticks * 1_000_000 / khz;
+    let mut pass = Pass {
+        stalls: Vec::with_capacity(repeat),
+        delete_ns: Vec::with_capacity(repeat),
+        lost_gaps: 0,
+    };
+    hook.measured_phase_begins(label)?;
+    for _ in 0..repeat {
+        cancel.check()?;
+        vm.wait_until_every_vcpu_ran(SETTLE_TIMEOUT);
+        for i in 0..vm.vcpu_count() {
+            pass.lost_gaps += vm.take_gaps(i).lost;
+        }
+        let window_start = rdtsc();
+        if delete {
+            let start = monotonic_ns();
+            vm.set_scratch(0, false)?;
+            pass.delete_ns.push(monotonic_ns() - start);
+        }
+        // The window closes once every vCPU has run guest code again: any stall the delete
+        // caused is behind it by then.
+        vm.wait_until_every_vcpu_ran(SETTLE_TIMEOUT);
+        let window_end = rdtsc();
+        if delete {
+            vm.set_scratch(0, true)?;
+        }
+        let stalls = (0..vm.vcpu_count())
+            .map(|i| {
+                let log = vm.take_gaps(i);
+                pass.lost_gaps += log.lost;
+                log.gaps
+                    .iter()
+                    .filter(|g| g.tsc_after >= window_start && g.tsc_before <= window_end)
+                    .map(|g| ticks_to_ns(g.tsc_after - g.tsc_before))
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        pass.stalls.push(stalls);
+        progress.advance(1);
+    }
+    hook.measured_phase_ends(label)?;
+    Ok(pass)
+}
+
+fn stall_series(name: &str, what: &str, pass: &Pass) -> Series {
+    let all: Vec<u64> = pass.stalls.iter().flatten().copied().collect();
+    let vcpus = pass.stalls.first().map_or(0, Vec::len);
+    let mut notes = Vec::new();
+    let per_vcpu: Vec<String> = (0..vcpus.min(16))
+        .filter_map(|v| {
+            let mine: Vec<u64> = pass.stalls.iter().map(|w| w[v]).collect();
+            let s = Summary::from_samples(&mine)?;
+            Some(format!(
+                "v{v} {:.0}/{:.0}",
+                s.p50_ns as f64 / 1e3,
+                s.max_ns as f64 / 1e3
+            ))
+        })
+        .collect();
+    if !per_vcpu.is_empty() {
+        notes.push(format!(
+            "per vCPU p50/max (us): {}{}",
+            per_vcpu.join(", "),
+            if vcpus > 16 {
+                format!(" (first 16 of {vcpus})")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    let none = all.iter().filter(|&&s| s == 0).count();
+    if none > 0 {
+        notes.push(format!(
+            "{none} of {} vCPU windows had no gap above the threshold (counted as 0)",
+            all.len()
+        ));
+    }
+    if pass.lost_gaps > 0 {
+        notes.push(format!(
+            "{} guest gaps were overwritten before the host read them: stalls are a lower bound",
+            pass.lost_gaps
+        ));
+    }
+    Series {
+        name: name.into(),
+        sample_is: what.into(),
+        summary: Summary::from_samples(&all),
+        samples_ns: all,
+        notes,
+        ..Series::default()
+    }
+}

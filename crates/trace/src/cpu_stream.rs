@@ -1,0 +1,273 @@
+//! One CPU's `cpu<N>.raw`, read a chunk of pages at a time and decoded record by record.
+//!
+//! Memory is one chunk buffer, whatever the file's length.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+use crate::catalog::EventCatalog;
+use crate::decode::DecodeError;
+use crate::event::Event;
+use crate::field::read_uint;
+use crate::page::{Missed, Page, PageLayout, RecordCursor, RecordSpan};
+
+/// Pages read per `read` call: large enough that syscalls cost little per event.
+const CHUNK_BYTES: usize = 256 * 1024;
+
+/// Loss points kept per CPU (all of them are counted).
+const KEPT_LOSSES: usize = 256;
+
+/// A page after which the kernel reported lost events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LossPoint {
+    /// Index of the page in cpu<N>.raw.
+    pub page: u64,
+    /// The page's base time: the events were lost before it.
+    pub ts: u64,
+    /// How many, when the kernel could store the count on the page.
+    pub missed: Option<u64>,
+}
+
+/// What one CPU's file held.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CpuSummary {
+    pub cpu: u32,
+    pub pages: u64,
+    pub events: u64,
+    /// Pages whose header or events did not decode (the rest of such a page is skipped).
+    pub corrupt_pages: u64,
+    /// Pages flagged `RB_MISSED_EVENTS`: the kernel dropped events before them.
+    pub pages_after_loss: u64,
+    /// Sum of the missed-event counts the kernel stored on those pages.
+    pub missed_events: u64,
+    /// Where the losses were (the first 256 of them).
+    pub losses: Vec<LossPoint>,
+}
+
+struct PageCursor {
+    index: u64,
+    data_start: usize,
+    data_end: usize,
+    cursor: RecordCursor,
+}
+
+pub(crate) struct CpuStream {
+    cpu: u32,
+    file: Option<File>,
+    layout: PageLayout,
+    /// Bytes a record needs to hold the common fields.
+    common_len: usize,
+    buf: Vec<u8>,
+    filled: usize,
+    next_page_at: usize,
+    next_page_index: u64,
+    page: Option<PageCursor>,
+    /// The record the stream stands on: payload `start..end` of `buf`.
+    current: RecordSpan,
+    summary: CpuSummary,
+}
+
+impl CpuStream {
+    pub(crate) fn open(
+        path: &Path,
+        cpu: u32,
+        layout: PageLayout,
+        common_len: usize,
+    ) -> Result<CpuStream, DecodeError> {
+        let file = File::open(path).map_err(|source| DecodeError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let pages_per_chunk = (CHUNK_BYTES / layout.page_size).max(1);
+        Ok(CpuStream {
+            cpu,
+            file: Some(file),
+            layout,
+            common_len,
+            buf: vec![0; pages_per_chunk * layout.page_size],
+            filled: 0,
+            next_page_at: 0,
+            next_page_index: 0,
+            page: None,
+            current: RecordSpan {
+                ts: 0,
+                start: 0,
+                end: 0,
+            },
+            summary: CpuSummary {
+                cpu,
+                ..CpuSummary::default()
+            },
+        })
+    }
+
+    pub(crate) fn summary(&self) -> &CpuSummary {
+        &self.summary
+    }
+
+    /// Time of the record the stream stands on.
+    #[inline]
+    pub(crate) fn ts(&self) -> u64 {
+        self.current.ts
+    }
+
+    /// The record the stream stands on (after `advance` returned `Some(Ok(()))`).
+    #[inline]
+    pub(crate) fn event<'a>(&'a self, catalog: &'a EventCatalog) -> Event<'a> {
+        let record = &self.buf[self.current.start..self.current.end];
+        let common = catalog.common();
+        // advance() checked the record holds the common fields.
+        let id = read_uint(record, common.common_type.offset, 2).unwrap_or(0) as u16;
+        let pid = read_uint(record, common.common_pid.offset, 4).unwrap_or(0) as u32 as i32;
+        Event::new(
+            self.current.ts,
+            self.cpu,
+            pid,
+            id,
+            record,
+            catalog.get_or_unknown(id),
+        )
+    }
+
+    /// Moves to the next record. `None` at the end of the file; an error for a corrupt page
+    /// (the stream goes on with the next page) or a failed read (the stream ends).
+    #[inline]
+    pub(crate) fn advance(&mut self) -> Option<Result<(), DecodeError>> {
+        loop {
+            if let Some(page) = &mut self.page {
+                let data = &self.buf[page.data_start..page.data_end];
+                match page.cursor.next_record(data) {
+                    Some(Ok(span)) => {
+                        if span.end - span.start < self.common_len {
+                            let error = DecodeError::ShortRecord {
+                                cpu: self.cpu,
+                                page: page.index,
+                                offset: span.start,
+                                len: span.end - span.start,
+                            };
+                            self.page = None;
+                            self.summary.corrupt_pages += 1;
+                            return Some(Err(error));
+                        }
+                        self.current = RecordSpan {
+                            ts: span.ts,
+                            start: page.data_start + span.start,
+                            end: page.data_start + span.end,
+                        };
+                        self.summary.events += 1;
+                        return Some(Ok(()));
+                    }
+                    Some(Err(source)) => {
+                        let error = DecodeError::Page {
+                            cpu: self.cpu,
+                            page: page.index,
+                            source,
+                        };
+                        self.page = None;
+                        self.summary.corrupt_pages += 1;
+                        return Some(Err(error));
+                    }
+                    None => self.page = None,
+                }
+            }
+            match self.next_page() {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(error) => return Some(Err(error)),
+            }
+        }
+    }
+
+    /// Loads the next page's header; false at the end of the file.
+    fn next_page(&mut self) -> Result<bool, DecodeError> {
+        let page_size = self.layout.page_size;
+        if self.filled - self.next_page_at < page_size {
+            self.refill()?;
+            let left = self.filled - self.next_page_at;
+            if left == 0 {
+                return Ok(false);
+            }
+            if left < page_size {
+                self.file = None;
+                self.next_page_at = self.filled;
+                return Err(DecodeError::PartialPage {
+                    cpu: self.cpu,
+                    bytes: left,
+                });
+            }
+        }
+        let start = self.next_page_at;
+        let index = self.next_page_index;
+        self.next_page_at += page_size;
+        self.next_page_index += 1;
+        self.summary.pages += 1;
+        match Page::parse(&self.layout, &self.buf[start..start + page_size]) {
+            Ok(page) => {
+                let missed = match page.missed {
+                    Missed::None => None,
+                    Missed::Unknown => Some(None),
+                    Missed::Count(count) => Some(Some(count)),
+                };
+                if let Some(missed) = missed {
+                    let summary = &mut self.summary;
+                    summary.pages_after_loss += 1;
+                    summary.missed_events =
+                        summary.missed_events.saturating_add(missed.unwrap_or(0));
+                    if summary.losses.len() < KEPT_LOSSES {
+                        summary.losses.push(LossPoint {
+                            page: index,
+                            ts: page.timestamp,
+                            missed,
+                        });
+                    }
+                }
+                let data_start = start + self.layout.data_offset;
+                self.page = Some(PageCursor {
+                    index,
+                    data_start,
+                    data_end: data_start + page.data.len(),
+                    cursor: RecordCursor::new(page.timestamp),
+                });
+                Ok(true)
+            }
+            Err(source) => {
+                self.summary.corrupt_pages += 1;
+                Err(DecodeError::Page {
+                    cpu: self.cpu,
+                    page: index,
+                    source,
+                })
+            }
+        }
+    }
+
+    /// Moves the unread tail to the front and reads until the buffer is full or the file
+    /// ends.
+    fn refill(&mut self) -> Result<(), DecodeError> {
+        self.buf.copy_within(self.next_page_at..self.filled, 0);
+        self.filled -= self.next_page_at;
+        self.next_page_at = 0;
+        let Some(file) = &mut self.file else {
+            return Ok(());
+        };
+        while self.filled < self.buf.len() {
+            match file.read(&mut self.buf[self.filled..]) {
+                Ok(0) => {
+                    self.file = None;
+                    break;
+                }
+                Ok(n) => self.filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(source) => {
+                    self.file = None;
+                    return Err(DecodeError::Read {
+                        cpu: self.cpu,
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}

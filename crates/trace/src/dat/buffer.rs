@@ -1,0 +1,155 @@
+//! Flyrecord buffers: where each CPU's ring-buffer pages are in the file.
+
+use std::io::Write;
+
+use super::compress::{self, Algorithm};
+use super::error::DatError;
+use super::source::{Cursor, Endian, Source};
+
+/// More CPUs than any kernel configuration has (NR_CPUS is at most 8192): a larger count
+/// read from a file is corruption, and would otherwise size tables and create files.
+pub const MAX_CPUS: u32 = 8192;
+
+/// Fails unless `count` CPUs (or a CPU numbered `count - 1`) can exist.
+pub fn check_cpu_count(count: u64) -> Result<(), DatError> {
+    if count > MAX_CPUS as u64 {
+        return Err(DatError::TooManyCpus {
+            count,
+            limit: MAX_CPUS,
+        });
+    }
+    Ok(())
+}
+
+/// One CPU's pages in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuData {
+    pub cpu: u32,
+    /// Where the data starts (page-aligned in the file).
+    pub offset: u64,
+    /// Bytes the data takes in the file (compressed size for compressed buffers).
+    pub stored_size: u64,
+    /// Bytes of ring-buffer pages it holds (after decompression).
+    pub size: u64,
+}
+
+/// The flyrecord data of one tracefs instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Buffer {
+    /// `""` for the top-level buffer, else the instance name.
+    pub name: String,
+    pub page_size: u32,
+    /// The clock trace-cmd wrote next to the buffer (see [`super::DatFile::clock`]).
+    pub clock: Option<String>,
+    /// Version 7: the data is in compressed chunks.
+    pub compression: Option<Algorithm>,
+    /// CPUs with an entry, ascending.
+    pub cpus: Vec<CpuData>,
+}
+
+impl Buffer {
+    /// True when some CPU holds at least one page.
+    pub fn has_data(&self) -> bool {
+        self.cpus.iter().any(|c| c.size > 0)
+    }
+
+    pub fn cpu(&self, cpu: u32) -> Option<&CpuData> {
+        self.cpus.iter().find(|c| c.cpu == cpu)
+    }
+
+    /// Sorts CPUs and rejects a CPU listed twice or numbered beyond [`MAX_CPUS`].
+    pub(super) fn normalize(&mut self) -> Result<(), DatError> {
+        if let Some(highest) = self.cpus.iter().map(|c| c.cpu).max() {
+            check_cpu_count(highest as u64 + 1)?;
+        }
+        self.cpus.sort_by_key(|c| c.cpu);
+        if let Some(pair) = self.cpus.windows(2).find(|p| p[0].cpu == p[1].cpu) {
+            return Err(DatError::DuplicateCpu {
+                buffer: self.name.clone(),
+                cpu: pair[0].cpu,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Writes one CPU's pages, decompressing if needed. Returns the bytes written.
+pub(super) fn copy_cpu_data(
+    source: &Source,
+    buffer: &Buffer,
+    data: &CpuData,
+    endian: Endian,
+    out: &mut dyn Write,
+) -> Result<u64, DatError> {
+    const WHAT: &str = "cpu data";
+    if let Some(algorithm) = buffer.compression {
+        let chunks = compress::list_chunks(source, data.offset, data.stored_size, endian)?;
+        return compress::copy_chunks(source, &chunks, algorithm, out);
+    }
+    if data.stored_size == 0 {
+        return Ok(0);
+    }
+    source.check(WHAT, data.offset, data.stored_size)?;
+    let mut chunk = vec![0u8; (1 << 20).min(data.stored_size) as usize];
+    let mut done = 0u64;
+    while done < data.stored_size {
+        let n = chunk.len().min((data.stored_size - done) as usize);
+        source.read_exact_at(WHAT, data.offset + done, &mut chunk[..n])?;
+        out.write_all(&chunk[..n])
+            .map_err(|source| DatError::Write { what: WHAT, source })?;
+        done += n as u64;
+    }
+    Ok(done)
+}
+
+/// A version 6 `flyrecord\0` table: `count` pairs of (u64 offset, u64 size), then the
+/// clock as `u64 size, "[clock]"` when trace-cmd wrote one.
+pub(super) fn read_v6_table(
+    cursor: &mut Cursor<'_>,
+    name: &str,
+    count: u32,
+    page_size: u32,
+) -> Result<Buffer, DatError> {
+    check_cpu_count(count as u64)?;
+    let mut cpus = Vec::new();
+    for cpu in 0..count {
+        let offset = cursor.u64("flyrecord cpu offset")?;
+        let size = cursor.u64("flyrecord cpu size")?;
+        // An empty CPU's offset may point past the end (trace-cmd aligns it to the next
+        // page even when nothing follows), so only data that exists is checked.
+        if size > 0 {
+            cursor.source.check("flyrecord cpu data", offset, size)?;
+        }
+        cpus.push(CpuData {
+            cpu,
+            offset,
+            stored_size: size,
+            size,
+        });
+    }
+    let clock = read_v6_clock(cursor);
+    let mut buffer = Buffer {
+        name: name.to_string(),
+        page_size,
+        clock,
+        compression: None,
+        cpus,
+    };
+    buffer.normalize()?;
+    Ok(buffer)
+}
+
+/// The `u64 size, "[clock]"` trace-cmd puts after a version 6 table. Older writers put
+/// nothing there (the padding before the data follows), so anything that does not look
+/// like a bracketed clock name is taken as absent rather than as an error.
+fn read_v6_clock(cursor: &mut Cursor<'_>) -> Option<String> {
+    let start = cursor.pos;
+    let size = cursor.u64("clock size").ok()?;
+    if size == 0 || size > 256 {
+        cursor.pos = start;
+        return None;
+    }
+    let text = cursor.bytes("clock", size).ok()?;
+    let text = String::from_utf8(text).ok()?;
+    super::options::selected_clock(&text)
+}

@@ -1,0 +1,262 @@
+//! Writing one buffer of a .dat file as a trace directory (docs/trace-dir.md).
+//!
+//! The pages are copied byte for byte (decompressed if needed), so the decoder sees
+//! exactly what the kernel handed trace-cmd. What a .dat file does not hold is written as
+//! "unknown": `buffer_kib` 0, `started_ns`/`stopped_ns` 0, no `windows`. What only a .dat
+//! file holds goes into extra meta.json fields under `dat` (see docs/trace-cmd-dat.md).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use serde_json::json;
+
+use super::buffer::Buffer;
+use super::error::DatError;
+use super::stack_scan::StackScan;
+use super::{DatFile, Endian};
+use crate::recorder::{LostEvents, TraceMeta};
+
+/// What an extraction wrote.
+#[derive(Debug, Clone)]
+pub struct Extracted {
+    /// The buffer extracted (`""`: top level).
+    pub buffer: String,
+    /// The meta.json written, without the extra `dat` fields.
+    pub meta: TraceMeta,
+    /// Format files written under formats/.
+    pub formats: usize,
+}
+
+/// Extracts the buffer that holds the trace data (see [`DatFile::data_buffer`]).
+pub fn extract_to_trace_dir(dat: &Path, out: &Path) -> Result<Extracted, DatError> {
+    DatFile::open(dat)?.extract(None, out)
+}
+
+/// Extracts the buffer called `buffer` (`""`: top level).
+pub fn extract_buffer_to_trace_dir(
+    dat: &Path,
+    buffer: &str,
+    out: &Path,
+) -> Result<Extracted, DatError> {
+    DatFile::open(dat)?.extract(Some(buffer), out)
+}
+
+impl DatFile {
+    /// The buffer to extract when none is named: the only one with data, or the top-level
+    /// one when no buffer has data.
+    pub fn data_buffer(&self) -> Result<&Buffer, DatError> {
+        let with_data: Vec<&Buffer> = self.buffers.iter().filter(|b| b.has_data()).collect();
+        match with_data.as_slice() {
+            [one] => Ok(one),
+            [] => self.buffers.first().ok_or(DatError::NoData),
+            several => Err(DatError::AmbiguousBuffer(
+                several
+                    .iter()
+                    .map(|b| format!("`{}`", b.name))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            )),
+        }
+    }
+
+    /// Writes `out` as a trace directory holding `buffer` (or [`DatFile::data_buffer`]).
+    pub fn extract(&self, buffer: Option<&str>, out: &Path) -> Result<Extracted, DatError> {
+        let buffer = match buffer {
+            Some(name) => self
+                .buffer(name)
+                .ok_or_else(|| DatError::NoSuchBuffer(name.to_string()))?,
+            None => self.data_buffer()?,
+        };
+        // The page decoder reads little-endian words.
+        if self.endian != Endian::Little {
+            return Err(DatError::BigEndianData);
+        }
+        let header_page = self
+            .metadata
+            .header_page
+            .as_ref()
+            .ok_or(DatError::Missing("header_page"))?;
+        let header_event = self
+            .metadata
+            .header_event
+            .as_ref()
+            .ok_or(DatError::Missing("header_event"))?;
+        for data in &buffer.cpus {
+            if data.size % buffer.page_size as u64 != 0 {
+                return Err(DatError::PartialPage {
+                    cpu: data.cpu,
+                    size: data.size,
+                    page_size: buffer.page_size,
+                });
+            }
+        }
+
+        // Leftovers of another trace (format files above all) would be read as this one's.
+        if std::fs::read_dir(out).is_ok_and(|mut entries| entries.next().is_some()) {
+            return Err(DatError::OutputNotEmpty(out.to_path_buf()));
+        }
+        create_dir(out)?;
+        write_file(&out.join("header_page"), header_page)?;
+        write_file(&out.join("header_event"), header_event)?;
+        let formats = self.write_formats(out)?;
+        write_file(&out.join("kallsyms"), &self.metadata.kallsyms)?;
+
+        let stack_id = self
+            .metadata
+            .ftrace_formats
+            .iter()
+            .find(|f| f.name == "kernel_stack")
+            .and_then(|f| f.id);
+        let mut cpus: Vec<u32> = (0..self.cpu_count)
+            .chain(buffer.cpus.iter().map(|c| c.cpu))
+            .collect();
+        cpus.sort_unstable();
+        cpus.dedup();
+        let mut stacks = false;
+        let mut pages = BTreeMap::new();
+        for &cpu in &cpus {
+            let path = out.join(format!("cpu{cpu}.raw"));
+            let file = File::create(&path).map_err(io_at(&path))?;
+            let mut writer = StackScan::new(
+                BufWriter::with_capacity(1 << 20, file),
+                header_page,
+                buffer.page_size as usize,
+                stack_id.filter(|_| !stacks),
+            );
+            let written = match buffer.cpu(cpu) {
+                Some(data) => self.copy_cpu_data(buffer, data, &mut writer)?,
+                None => 0,
+            };
+            stacks |= writer.found();
+            writer.into_inner().flush().map_err(io_at(&path))?;
+            pages.insert(cpu.to_string(), written / buffer.page_size as u64);
+        }
+
+        let meta = TraceMeta {
+            page_size: buffer.page_size as usize,
+            cpus: cpus.clone(),
+            clock: self.clock(buffer).unwrap_or_else(|| "local".to_string()),
+            events: self
+                .metadata
+                .event_formats
+                .iter()
+                .map(|f| f.full_name())
+                .collect(),
+            stacks,
+            buffer_kib: 0,
+            lost: self.lost_events(buffer, &cpus),
+            started_ns: 0,
+            stopped_ns: 0,
+            windows: Vec::new(),
+            pages,
+        };
+        let mut json = serde_json::to_value(&meta)?;
+        if let Some(map) = json.as_object_mut() {
+            map.insert("dat".into(), self.dat_facts(buffer));
+        }
+        write_file(&out.join("meta.json"), &serde_json::to_vec_pretty(&json)?)?;
+        Ok(Extracted {
+            buffer: buffer.name.clone(),
+            meta,
+            formats,
+        })
+    }
+
+    /// formats/<system>/<event>, ftrace's own events under formats/ftrace.
+    fn write_formats(&self, out: &Path) -> Result<usize, DatError> {
+        let formats = out.join("formats");
+        let all = self
+            .metadata
+            .ftrace_formats
+            .iter()
+            .chain(&self.metadata.event_formats);
+        let mut count = 0;
+        for format in all {
+            let dir = formats.join(path_component(&format.system)?);
+            create_dir(&dir)?;
+            write_file(&dir.join(path_component(&format.name)?), &format.text)?;
+            count += 1;
+        }
+        Ok(count)
+    }
+
+    /// Zero per CPU, overwritten by the CPUSTAT options of `buffer` where the file has them.
+    fn lost_events(&self, buffer: &Buffer, cpus: &[u32]) -> BTreeMap<String, LostEvents> {
+        let mut lost: BTreeMap<String, LostEvents> = cpus
+            .iter()
+            .map(|cpu| (cpu.to_string(), LostEvents::default()))
+            .collect();
+        for stat in self
+            .options
+            .cpu_stats
+            .iter()
+            .filter(|s| s.buffer == buffer.name)
+        {
+            lost.insert(
+                stat.cpu.to_string(),
+                LostEvents {
+                    overrun: stat.overrun,
+                    commit_overrun: stat.commit_overrun,
+                    dropped_events: stat.dropped_events,
+                },
+            );
+        }
+        lost
+    }
+
+    /// The extra meta.json fields: where the directory came from, and the timestamp
+    /// corrections trace-cmd would apply when reporting (the pages keep raw times).
+    fn dat_facts(&self, buffer: &Buffer) -> serde_json::Value {
+        let mut facts = serde_json::Map::new();
+        let mut put = |key: &str, value: serde_json::Value| {
+            facts.insert(key.to_string(), value);
+        };
+        put("file", json!(self.path.display().to_string()));
+        put("version", json!(self.version));
+        put("buffer", json!(buffer.name));
+        put(
+            "compression",
+            json!(self.compression.as_ref().map(|c| c.algorithm.name())),
+        );
+        put("trace_cmd", json!(self.options.version));
+        put("uname", json!(self.options.uname));
+        put("cpu_stats", json!(!self.options.cpu_stats.is_empty()));
+        if let Some(offset) = self.options.ts_offset_ns() {
+            put("ts_offset_ns", json!(offset));
+        }
+        if let Some(tsc) = self.options.tsc2nsec {
+            put("tsc2nsec", json!(tsc));
+        }
+        if let Some(shift) = &self.options.time_shift {
+            put("time_shift", json!(shift));
+        }
+        serde_json::Value::Object(facts)
+    }
+}
+
+/// A name from the file used as one path component: nothing that could leave the
+/// directory or hide in it.
+fn path_component(name: &str) -> Result<&str, DatError> {
+    let bad = name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']);
+    if bad {
+        return Err(DatError::BadName(name.to_string()));
+    }
+    Ok(name)
+}
+
+fn io_at(path: &Path) -> impl Fn(std::io::Error) -> DatError + '_ {
+    move |source| DatError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn create_dir(path: &Path) -> Result<(), DatError> {
+    std::fs::create_dir_all(path).map_err(io_at(path))
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), DatError> {
+    std::fs::write(path, bytes).map_err(io_at(path))
+}

@@ -1,0 +1,111 @@
+//! One decoded event, borrowing its record from the reader's page buffer.
+
+use crate::catalog::EventType;
+use crate::views::EventKind;
+
+/// An event of the merged stream. It borrows the record bytes, so it lives until the
+/// stream is advanced; copy out what must outlive that.
+#[derive(Debug, Clone, Copy)]
+pub struct Event<'a> {
+    ts: u64,
+    cpu: u32,
+    pid: i32,
+    id: u16,
+    record: &'a [u8],
+    event_type: &'a EventType,
+}
+
+impl<'a> Event<'a> {
+    #[inline]
+    pub(crate) fn new(
+        ts: u64,
+        cpu: u32,
+        pid: i32,
+        id: u16,
+        record: &'a [u8],
+        event_type: &'a EventType,
+    ) -> Event<'a> {
+        Event {
+            ts,
+            cpu,
+            pid,
+            id,
+            record,
+            event_type,
+        }
+    }
+
+    /// Time in ns on the trace clock (CLOCK_MONOTONIC for `mono`).
+    #[inline]
+    pub fn ts(&self) -> u64 {
+        self.ts
+    }
+
+    /// The CPU whose buffer held the event (where it happened).
+    #[inline]
+    pub fn cpu(&self) -> u32 {
+        self.cpu
+    }
+
+    /// `common_pid`: the thread that was running.
+    #[inline]
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// `common_type`: the event type id.
+    #[inline]
+    pub fn id(&self) -> u16 {
+        self.id
+    }
+
+    /// The event's type; a stand-in named `unknown` when the trace has no format for `id`.
+    #[inline]
+    pub fn event_type(&self) -> &'a EventType {
+        self.event_type
+    }
+
+    #[inline]
+    pub fn system(&self) -> &'a str {
+        &self.event_type.system
+    }
+
+    #[inline]
+    pub fn name(&self) -> &'a str {
+        &self.event_type.format.name
+    }
+
+    /// The whole record, from `common_type` on.
+    #[inline]
+    pub fn record(&self) -> &'a [u8] {
+        self.record
+    }
+
+    /// The typed view of this event.
+    #[inline]
+    pub fn kind(&self) -> EventKind<'a> {
+        self.event_type.kind(self.record)
+    }
+
+    /// A field by name as an unsigned integer (looks the name up: resolve a
+    /// [`crate::field::FieldRef`] once via [`EventType::field`] for hot loops).
+    pub fn u64(&self, field: &str) -> Option<u64> {
+        self.event_type.field(field)?.u64(self.record)
+    }
+
+    /// A field by name as a signed integer.
+    pub fn i64(&self, field: &str) -> Option<i64> {
+        self.event_type.field(field)?.i64(self.record)
+    }
+
+    /// A field's bytes (inline, `__data_loc` target, or trailing array).
+    pub fn bytes(&self, field: &str) -> Option<&'a [u8]> {
+        self.event_type.field(field)?.bytes(self.record)
+    }
+
+    /// A string field (fixed char array, `__data_loc char[]`, trailing `char buf[]`) up to
+    /// its NUL.
+    pub fn str(&self, field: &str) -> Option<&'a [u8]> {
+        self.event_type.field(field)?.c_str(self.record)
+    }
+}

@@ -1,0 +1,1101 @@
+//! trace-cmd's .dat files, recorded on this machine by Debian's `trace-cmd record`, read by
+//! `vmscale_trace::dat`, extracted into trace directories and decoded by
+//! `vmscale_trace::Decoder`, then compared event by event with `trace-cmd report -R -t`
+//! (raw field values, nanosecond timestamps) — an independent implementation of the same
+//! ring-buffer format.
+//!
+//! Needs root, tracefs and trace-cmd; fails (never skips) without them.
+
+#[path = "support/dat_writer.rs"]
+mod dat_writer;
+#[path = "support/report.rs"]
+mod report;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use dat_writer::{Codec, DatWriter};
+use report::{compare, parse_report, symbol_addresses, Decoded, Value};
+use vmscale_trace::dat::{extract_to_trace_dir, DatError, DatFile};
+use vmscale_trace::format::FieldLayout;
+use vmscale_trace::{Decoder, EventKind};
+
+const TRACEFS: &str = "/sys/kernel/tracing";
+const RECORD_SCRIPT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/support/record-with-trace-cmd.sh"
+);
+const STATE_SCRIPT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/support/tracefs-state.sh"
+);
+/// The events the recording script enables (plus the whole ipi system).
+const NAMED_EVENTS: [&str; 4] = [
+    "lock:contention_begin",
+    "lock:contention_end",
+    "sched:sched_switch",
+    "sched:sched_waking",
+];
+
+// ---------------------------------------------------------------------------------------
+// Allocation watch: the corrupt-input test proves that no size read from a file is
+// allocated before it is checked, by recording the largest single allocation its thread
+// makes while parsing.
+
+struct WatchedAlloc;
+
+static LARGEST_WATCHED: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    static WATCHING: Cell<bool> = const { Cell::new(false) };
+}
+
+fn note(size: usize) {
+    if WATCHING.with(Cell::get) {
+        LARGEST_WATCHED.fetch_max(size, Ordering::Relaxed);
+    }
+}
+
+// SAFETY: forwards every call to the system allocator unchanged.
+unsafe impl GlobalAlloc for WatchedAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note(new_size);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: WatchedAlloc = WatchedAlloc;
+
+// ---------------------------------------------------------------------------------------
+// Recording.
+
+/// Recordings never overlap, so the tracefs snapshots around one see only that one.
+static RECORDING: Mutex<()> = Mutex::new(());
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    V6,
+    V7Uncompressed,
+    V7Zstd,
+    /// Version 6 with a kernel stack after every event (`-T`).
+    V6Stacks,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::V6 => "v6",
+            Kind::V7Uncompressed => "v7-none",
+            Kind::V7Zstd => "v7-zstd",
+            Kind::V6Stacks => "v6-stacks",
+        }
+    }
+
+    fn args(self) -> &'static [&'static str] {
+        match self {
+            Kind::V6 => &["--file-version", "6"],
+            Kind::V7Uncompressed => &["--file-version", "7", "--compression", "none"],
+            Kind::V7Zstd => &["--file-version", "7", "--compression", "zstd"],
+            Kind::V6Stacks => &["--stacks", "--file-version", "6"],
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Recorded {
+    dat: PathBuf,
+    /// CLOCK_MONOTONIC just before and after `trace-cmd record` ran.
+    mono_before: u64,
+    mono_after: u64,
+}
+
+/// This run's directory under target/tmp. The first call removes the directories of earlier
+/// runs (whose process is gone): each holds tens of MiB of recordings and extractions.
+fn scratch() -> PathBuf {
+    static CLEANED: OnceLock<()> = OnceLock::new();
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    CLEANED.get_or_init(|| {
+        for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name.strip_prefix("dat-crosscheck-") else {
+                continue;
+            };
+            if !Path::new("/proc").join(pid).exists() {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    });
+    root.join(format!("dat-crosscheck-{}", std::process::id()))
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Runs the recording script; panics with its output when it fails.
+fn record(name: &str, args: &[&str]) -> Recorded {
+    let dir = scratch();
+    std::fs::create_dir_all(&dir).unwrap();
+    let dat = dir.join(format!("{name}.dat"));
+    let _ = std::fs::remove_file(&dat);
+    let _serial = RECORDING.lock().unwrap_or_else(|e| e.into_inner());
+    let mono_before = monotonic_ns();
+    let output = Command::new("bash")
+        .arg(RECORD_SCRIPT)
+        .arg(&dat)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {RECORD_SCRIPT}: {e}"));
+    let mono_after = monotonic_ns();
+    assert!(
+        output.status.success(),
+        "recording {name} failed ({}): trace-cmd and root are needed\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Recorded {
+        dat,
+        mono_before,
+        mono_after,
+    }
+}
+
+/// One recording per kind, shared by the tests that read it.
+fn recording(kind: Kind) -> &'static Recorded {
+    static CELLS: [OnceLock<Recorded>; 4] = [const { OnceLock::new() }; 4];
+    let index = kind as usize;
+    CELLS[index].get_or_init(|| record(kind.name(), kind.args()))
+}
+
+fn tracefs_state() -> String {
+    let output = Command::new("bash")
+        .arg(STATE_SCRIPT)
+        .arg(TRACEFS)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{STATE_SCRIPT} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn xcheck_instances() -> Vec<String> {
+    std::fs::read_dir(Path::new(TRACEFS).join("instances"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("vmscale-xcheck-"))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// The container against what this machine's tracefs says.
+
+fn sysconf(name: libc::c_int) -> u64 {
+    // SAFETY: sysconf only reads a configuration value.
+    let value = unsafe { libc::sysconf(name) };
+    assert!(value > 0, "sysconf({name}) failed");
+    value as u64
+}
+
+fn dir_names(path: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+fn check_container(kind: Kind) -> DatFile {
+    let recorded = recording(kind);
+    let dat =
+        DatFile::open(&recorded.dat).unwrap_or_else(|e| panic!("{}: {e}", recorded.dat.display()));
+    let label = kind.name();
+
+    let (version, compression) = match kind {
+        Kind::V6 => (6, None),
+        Kind::V7Uncompressed => (7, None),
+        Kind::V7Zstd => (7, Some("zstd")),
+        Kind::V6Stacks => (6, None),
+    };
+    assert_eq!(dat.version, version, "{label}");
+    assert_eq!(
+        dat.compression.as_ref().map(|c| c.algorithm.name()),
+        compression,
+        "{label}"
+    );
+    assert_eq!(dat.endian, vmscale_trace::dat::Endian::Little, "{label}");
+    assert_eq!(dat.long_size, 8, "{label}");
+    assert_eq!(
+        dat.page_size as u64,
+        sysconf(libc::_SC_PAGESIZE),
+        "{label}: page size"
+    );
+    assert_eq!(
+        dat.cpu_count as u64,
+        sysconf(libc::_SC_NPROCESSORS_CONF),
+        "{label}: CPU count"
+    );
+
+    let header_page =
+        String::from_utf8_lossy(dat.metadata.header_page.as_ref().unwrap()).into_owned();
+    assert!(
+        header_page.contains("commit"),
+        "{label}: header_page {header_page:?}"
+    );
+    let header_event =
+        String::from_utf8_lossy(dat.metadata.header_event.as_ref().unwrap()).into_owned();
+    assert!(
+        header_event.contains("type_len"),
+        "{label}: header_event {header_event:?}"
+    );
+
+    // ftrace's own formats: all of them, as tracefs has them.
+    let ftrace: BTreeSet<String> = dat
+        .metadata
+        .ftrace_formats
+        .iter()
+        .map(|f| f.name.clone())
+        .collect();
+    assert_eq!(
+        ftrace,
+        dir_names(&Path::new(TRACEFS).join("events/ftrace")),
+        "{label}: ftrace formats"
+    );
+    for name in ["print", "kernel_stack"] {
+        assert!(ftrace.contains(name), "{label}: no ftrace/{name} format");
+    }
+    // Event formats: exactly the enabled events, byte for byte as tracefs shows them now.
+    let mut expected: BTreeSet<String> = NAMED_EVENTS.iter().map(|s| s.to_string()).collect();
+    expected.extend(
+        dir_names(&Path::new(TRACEFS).join("events/ipi"))
+            .into_iter()
+            .map(|e| format!("ipi:{e}")),
+    );
+    let found: BTreeSet<String> = dat
+        .metadata
+        .event_formats
+        .iter()
+        .map(|f| f.full_name())
+        .collect();
+    assert_eq!(found, expected, "{label}: event formats");
+    assert_eq!(
+        dat.metadata.event_formats.len(),
+        expected.len(),
+        "{label}: a format twice"
+    );
+    for format in dat
+        .metadata
+        .event_formats
+        .iter()
+        .chain(&dat.metadata.ftrace_formats)
+    {
+        let path =
+            Path::new(TRACEFS).join(format!("events/{}/{}/format", format.system, format.name));
+        let live = std::fs::read(&path).unwrap();
+        assert_eq!(
+            format.text,
+            live,
+            "{label}: {} differs from tracefs",
+            format.full_name()
+        );
+        assert!(
+            format.id.is_some(),
+            "{label}: {} has no ID",
+            format.full_name()
+        );
+    }
+
+    let kallsyms = String::from_utf8_lossy(&dat.metadata.kallsyms);
+    let first = kallsyms.lines().next().unwrap_or("");
+    let address = first.split_whitespace().next().unwrap_or("");
+    assert!(
+        u64::from_str_radix(address, 16).is_ok(),
+        "{label}: kallsyms starts {first:?}"
+    );
+    assert!(
+        kallsyms.lines().count() > 10_000,
+        "{label}: kallsyms too short"
+    );
+    let cmdlines = String::from_utf8_lossy(&dat.metadata.cmdlines);
+    assert!(
+        cmdlines
+            .lines()
+            .any(|l| l.ends_with(" bash") || l.ends_with(" true")),
+        "{label}: the workload is not in saved_cmdlines"
+    );
+
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let uname = dat.options.uname.as_deref().unwrap_or("");
+    assert!(uname.contains(release.trim()), "{label}: uname {uname:?}");
+    let version = dat.options.version.as_deref().unwrap_or("");
+    assert!(
+        version.starts_with("3."),
+        "{label}: trace-cmd version {version:?}"
+    );
+    assert_eq!(
+        dat.options.selected_clock().as_deref(),
+        Some("mono"),
+        "{label}: TRACECLOCK"
+    );
+
+    let buffer = dat.data_buffer().unwrap_or_else(|e| panic!("{label}: {e}"));
+    assert!(
+        buffer.name.starts_with("vmscale-xcheck-"),
+        "{label}: buffer {:?}",
+        buffer.name
+    );
+    assert_eq!(dat.clock(buffer).as_deref(), Some("mono"), "{label}: clock");
+    assert_eq!(buffer.page_size, dat.page_size, "{label}: buffer page size");
+    assert!(buffer.has_data(), "{label}: no data");
+    for data in &buffer.cpus {
+        assert!(data.cpu < dat.cpu_count, "{label}: cpu{}", data.cpu);
+        assert_eq!(
+            data.size % buffer.page_size as u64,
+            0,
+            "{label}: cpu{} size",
+            data.cpu
+        );
+        match buffer.compression {
+            None => assert_eq!(data.stored_size, data.size, "{label}: cpu{}", data.cpu),
+            Some(_) => assert!(
+                data.stored_size < data.size,
+                "{label}: cpu{} not compressed",
+                data.cpu
+            ),
+        }
+    }
+    // Every other buffer (the top level, which the script leaves alone) is empty.
+    for other in dat.buffers.iter().filter(|b| b.name != buffer.name) {
+        assert!(
+            !other.has_data(),
+            "{label}: buffer {:?} has data",
+            other.name
+        );
+    }
+    let stats: BTreeSet<u32> = dat
+        .options
+        .cpu_stats
+        .iter()
+        .filter(|s| s.buffer == buffer.name)
+        .map(|s| s.cpu)
+        .collect();
+    assert_eq!(stats, (0..dat.cpu_count).collect(), "{label}: CPU stats");
+    dat
+}
+
+#[test]
+fn v6_container_matches_this_machine() {
+    check_container(Kind::V6);
+}
+
+#[test]
+fn v7_uncompressed_container_matches_this_machine() {
+    check_container(Kind::V7Uncompressed);
+}
+
+#[test]
+fn v7_zstd_container_matches_this_machine() {
+    check_container(Kind::V7Zstd);
+}
+
+// ---------------------------------------------------------------------------------------
+// Event by event against `trace-cmd report -R -t`.
+
+fn extract(recorded: &Recorded, label: &str) -> PathBuf {
+    let out = scratch().join(format!("{label}-trace"));
+    let _ = std::fs::remove_dir_all(&out);
+    extract_to_trace_dir(&recorded.dat, &out).unwrap_or_else(|e| panic!("{label}: {e}"));
+    out
+}
+
+fn decode(dir: &Path, label: &str) -> Vec<Decoded> {
+    let decoder = Decoder::open(dir).unwrap_or_else(|e| panic!("{label}: {e}"));
+    assert_eq!(decoder.clock(), Some("mono"), "{label}");
+    let mut events = Vec::new();
+    let summary = decoder
+        .for_each(|event| {
+            let mut fields = Vec::new();
+            for field in event
+                .event_type()
+                .format
+                .fields
+                .iter()
+                .filter(|f| !f.is_common())
+            {
+                let is_char =
+                    field.type_text.ends_with("char") || field.type_text.ends_with("char[]");
+                let value = match field.layout {
+                    FieldLayout::Scalar => Value::Int {
+                        value: event.u64(&field.name).expect("scalar in the record"),
+                        size: field.size,
+                    },
+                    _ if is_char => Value::Str(
+                        String::from_utf8_lossy(
+                            event.str(&field.name).expect("string in the record"),
+                        )
+                        .into_owned(),
+                    ),
+                    FieldLayout::Array { .. } => {
+                        // The record may end inside a fixed array (kernel_stack's
+                        // caller[8] for short stacks): keep what the record holds.
+                        let rest = event.record().get(field.offset..).unwrap_or(&[]);
+                        Value::Bytes {
+                            bytes: rest[..rest.len().min(field.size)].to_vec(),
+                            declared: field.size,
+                        }
+                    }
+                    _ => {
+                        let bytes = event.bytes(&field.name).expect("data in the record");
+                        Value::Bytes {
+                            bytes: bytes.to_vec(),
+                            declared: bytes.len(),
+                        }
+                    }
+                };
+                fields.push((field.name.clone(), value));
+            }
+            check_view(&event, &fields);
+            events.push(Decoded {
+                ts: event.ts(),
+                cpu: event.cpu(),
+                pid: event.pid(),
+                name: event.name().to_string(),
+                fields,
+            });
+        })
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    assert_eq!(summary.corrupt_pages(), 0, "{label}: {:?}", summary.errors);
+    assert_eq!(summary.events(), events.len() as u64, "{label}");
+    events
+}
+
+/// The typed views the analyses read agree with the raw fields.
+fn check_view(event: &vmscale_trace::Event<'_>, fields: &[(String, Value)]) {
+    let int = |name: &str| {
+        fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| match v {
+                Value::Int { value, .. } => *value,
+                other => panic!("{name} is {other:?}"),
+            })
+    };
+    match event.kind() {
+        EventKind::ContentionBegin(begin) => {
+            assert_eq!(Some(begin.lock_addr), int("lock_addr"));
+            assert_eq!(Some(begin.flags as u64), int("flags"));
+        }
+        EventKind::ContentionEnd(end) => {
+            assert_eq!(Some(end.lock_addr), int("lock_addr"));
+            assert_eq!(Some(end.ret as u32 as u64), int("ret"));
+        }
+        EventKind::SchedSwitch(switch) => {
+            assert_eq!(Some(switch.prev_pid as u32 as u64), int("prev_pid"));
+            assert_eq!(Some(switch.next_pid as u32 as u64), int("next_pid"));
+        }
+        EventKind::SchedWaking(waking) => {
+            assert_eq!(Some(waking.pid as u32 as u64), int("pid"));
+            assert_eq!(Some(waking.target_cpu as u32 as u64), int("target_cpu"));
+        }
+        EventKind::IpiSendCpu(ipi) => {
+            assert_eq!(Some(ipi.cpu as u64), int("cpu"));
+        }
+        EventKind::KernelStack(stack) => {
+            let size = int("size").expect("kernel_stack size") as usize;
+            assert!(stack.len() <= size, "{} frames, size {size}", stack.len());
+            let Some((_, Value::Bytes { bytes, .. })) = fields.iter().find(|(n, _)| n == "caller")
+            else {
+                panic!("kernel_stack without caller");
+            };
+            for (index, frame) in bytes.chunks_exact(8).take(stack.len()).enumerate() {
+                let frame = u64::from_le_bytes(frame.try_into().unwrap());
+                assert_eq!(stack.get(index), Some(frame), "frame {index}");
+            }
+        }
+        _ => {}
+    }
+}
+
+fn trace_cmd_report(dat: &Path) -> String {
+    let output = Command::new("trace-cmd")
+        .args(["report", "-R", "-t", "-i"])
+        .arg(dat)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run trace-cmd report (is trace-cmd installed?): {e}"));
+    assert!(
+        output.status.success(),
+        "trace-cmd report -i {} failed: {}",
+        dat.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn crosscheck(kind: Kind) {
+    let label = kind.name();
+    let recorded = recording(kind);
+    let dat = DatFile::open(&recorded.dat).unwrap();
+    let buffer = dat.data_buffer().unwrap().name.clone();
+    let dir = extract(recorded, label);
+    let decoded = decode(&dir, label);
+    assert!(!decoded.is_empty(), "{label}: nothing decoded");
+
+    let fields_of: HashMap<String, Vec<String>> = dat
+        .metadata
+        .event_formats
+        .iter()
+        .chain(&dat.metadata.ftrace_formats)
+        .map(|f| {
+            let format =
+                vmscale_trace::format::EventFormat::parse(&String::from_utf8_lossy(&f.text))
+                    .unwrap();
+            let names = format
+                .fields
+                .iter()
+                .filter(|x| !x.is_common())
+                .map(|x| x.name.clone())
+                .collect();
+            (f.name.clone(), names)
+        })
+        .collect();
+    let reported = parse_report(&trace_cmd_report(&recorded.dat), &buffer, &fields_of);
+    let symbols = symbol_addresses(&dat.metadata.kallsyms);
+    let result = compare(&decoded, &reported, &symbols);
+    println!(
+        "{label}: {} events ({:?}), {} field values compared with trace-cmd report \
+         ({} arrays end with their record), {} mismatches",
+        result.events,
+        result.by_name,
+        result.fields,
+        result.clipped_arrays,
+        result.mismatches.len()
+    );
+    assert!(
+        result.mismatches.is_empty(),
+        "{label}: decoder and trace-cmd disagree:\n{}",
+        result
+            .mismatches
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    // The workload forks processes on every CPU: all kinds of enabled event show up.
+    for name in [
+        "sched_switch",
+        "sched_waking",
+        "contention_begin",
+        "contention_end",
+    ] {
+        assert!(
+            result.by_name.contains_key(name),
+            "{label}: no {name} recorded: {:?}",
+            result.by_name
+        );
+    }
+    assert!(
+        result.by_name.keys().any(|n| n.starts_with("ipi_")),
+        "{label}: no IPI recorded: {:?}",
+        result.by_name
+    );
+    // Kernel stacks are found in the pages exactly when they were recorded.
+    let stacks = kind == Kind::V6Stacks;
+    assert_eq!(meta(&dir)["stacks"], stacks, "{label}: meta.json stacks");
+    assert_eq!(
+        result.by_name.contains_key("kernel_stack"),
+        stacks,
+        "{label}: kernel_stack events"
+    );
+    // `mono` is CLOCK_MONOTONIC: every event lies inside the recording.
+    for event in &decoded {
+        assert!(
+            (recorded.mono_before..=recorded.mono_after).contains(&event.ts),
+            "{label}: ts {} outside the recording [{}, {}]",
+            event.ts,
+            recorded.mono_before,
+            recorded.mono_after
+        );
+    }
+}
+
+#[test]
+fn v6_events_match_trace_cmd_report() {
+    crosscheck(Kind::V6);
+}
+
+#[test]
+fn v7_uncompressed_events_match_trace_cmd_report() {
+    crosscheck(Kind::V7Uncompressed);
+}
+
+#[test]
+fn v7_zstd_events_match_trace_cmd_report() {
+    crosscheck(Kind::V7Zstd);
+}
+
+#[test]
+fn kernel_stacks_match_trace_cmd_report() {
+    check_container(Kind::V6Stacks);
+    crosscheck(Kind::V6Stacks);
+}
+
+// ---------------------------------------------------------------------------------------
+// One recording in every container: the same pages come out.
+
+/// Every file of a trace directory but meta.json, by relative path.
+fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                let relative = path.strip_prefix(root).unwrap().display().to_string();
+                if relative != "meta.json" {
+                    out.insert(relative, std::fs::read(&path).unwrap());
+                }
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+fn meta(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap()
+}
+
+fn trace_cmd_convert(input: &Path, output: &Path, args: &[&str]) {
+    let result = Command::new("trace-cmd")
+        .arg("convert")
+        .arg("-i")
+        .arg(input)
+        .arg("-o")
+        .arg(output)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        result.status.success(),
+        "trace-cmd convert {args:?} failed: {}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+}
+
+/// The event lines of `trace-cmd report`, without the buffer-name prefix.
+fn report_lines(dat: &Path, buffer: &str) -> Vec<String> {
+    let prefix = format!("{buffer}:");
+    trace_cmd_report(dat)
+        .lines()
+        .filter(|l| !l.starts_with("cpus="))
+        .map(|l| match buffer.is_empty() {
+            true => l.trim().to_string(),
+            false => l
+                .strip_prefix(prefix.as_str())
+                .unwrap_or(l)
+                .trim()
+                .to_string(),
+        })
+        .collect()
+}
+
+#[test]
+fn every_container_of_one_recording_yields_the_same_trace_directory() {
+    let recorded = recording(Kind::V6);
+    let base_dir = extract(recorded, "same-v6");
+    let base = tree(&base_dir);
+    let base_meta = meta(&base_dir);
+    let original = DatFile::open(&recorded.dat).unwrap();
+    let base_buffer = original.data_buffer().unwrap().name.clone();
+    let base_report = report_lines(&recorded.dat, &base_buffer);
+
+    let mut files: Vec<(String, PathBuf)> = Vec::new();
+    // trace-cmd's own conversions.
+    for (label, args) in [
+        (
+            "convert-v7-none",
+            &["--file-version", "7", "--compression", "none"][..],
+        ),
+        (
+            "convert-v7-zstd",
+            &["--file-version", "7", "--compression", "zstd"][..],
+        ),
+    ] {
+        let path = scratch().join(format!("{label}.dat"));
+        trace_cmd_convert(&recorded.dat, &path, args);
+        files.push((label.to_string(), path));
+    }
+    // Layouts and codecs this trace-cmd does not write: top-level data, compressed options
+    // sections, zlib.
+    let writer = DatWriter::from_dat(&original);
+    let variants = [
+        ("written-v6-top", 6, None, true),
+        ("written-v6-instance", 6, None, false),
+        ("written-v7-none", 7, None, false),
+        ("written-v7-zlib", 7, Some(Codec::Zlib), false),
+        ("written-v7-zstd", 7, Some(Codec::Zstd), true),
+    ];
+    for (label, version, codec, top) in variants {
+        let mut variant = writer.clone();
+        variant.version = version;
+        variant.codec = codec;
+        if top {
+            variant.buffer_name.clear();
+        }
+        let path = scratch().join(format!("{label}.dat"));
+        std::fs::write(&path, variant.to_bytes()).unwrap();
+        files.push((label.to_string(), path));
+    }
+
+    for (label, path) in &files {
+        let dir = scratch().join(format!("same-{label}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        extract_to_trace_dir(path, &dir).unwrap_or_else(|e| panic!("{label}: {e}"));
+        let got = tree(&dir);
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            base.keys().collect::<Vec<_>>(),
+            "{label}: files"
+        );
+        for (name, bytes) in &base {
+            assert!(got[name] == *bytes, "{label}: {name} differs");
+        }
+        let got_meta = meta(&dir);
+        for key in ["page_size", "cpus", "clock", "events", "stacks", "pages"] {
+            assert_eq!(got_meta[key], base_meta[key], "{label}: meta.json {key}");
+        }
+        // The files written here read back in trace-cmd too (except zlib: Debian's
+        // trace-cmd is built with zstd only), with the same events.
+        if label.starts_with("written") && !label.contains("zlib") {
+            let buffer = DatFile::open(path)
+                .unwrap()
+                .data_buffer()
+                .unwrap()
+                .name
+                .clone();
+            let report = report_lines(path, &buffer);
+            assert_eq!(report, base_report, "{label}: trace-cmd report differs");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Options that change what a trace directory says.
+
+#[test]
+fn cpu_stats_and_time_options_reach_meta_json() {
+    let original = DatFile::open(&recording(Kind::V6).dat).unwrap();
+    let mut writer = DatWriter::from_dat(&original);
+    writer.cpu_stats = (0..writer.cpus.len())
+        .map(|cpu| {
+            format!(
+                "CPU: {cpu}\nentries: 0\noverrun: {}\ncommit overrun: 2\nbytes: 0\noldest event ts: 1.000000\nnow ts: 2.000000\ndropped events: 3\nread events: 10\n",
+                10 + cpu
+            )
+        })
+        .collect();
+    // OFFSET 12345 ns, DATE 0x10 µs, TSC2NSEC mult 3 shift 1 offset 5.
+    writer.extra_options = vec![
+        (7, b"12345\0".to_vec()),
+        (1, b"0x10\0".to_vec()),
+        (
+            14,
+            [3u32.to_le_bytes(), 1u32.to_le_bytes()]
+                .concat()
+                .into_iter()
+                .chain(5u64.to_le_bytes())
+                .collect(),
+        ),
+    ];
+    for (version, codec) in [(6, None), (7, None), (7, Some(Codec::Zstd))] {
+        writer.version = version;
+        writer.codec = codec;
+        let dat = DatFile::from_bytes(writer.to_bytes()).unwrap();
+        let dir = scratch().join(format!("stats-v{version}-{codec:?}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let extracted = dat.extract(None, &dir).unwrap();
+        for cpu in 0..writer.cpus.len() {
+            let lost = &extracted.meta.lost[&cpu.to_string()];
+            assert_eq!(
+                (lost.overrun, lost.commit_overrun, lost.dropped_events),
+                (10 + cpu as u64, 2, 3),
+                "v{version} {codec:?}: cpu{cpu}"
+            );
+        }
+        let json = meta(&dir);
+        assert_eq!(json["dat"]["cpu_stats"], true);
+        assert_eq!(json["dat"]["version"], version);
+        assert_eq!(json["dat"]["ts_offset_ns"], 12345 + 16_000);
+        assert_eq!(
+            json["dat"]["tsc2nsec"],
+            serde_json::json!({"mult": 3, "shift": 1, "offset": 5})
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Bad input.
+
+#[test]
+fn latency_traces_are_refused_with_a_clear_error() {
+    let original = DatFile::open(&recording(Kind::V6).dat).unwrap();
+    let mut writer = DatWriter::from_dat(&original);
+    writer.latency = true;
+    for version in [6, 7] {
+        writer.version = version;
+        let error = DatFile::from_bytes(writer.to_bytes()).unwrap_err();
+        assert!(
+            matches!(error, DatError::LatencyTrace),
+            "v{version}: {error}"
+        );
+        assert!(error.to_string().contains("latency"), "{error}");
+    }
+}
+
+#[test]
+fn extraction_refuses_unknown_buffers_and_used_directories() {
+    let (_, bytes) = small_files().remove(0);
+    let dat = DatFile::from_bytes(bytes).unwrap();
+    let dir = scratch().join("refusals");
+    let _ = std::fs::remove_dir_all(&dir);
+    let error = dat.extract(Some("no-such-instance"), &dir).unwrap_err();
+    assert!(matches!(error, DatError::NoSuchBuffer(_)), "{error}");
+    dat.extract(None, &dir).unwrap();
+    let error = dat.extract(None, &dir).unwrap_err();
+    assert!(matches!(error, DatError::OutputNotEmpty(_)), "{error}");
+}
+
+/// A small file of each layout: a few kallsyms lines, two pages per CPU.
+fn small_files() -> Vec<(String, Vec<u8>)> {
+    let original = DatFile::open(&recording(Kind::V6).dat).unwrap();
+    let mut writer = DatWriter::from_dat(&original);
+    let keep_lines = |bytes: &[u8], n: usize| -> Vec<u8> {
+        let text = String::from_utf8_lossy(bytes);
+        text.lines()
+            .take(n)
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
+            .into_bytes()
+    };
+    writer.kallsyms = keep_lines(&writer.kallsyms, 20);
+    writer.cmdlines = keep_lines(&writer.cmdlines, 5);
+    writer.printk = keep_lines(&writer.printk, 5);
+    writer.ftrace_formats.truncate(3);
+    let page = writer.page_size as usize;
+    for pages in &mut writer.cpus {
+        pages.truncate(2 * page);
+    }
+    writer.cpu_stats = vec!["CPU: 0\noverrun: 1\n".into()];
+    let mut files = Vec::new();
+    for (label, version, codec, top) in [
+        ("v6-top", 6, None, true),
+        ("v6-instance", 6, None, false),
+        ("v7-none", 7, None, false),
+        ("v7-zlib", 7, Some(Codec::Zlib), false),
+        ("v7-zstd", 7, Some(Codec::Zstd), true),
+    ] {
+        let mut variant = writer.clone();
+        variant.version = version;
+        variant.codec = codec;
+        if top {
+            variant.buffer_name.clear();
+        }
+        files.push((label.to_string(), variant.to_bytes()));
+    }
+    files
+}
+
+/// Parses `bytes` (and extracts them when `extract_to` is given) on this thread, with
+/// allocations watched; panics are caught and returned as text.
+fn parse_watched(bytes: Vec<u8>, extract_to: Option<&Path>) -> Result<(), String> {
+    WATCHING.with(|w| w.set(true));
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        if let Ok(dat) = DatFile::from_bytes(bytes) {
+            if let Some(dir) = extract_to {
+                let _ = std::fs::remove_dir_all(dir);
+                let _ = dat.extract(None, dir);
+            }
+        }
+    }));
+    WATCHING.with(|w| w.set(false));
+    result.map_err(|panic| {
+        panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default()
+    })
+}
+
+#[test]
+fn corrupt_files_are_errors_not_panics_or_huge_allocations() {
+    let files = small_files();
+    let dir = scratch().join("corrupt");
+    let mut cases = 0usize;
+    let mut failures = Vec::new();
+    for (label, bytes) in &files {
+        let whole = DatFile::from_bytes(bytes.clone()).unwrap_or_else(|e| panic!("{label}: {e}"));
+        whole
+            .extract(None, &dir.join(label))
+            .unwrap_or_else(|e| panic!("{label}: {e}"));
+
+        let mut try_case = |what: String, mutated: Vec<u8>, extract: bool| {
+            cases += 1;
+            let target = dir.join("case");
+            if let Err(panic) = parse_watched(mutated, extract.then_some(target.as_path())) {
+                failures.push(format!("{label} {what}: panicked: {panic}"));
+            }
+        };
+        // Every truncation of the first 4 KiB (the structure), then a stride over the rest.
+        let stride = (bytes.len() / 512).max(1);
+        for len in (0..bytes.len().min(4096)).chain((4096..bytes.len()).step_by(stride)) {
+            try_case(
+                format!("cut at {len}"),
+                bytes[..len].to_vec(),
+                len % 97 == 0,
+            );
+        }
+        // Each position overwritten with values that break sizes, counts and tags.
+        for (index, at) in (0..bytes.len()).step_by(3).enumerate() {
+            for value in [0x00u8, 0xff, bytes[at] ^ 0x80] {
+                let mut mutated = bytes.clone();
+                mutated[at] = value;
+                try_case(
+                    format!("byte {at} = {value:#04x}"),
+                    mutated,
+                    index % 211 == 0,
+                );
+            }
+        }
+        // Huge 32- and 64-bit numbers wherever a size or count could be.
+        for at in 0..bytes.len().saturating_sub(8) {
+            let mut mutated = bytes.clone();
+            mutated[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+            try_case(format!("u32 max at {at}"), mutated, false);
+            let mut mutated = bytes.clone();
+            mutated[at..at + 8].copy_from_slice(&(u64::MAX / 3).to_le_bytes());
+            try_case(format!("u64 huge at {at}"), mutated, at % 509 == 0);
+        }
+    }
+    let largest = LARGEST_WATCHED.load(Ordering::Relaxed);
+    println!("corrupt input: {cases} cases, largest single allocation {largest} bytes");
+    assert!(
+        failures.is_empty(),
+        "{} of {cases} cases panicked:\n{}",
+        failures.len(),
+        failures
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    // The files are tens of KiB; nothing read from them may allocate much more.
+    assert!(
+        largest < 4 << 20,
+        "a corrupt file made the reader allocate {largest} bytes at once"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// The recording script.
+
+#[test]
+fn recording_script_leaves_tracefs_as_it_found_it() {
+    // Hold the lock across the snapshots: no other recording may run in between.
+    let dir = scratch();
+    std::fs::create_dir_all(&dir).unwrap();
+    let guard = RECORDING.lock().unwrap_or_else(|e| e.into_inner());
+    let strip_instances = |state: String| -> String {
+        state
+            .lines()
+            .filter(|l| !l.starts_with("instances:"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let scratch_dirs = || -> usize {
+        std::fs::read_dir("/tmp")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("vmscale-xcheck.")
+            })
+            .count()
+    };
+    let before = strip_instances(tracefs_state());
+    let scratch_before = scratch_dirs();
+    let dat = dir.join("leave-nothing.dat");
+    let output = Command::new("bash")
+        .arg(RECORD_SCRIPT)
+        .arg(&dat)
+        .args(["--file-version", "6"])
+        .output()
+        .unwrap();
+    let after = strip_instances(tracefs_state());
+    let instances_left = xcheck_instances();
+    let scratch_after = scratch_dirs();
+    drop(guard);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        instances_left.is_empty(),
+        "instances left: {instances_left:?}"
+    );
+    assert_eq!(
+        scratch_before, scratch_after,
+        "placeholder directory left in /tmp"
+    );
+    assert_eq!(before, after, "the top-level tracefs settings changed");
+    let temporaries: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("leave-nothing.dat."))
+        .collect();
+    assert!(
+        temporaries.is_empty(),
+        "trace-cmd temporaries left: {temporaries:?}"
+    );
+    // No placeholder mount escaped the private namespace.
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mounts.contains("ftrace_enabled") && !mounts.contains("set_ftrace"),
+        "placeholder mounts visible outside the recording"
+    );
+    assert!(DatFile::open(&dat).is_ok());
+}

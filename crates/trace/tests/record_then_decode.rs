@@ -1,0 +1,112 @@
+//! A live recording by the recorder, decoded: the two halves of the crate agree on the trace
+//! directory. Needs root and tracefs; fails (never skips) without.
+
+use std::collections::HashSet;
+
+use vmscale_trace::recorder::{RecordConfig, Recording};
+use vmscale_trace::{tracefs, Decoder, EventKind};
+
+const SYS_WAIT4: i64 = 61;
+
+#[test]
+fn a_live_recording_decodes_completely_and_on_the_monotonic_clock() {
+    let mount =
+        tracefs::mount_point().unwrap_or_else(|e| panic!("this test needs tracefs as root: {e}"));
+    let dir = std::env::temp_dir().join(format!("vmscale-trace-live-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+
+    let mut recording = Recording::prepare(&mount, &dir, RecordConfig::default()).unwrap();
+    recording.set_on(true).unwrap();
+    recording.mark("live start").unwrap();
+    let mut children = HashSet::new();
+    for _ in 0..3 {
+        let spawned: Vec<_> = (0..20)
+            .map(|_| std::process::Command::new("true").spawn().unwrap())
+            .collect();
+        for mut child in spawned {
+            children.insert(child.id() as i64);
+            child.wait().unwrap();
+        }
+    }
+    recording.mark("live end").unwrap();
+    recording.set_on(false).unwrap();
+    let meta = recording.finish().unwrap();
+
+    let decoder = Decoder::open(&dir).unwrap();
+    let kallsyms = decoder.kallsyms().unwrap();
+    // The recorder copies the whole /proc/kallsyms.
+    let schedule = kallsyms
+        .address_of("schedule")
+        .expect("schedule in kallsyms");
+    assert_eq!(
+        kallsyms.symbolize(schedule + 5).unwrap().to_string(),
+        "schedule+0x5"
+    );
+    let (mut last_ts, mut marks) = (0, Vec::new());
+    let (mut begins, mut stacks, mut switches, mut reaped) = (0, 0, 0, HashSet::new());
+    let (mut previous_on_cpu, mut stacks_after_begin) = (std::collections::HashMap::new(), 0);
+    let begin_id = decoder
+        .catalog()
+        .find("lock", "contention_begin")
+        .unwrap()
+        .format
+        .id;
+    let summary = decoder
+        .for_each(|event| {
+            let ts = event.ts();
+            assert!(ts >= last_ts, "time went back");
+            last_ts = ts;
+            let previous = previous_on_cpu.insert(event.cpu(), event.id());
+            // The trace clock is CLOCK_MONOTONIC: every event lies inside the window in
+            // which tracing was on, as the recorder measured it.
+            assert!(
+                (meta.started_ns..=meta.stopped_ns).contains(&ts),
+                "{ts} outside {}..{}",
+                meta.started_ns,
+                meta.stopped_ns
+            );
+            match event.kind() {
+                EventKind::Print(print) => marks.push(print.text().into_owned()),
+                EventKind::ContentionBegin(_) => begins += 1,
+                EventKind::KernelStack(stack) => {
+                    stacks += 1;
+                    if previous == Some(begin_id) {
+                        stacks_after_begin += 1;
+                    }
+                    for address in stack.iter() {
+                        assert!(kallsyms.symbolize(address).is_some(), "{address:#x}");
+                    }
+                }
+                EventKind::SchedSwitch(switch) => {
+                    switches += 1;
+                    assert_eq!(switch.prev_pid, event.pid());
+                }
+                EventKind::SysExit(exit) if event.pid() == tid && exit.id == SYS_WAIT4 => {
+                    reaped.insert(exit.ret);
+                }
+                EventKind::Other => panic!("{}:{} without a view", event.system(), event.name()),
+                _ => {}
+            }
+        })
+        .unwrap();
+
+    assert_eq!(summary.corrupt_pages(), 0, "{:?}", summary.errors);
+    assert_eq!(marks, ["live start", "live end"]);
+    assert!(switches > 0);
+    // Stacks come only from the trigger on contention_begin. The kernel now and then
+    // records none for a contention in softirq context with interrupts off (seen here as a
+    // contention_begin followed directly by its contention_end in the same page).
+    assert!(
+        stacks <= begins && stacks * 10 >= begins * 9,
+        "{stacks} stacks for {begins} contentions"
+    );
+    assert_eq!(
+        stacks_after_begin, stacks,
+        "a stack not right after a contention_begin"
+    );
+    // This thread's wait4 calls returned exactly the children it spawned.
+    assert_eq!(reaped, children);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

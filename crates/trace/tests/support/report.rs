@@ -1,0 +1,272 @@
+//! `trace-cmd report -R -t` output parsed, and compared with decoded events: per CPU, in
+//! buffer order, timestamp, pid, event name and every field value.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// A field value as the decoder read it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// Scalars, zero-extended from their size.
+    Int {
+        value: u64,
+        size: usize,
+    },
+    Str(String),
+    /// Arrays and `__data_loc` data. A fixed array the record ends inside (kernel_stack's
+    /// `caller[8]` when the stack is shorter) holds only the bytes inside the record:
+    /// `declared` says how long the format says it is.
+    Bytes {
+        bytes: Vec<u8>,
+        declared: usize,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct Decoded {
+    pub ts: u64,
+    pub cpu: u32,
+    pub pid: i32,
+    pub name: String,
+    pub fields: Vec<(String, Value)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Reported {
+    pub ts: u64,
+    pub cpu: u32,
+    pub pid: i32,
+    pub name: String,
+    pub fields: Vec<(String, String)>,
+    pub line: String,
+}
+
+/// Parses `[buffer:] comm-pid [cpu] secs.nsecs: event: name=value ...` lines of `buffer`.
+/// `fields_of` gives an event's non-common field names in format order, which is how the
+/// values are told apart (comms contain spaces).
+pub fn parse_report(
+    text: &str,
+    buffer: &str,
+    fields_of: &HashMap<String, Vec<String>>,
+) -> Vec<Reported> {
+    let prefix = if buffer.is_empty() {
+        String::new()
+    } else {
+        format!("{buffer}:")
+    };
+    let mut events = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("cpus=") || line.trim().is_empty() {
+            continue;
+        }
+        let Some(rest) = line.strip_prefix(prefix.as_str()) else {
+            panic!("report line of another buffer: {line:?}");
+        };
+        let parsed = parse_report_line(rest, fields_of)
+            .unwrap_or_else(|| panic!("cannot parse report line {line:?}"));
+        events.push(Reported {
+            line: line.to_string(),
+            ..parsed
+        });
+    }
+    events
+}
+
+fn parse_report_line(rest: &str, fields_of: &HashMap<String, Vec<String>>) -> Option<Reported> {
+    // The CPU column is the first " [digits]" (a comm could hold one only in theory).
+    let (bracket, cpu_end) = rest.match_indices(" [").find_map(|(i, _)| {
+        let after = &rest[i + 2..];
+        let close = after.find(']')?;
+        after[..close]
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+            .then_some((i, i + 2 + close))
+    })?;
+    let cpu: u32 = rest[bracket + 2..cpu_end].parse().ok()?;
+    let (_comm, pid) = rest[..bracket].trim_start().rsplit_once('-')?;
+    let pid: i32 = pid.trim().parse().ok()?;
+    let after_cpu = rest[cpu_end + 1..].trim_start();
+    let (time, after_time) = after_cpu.split_once(": ")?;
+    let (secs, nanos) = time.split_once('.')?;
+    if nanos.len() != 9 {
+        return None;
+    }
+    let ts = secs.parse::<u64>().ok()? * 1_000_000_000 + nanos.parse::<u64>().ok()?;
+    let (name, body) = after_time.split_once(':')?;
+    let body = body.trim();
+    let names = fields_of.get(name)?;
+    let mut fields = Vec::new();
+    let mut value_start = None;
+    let mut cursor = 0;
+    for (index, field) in names.iter().enumerate() {
+        let key = format!("{field}=");
+        let at = if index == 0 {
+            body.starts_with(&key).then_some(0)?
+        } else {
+            cursor + body[cursor..].find(&format!(" {key}"))? + 1
+        };
+        if let Some((previous, start)) = value_start.take() {
+            fields.push((previous, body[start..at - 1].to_string()));
+        }
+        value_start = Some((field.clone(), at + key.len()));
+        cursor = at + key.len();
+    }
+    if let Some((previous, start)) = value_start {
+        fields.push((previous, body[start..].trim_end().to_string()));
+    }
+    Some(Reported {
+        ts,
+        cpu,
+        pid,
+        name: name.to_string(),
+        fields,
+        line: String::new(),
+    })
+}
+
+/// `name -> addresses` of every kallsyms line, to resolve `sym+0xoff` values.
+pub fn symbol_addresses(kallsyms: &[u8]) -> HashMap<String, Vec<u64>> {
+    let mut map: HashMap<String, Vec<u64>> = HashMap::new();
+    for line in String::from_utf8_lossy(kallsyms).lines() {
+        let mut parts = line.split_whitespace();
+        let (Some(address), Some(_kind), Some(name)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        if let Ok(address) = u64::from_str_radix(address, 16) {
+            map.entry(name.to_string()).or_default().push(address);
+        }
+    }
+    map
+}
+
+/// Why a reported value differs from the decoded one, or `None` when they agree.
+fn mismatch(
+    decoded: &Value,
+    reported: &str,
+    symbols: &HashMap<String, Vec<u64>>,
+) -> Option<String> {
+    match decoded {
+        Value::Str(s) => (s != reported).then(|| format!("decoded {s:?}")),
+        Value::Int { value, size } => {
+            let mask = if *size >= 8 {
+                u64::MAX
+            } else {
+                (1u64 << (size * 8)) - 1
+            };
+            let candidates: Vec<u64> = if let Some(hex) = reported.strip_prefix("0x") {
+                u64::from_str_radix(hex, 16).ok().into_iter().collect()
+            } else if let Some((name, offset)) = reported.rsplit_once("+0x") {
+                // A pointer printed as a symbol: any symbol of that name, plus the offset.
+                match (u64::from_str_radix(offset, 16), symbols.get(name)) {
+                    (Ok(offset), Some(addresses)) => {
+                        addresses.iter().map(|a| a.wrapping_add(offset)).collect()
+                    }
+                    _ => Vec::new(),
+                }
+            } else if let Ok(signed) = reported.parse::<i64>() {
+                vec![signed as u64]
+            } else {
+                reported.parse::<u64>().ok().into_iter().collect()
+            };
+            (!candidates.iter().any(|c| c & mask == value & mask))
+                .then(|| format!("decoded {value:#x}"))
+        }
+        Value::Bytes { bytes, declared } => {
+            let listed = reported
+                .strip_prefix("ARRAY[")
+                .and_then(|r| r.strip_suffix(']'));
+            let parsed: Option<Vec<u8>> = listed.map(|list| {
+                list.split(',')
+                    .map(str::trim)
+                    .filter(|b| !b.is_empty())
+                    .map(|b| u8::from_str_radix(b, 16).unwrap_or(0))
+                    .collect()
+            });
+            // trace-cmd prints the declared length even past the record's end (bytes of
+            // whatever follows in the page); only the bytes inside the record must agree.
+            let agrees = parsed.as_deref().is_some_and(|p| {
+                p.starts_with(bytes) && (p.len() == bytes.len() || p.len() == *declared)
+            });
+            (!agrees).then(|| format!("decoded bytes {bytes:02x?}"))
+        }
+    }
+}
+
+/// What a cross-check compared.
+#[derive(Debug, Default)]
+pub struct Comparison {
+    pub events: usize,
+    pub by_name: BTreeMap<String, usize>,
+    pub fields: usize,
+    /// Array values the record ends inside (see [`Value::Bytes`]).
+    pub clipped_arrays: usize,
+    pub mismatches: Vec<String>,
+}
+
+pub fn compare(
+    decoded: &[Decoded],
+    reported: &[Reported],
+    symbols: &HashMap<String, Vec<u64>>,
+) -> Comparison {
+    let mut result = Comparison {
+        events: decoded.len(),
+        ..Comparison::default()
+    };
+    if decoded.len() != reported.len() {
+        result.mismatches.push(format!(
+            "{} events decoded, {} reported",
+            decoded.len(),
+            reported.len()
+        ));
+    }
+    // Per CPU, in buffer order: the two merges may break timestamp ties differently.
+    let cpus: BTreeSet<u32> = decoded
+        .iter()
+        .map(|e| e.cpu)
+        .chain(reported.iter().map(|e| e.cpu))
+        .collect();
+    for cpu in cpus {
+        let ours: Vec<&Decoded> = decoded.iter().filter(|e| e.cpu == cpu).collect();
+        let theirs: Vec<&Reported> = reported.iter().filter(|e| e.cpu == cpu).collect();
+        if ours.len() != theirs.len() {
+            result.mismatches.push(format!(
+                "cpu{cpu}: {} events decoded, {} reported",
+                ours.len(),
+                theirs.len()
+            ));
+        }
+        for (d, r) in ours.iter().zip(&theirs) {
+            *result.by_name.entry(d.name.clone()).or_default() += 1;
+            let mut problems = Vec::new();
+            if d.ts != r.ts {
+                problems.push(format!("ts {} vs {}", d.ts, r.ts));
+            }
+            if d.pid != r.pid {
+                problems.push(format!("pid {} vs {}", d.pid, r.pid));
+            }
+            if d.name != r.name {
+                problems.push(format!("event {} vs {}", d.name, r.name));
+            }
+            if d.fields.len() != r.fields.len() {
+                problems.push(format!("{} fields vs {}", d.fields.len(), r.fields.len()));
+            }
+            for ((name, value), (reported_name, text)) in d.fields.iter().zip(&r.fields) {
+                result.fields += 1;
+                if let Value::Bytes { bytes, declared } = value {
+                    result.clipped_arrays += usize::from(bytes.len() < *declared);
+                }
+                if name != reported_name {
+                    problems.push(format!("field {name} vs {reported_name}"));
+                } else if let Some(why) = mismatch(value, text, symbols) {
+                    problems.push(format!("{name}={text}: {why}"));
+                }
+            }
+            if !problems.is_empty() {
+                result
+                    .mismatches
+                    .push(format!("{}: {}", r.line, problems.join("; ")));
+            }
+        }
+    }
+    result
+}
