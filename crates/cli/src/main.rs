@@ -16,14 +16,14 @@ use args::{Cli, Command, RunScenario};
 fn main() {
     let cli = Cli::parse();
     let outcome = match cli.command {
-        Command::Tour(args) => commands::run::tour(&args),
+        Command::Tour(args) => commands::tour::tour(&args),
         Command::List => commands::list::list(),
-        Command::Run(RunScenario::Memslot(args)) => commands::run::memslot(&args),
-        Command::Run(RunScenario::Irqfd(args)) => commands::run::irqfd(&args),
-        Command::Run(RunScenario::Teardown(args)) => commands::run::teardown(&args),
-        Command::Run(RunScenario::Zap(args)) => commands::run::zap(&args),
-        Command::Run(RunScenario::Mlock(args)) => commands::run::mlock(&args),
-        Command::TeardownHolder(args) => commands::run::teardown_holder(&args),
+        Command::Run(RunScenario::Memslot(args)) => commands::memslot::command(&args),
+        Command::Run(RunScenario::Irqfd(args)) => commands::irqfd::command(&args),
+        Command::Run(RunScenario::Teardown(args)) => commands::teardown::command(&args),
+        Command::Run(RunScenario::Zap(args)) => commands::zap::command(&args),
+        Command::Run(RunScenario::Mlock(args)) => commands::mlock::command(&args),
+        Command::TeardownHolder(args) => commands::teardown::holder(&args),
         Command::Record(args) => commands::record::record(&args),
         Command::Report { run, format } => commands::report::report(&run, format),
         Command::Doctor { cleanup } => commands::doctor::doctor(cleanup),

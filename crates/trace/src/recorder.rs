@@ -179,6 +179,11 @@ impl Recording {
         let instance = Instance::create(mount)?;
         instance.write("buffer_size_kb", &config.buffer_kib.to_string())?;
         instance.write("trace_clock", "mono")?;
+        // Readers are woken when a tenth of the buffer is full rather than reading a
+        // nearly empty page at every poll timeout: whole pages, a tenth of the files.
+        if instance.path().join("buffer_percent").exists() {
+            instance.write("buffer_percent", "10")?;
+        }
         // Real pointers in any text rendering; the binary records carry them regardless.
         if instance.path().join("options/hash-ptr").exists() {
             instance.write("options/hash-ptr", "0")?;
@@ -364,8 +369,8 @@ fn save_formats(instance: &Instance, dir: &Path, config: &RecordConfig) -> Resul
 
 /// Reads whole pages from one CPU's trace_pipe_raw until stopped, then drains the rest.
 ///
-/// The file is non-blocking: an empty buffer answers EAGAIN, and poll() waits for data with
-/// a timeout (poll itself only wakes when the buffer is `buffer_percent` full). After `stop`
+/// The file is non-blocking: an empty buffer answers EAGAIN, and poll() waits until the
+/// buffer is `buffer_percent` full or the timeout passes, whichever is first. After `stop`
 /// is seen, one more full drain runs, so events written just before tracing_on went to 0
 /// are never left behind.
 fn drain(input: File, output: File, page_size: usize, stop: &AtomicBool) -> std::io::Result<u64> {
@@ -406,11 +411,15 @@ fn drain(input: File, output: File, page_size: usize, stop: &AtomicBool) -> std:
             revents: 0,
         };
         // SAFETY: one valid pollfd for an fd this thread owns; the result is only a hint.
-        unsafe { libc::poll(&mut fd, 1, 50) };
+        unsafe { libc::poll(&mut fd, 1, POLL_TIMEOUT_MS) };
     }
     out.flush()?;
     Ok(pages)
 }
+
+/// How long a reader waits for the buffer to fill before draining what there is; also the
+/// longest a finish waits for a reader to notice the stop.
+const POLL_TIMEOUT_MS: i32 = 200;
 
 fn parse_lost(stats: &str) -> LostEvents {
     let field = |name: &str| {

@@ -1,7 +1,13 @@
-//! One module per subcommand.
+//! One module per subcommand; `run` holds what every scenario run shares.
 
 pub mod doctor;
+pub mod irqfd;
 pub mod list;
+pub mod memslot;
+pub mod mlock;
 pub mod record;
 pub mod report;
 pub mod run;
+pub mod teardown;
+pub mod tour;
+pub mod zap;

@@ -10,7 +10,7 @@ use vmscale_scenario::PhaseHook;
 use vmscale_trace::recorder::{default_events, RecordConfig};
 
 use crate::args::RecordArgs;
-use crate::commands::run::{execute, finish, RunPlan};
+use crate::commands::run::{execute, save, show, Measured, RunPlan};
 use crate::failure::Failure;
 use crate::tracing::TraceArgs;
 
@@ -73,7 +73,8 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
     if !outcome.is_empty() {
         record.warnings.push(outcome);
     }
-    finish(&dir, &record, &args.output)
+    show(&save(Measured { dir, record }, &args.output)?, &args.output);
+    Ok(())
 }
 
 /// Sleeps for `seconds` or until interrupted; an early stop is reported, not an error.

@@ -1,0 +1,68 @@
+//! `vmscale run teardown` (case 1) and the hidden holder process it runs.
+
+use vmscale_kvm::KvmSystem;
+use vmscale_scenario::teardown::{self, Mode, TeardownKnobs};
+use vmscale_scenario::{Cancel, PhaseHook};
+
+use crate::args::{OutputArgs, TeardownArgs, TeardownHolderArgs};
+use crate::commands::run::{execute, save, show, untraced_syscalls_config, Measured, RunPlan};
+use crate::failure::Failure;
+use crate::progress::Bar;
+use crate::tracing::TraceArgs;
+
+pub fn command(args: &TeardownArgs) -> Result<(), Failure> {
+    let knobs = TeardownKnobs {
+        vms: args.vms.clone(),
+        vcpus: args.vcpus,
+        mem_mib: args.mem_mib,
+        touch: !args.untouched,
+        modes: Mode::parse_list(&args.mode)?,
+        repeat: args.repeat,
+    };
+    show(&measure(knobs, &args.output, &args.trace)?, &args.output);
+    Ok(())
+}
+
+pub(crate) fn measure(
+    knobs: TeardownKnobs,
+    output: &OutputArgs,
+    trace: &TraceArgs,
+) -> Result<Measured, Failure> {
+    knobs.validate()?;
+    let system = KvmSystem::open()?;
+    knobs.preflight(system.max_vcpus())?;
+    let exe = std::env::current_exe().map_err(|e| {
+        Failure::runtime(format!(
+            "cannot find the vmscale binary to run holders: {e}"
+        ))
+    })?;
+    let plan = RunPlan {
+        scenario: "teardown",
+        sweep: "vms",
+        kvm: Some(system.facts()),
+        knobs: serde_json::to_value(&knobs).expect("knobs serialize"),
+        trace_config: untraced_syscalls_config(),
+    };
+    let measure = |hook: &mut dyn PhaseHook, bar: &Bar, cancel: &Cancel| {
+        teardown::run(&exe, &knobs, bar, cancel, hook)
+    };
+    let (dir, mut record) = execute(plan, output, trace, measure)?;
+    record
+        .warnings
+        .extend(record.background.as_ref().and_then(|b| b.warning()));
+    save(Measured { dir, record }, output)
+}
+
+/// The hidden `teardown-holder` command: holds VMs for the teardown scenario.
+pub fn holder(args: &TeardownHolderArgs) -> Result<(), Failure> {
+    let system = KvmSystem::open()?;
+    teardown::hold_and_release(
+        &system,
+        args.vms,
+        args.vcpus,
+        args.mem_mib,
+        !args.untouched,
+        &args.release,
+    )?;
+    Ok(())
+}

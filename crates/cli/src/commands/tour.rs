@@ -1,0 +1,131 @@
+//! `vmscale tour`: every scenario at a small sweep, traced, in one directory with one
+//! combined summary. Sized to finish in a few minutes on a 2-CPU host.
+
+use vmscale_kvm::GuestProgram;
+use vmscale_run::dir::utc_now;
+use vmscale_run::RunDir;
+use vmscale_scenario::irqfd::{IrqfdKnobs, Release};
+use vmscale_scenario::memslot::{MemslotKnobs, Strategy};
+use vmscale_scenario::mlock::MlockKnobs;
+use vmscale_scenario::teardown::TeardownKnobs;
+use vmscale_scenario::zap::ZapKnobs;
+
+use crate::args::{OutputArgs, TourArgs};
+use crate::commands::run::{show, Measured};
+use crate::commands::{irqfd, memslot, mlock, teardown, zap};
+use crate::failure::Failure;
+
+/// One scenario of the tour: its name and how to measure it.
+type Step<'a> = (&'static str, &'a dyn Fn() -> Result<Measured, Failure>);
+
+pub fn tour(args: &TourArgs) -> Result<(), Failure> {
+    let started = utc_now();
+    let tour_dir = RunDir::create(&args.output.out, "tour", &started)
+        .map_err(|e| Failure::runtime(format!("cannot create the tour directory: {e}")))?;
+    // Every scenario's run directory goes inside the tour's.
+    let output = OutputArgs {
+        out: tour_dir.path.clone(),
+        format: args.output.format,
+        quiet: args.output.quiet,
+    };
+    let trace = &args.trace;
+    let steps: [Step; 5] = [
+        ("memslot", &|| {
+            memslot::measure(
+                MemslotKnobs {
+                    vcpus: vec![1, 2, 4, 8],
+                    repeat: 100,
+                    warmup: 5,
+                    strategies: vec![Strategy::Direct, Strategy::PauseAll],
+                    guest: GuestProgram::Spin,
+                    ..MemslotKnobs::default()
+                },
+                &output,
+                trace,
+            )
+        }),
+        ("zap", &|| {
+            zap::measure(
+                ZapKnobs {
+                    vcpus: vec![1, 2, 4, 8],
+                    repeat: 30,
+                    ..ZapKnobs::default()
+                },
+                &output,
+                trace,
+            )
+        }),
+        ("teardown", &|| {
+            teardown::measure(
+                TeardownKnobs {
+                    vms: vec![1, 4, 8],
+                    repeat: 2,
+                    ..TeardownKnobs::default()
+                },
+                &output,
+                trace,
+            )
+        }),
+        ("mlock", &|| {
+            mlock::measure(
+                MlockKnobs {
+                    calls: 5_000,
+                    ..MlockKnobs::default()
+                },
+                &output,
+                trace,
+            )
+        }),
+        ("irqfd", &|| {
+            irqfd::measure(
+                IrqfdKnobs {
+                    total: vec![10_000],
+                    threads: 2,
+                    vms: 1,
+                    release: Release::Deassign,
+                },
+                &output,
+                trace,
+            )
+        }),
+    ];
+    let mut runs = Vec::new();
+    for (name, step) in steps {
+        if !args.output.quiet {
+            eprintln!("tour: {name}");
+        }
+        match step() {
+            Ok(measured) => runs.push(measured),
+            Err(failure) => {
+                // The tour keeps what it measured so far; the failure is still the result.
+                write_summary(&tour_dir, &runs);
+                return Err(Failure {
+                    message: format!("tour stopped at {name}: {}", failure.message),
+                    ..failure
+                });
+            }
+        }
+    }
+    write_summary(&tour_dir, &runs);
+    match args.output.format {
+        vmscale_report::Format::Json => {
+            let records: Vec<_> = runs.iter().map(|m| &m.record).collect();
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&records).expect("records serialize")
+            );
+        }
+        _ => runs.iter().for_each(|m| show(m, &args.output)),
+    }
+    eprintln!("tour directory: {}", tour_dir.path.display());
+    Ok(())
+}
+
+/// summary.md of the tour: every scenario's Markdown rendering, in order.
+fn write_summary(tour_dir: &RunDir, runs: &[Measured]) {
+    let text: Vec<String> = runs
+        .iter()
+        .map(|m| vmscale_report::render(&m.record, vmscale_report::Format::Md))
+        .collect();
+    let _ = std::fs::write(tour_dir.path.join("summary.md"), text.join("\n\n"));
+}
