@@ -10,6 +10,8 @@
 # What it records: lock:contention_begin/end, sched:sched_switch, sched:sched_waking and
 # the ipi system on the mono clock, in a private instance `vmscale-xcheck-<pid>`, while 50
 # short processes fork at once (forks on a few CPUs contend on locks and send IPIs).
+# VMSCALE_XCHECK_EVENTS (trace-cmd instance options, e.g. "-b 65536 -e raw_syscalls") and
+# VMSCALE_XCHECK_WORKLOAD (a shell command) replace those two, for bigger recordings.
 #
 # Why the mount namespace: this machine denies writes to /proc/sys/kernel/ftrace_enabled
 # and to the set_ftrace_* files. trace-cmd writes the first before recording (and gives up
@@ -84,8 +86,7 @@ INNER
 unshare --mount --propagation private bash -c "$inner" record "$scratch" "$inst" "$out" \
     "$@" \
     -B "$name" "${instance_options[@]}" \
-    -e lock:contention_begin -e lock:contention_end \
-    -e sched:sched_switch -e sched:sched_waking -e ipi \
-    bash -c 'for i in $(seq 50); do /bin/true & done; wait'
+    ${VMSCALE_XCHECK_EVENTS:--e lock:contention_begin -e lock:contention_end -e sched:sched_switch -e sched:sched_waking -e ipi} \
+    bash -c "${VMSCALE_XCHECK_WORKLOAD:-for i in \$(seq 50); do /bin/true & done; wait}"
 
 [ -s "$out" ] || { echo "trace-cmd wrote no $out" >&2; exit 1; }
