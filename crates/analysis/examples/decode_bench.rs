@@ -45,13 +45,32 @@ fn main() {
         typed
     });
     let symbols = decoder.kallsyms().unwrap_or_default();
-    let (_, analysis) = best(&|| vmscale_analysis::analyse_with(&decoder, &symbols).unwrap().decoded_events);
+    let (_, analysis) = best(&|| {
+        vmscale_analysis::analyse_with(&decoder, &symbols)
+            .unwrap()
+            .decoded_events
+    });
     let _ = std::fs::remove_dir_all(&dir);
 
     println!("events: {events}");
-    println!("extract .dat to a trace directory: {:.3} s", extract.as_secs_f64());
-    println!("vmscale raw decode (merged, time-ordered): {:.3} s, {:.1} M events/s", raw, events as f64 / raw / 1e6);
-    println!("vmscale decode + typed views:              {:.3} s, {:.1} M events/s", typed, events as f64 / typed / 1e6);
-    println!("vmscale full analysis (contention + IPIs): {:.3} s, {:.1} M events/s", analysis, events as f64 / analysis / 1e6);
+    println!(
+        "extract .dat to a trace directory: {:.3} s",
+        extract.as_secs_f64()
+    );
+    println!(
+        "vmscale raw decode (merged, time-ordered): {:.3} s, {:.1} M events/s",
+        raw,
+        events as f64 / raw / 1e6
+    );
+    println!(
+        "vmscale decode + typed views:              {:.3} s, {:.1} M events/s",
+        typed,
+        events as f64 / typed / 1e6
+    );
+    println!(
+        "vmscale full analysis (contention + IPIs): {:.3} s, {:.1} M events/s",
+        analysis,
+        events as f64 / analysis / 1e6
+    );
     println!("raw_seconds {raw:.6}");
 }

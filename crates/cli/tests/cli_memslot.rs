@@ -368,19 +368,40 @@ fn doctor_passes_on_this_host_and_names_the_kvm_limits() {
 #[test]
 fn tour_runs_every_scenario_into_one_directory() {
     let out = scratch_dir("tour");
-    let o = vmscale().args(["tour", "--quiet", "--format", "json", "--out"]).arg(&out).output().unwrap();
+    let o = vmscale()
+        .args(["tour", "--quiet", "--format", "json", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let runs: Vec<Value> = serde_json::from_str(&stdout(&o)).unwrap();
-    let names: Vec<&str> = runs.iter().map(|r| r["scenario"].as_str().unwrap()).collect();
+    let names: Vec<&str> = runs
+        .iter()
+        .map(|r| r["scenario"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["memslot", "zap", "teardown", "mlock", "irqfd"]);
     for run in &runs {
-        assert!(!run["points"].as_array().unwrap().is_empty(), "{} measured nothing", run["scenario"]);
-        assert!(run["trace"]["decoded_events"].as_u64().unwrap() > 0, "{} was not traced", run["scenario"]);
+        assert!(
+            !run["points"].as_array().unwrap().is_empty(),
+            "{} measured nothing",
+            run["scenario"]
+        );
+        assert!(
+            run["trace"]["decoded_events"].as_u64().unwrap() > 0,
+            "{} was not traced",
+            run["scenario"]
+        );
     }
     let tour_dir = only_run_dir(&out);
     assert!(tour_dir.join("summary.md").exists());
-    let inside = std::fs::read_dir(&tour_dir).unwrap().filter(|e| e.as_ref().unwrap().path().is_dir()).count();
-    assert_eq!(inside, 5, "one run directory per scenario inside the tour's");
+    let inside = std::fs::read_dir(&tour_dir)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().is_dir())
+        .count();
+    assert_eq!(
+        inside, 5,
+        "one run directory per scenario inside the tour's"
+    );
     std::fs::remove_dir_all(&out).unwrap();
 }
 

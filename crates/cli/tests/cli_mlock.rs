@@ -23,7 +23,12 @@ fn json_run(args: &[&str], name: &str) -> Value {
 
 #[test]
 fn mlock_map_with_a_busy_sibling_storms_and_a_pool_does_not() {
-    let run = json_run(&["run", "mlock", "--calls", "4000", "--busy", "1", "--mode", "map,pool"], "mlock");
+    let run = json_run(
+        &[
+            "run", "mlock", "--calls", "4000", "--busy", "1", "--mode", "map,pool",
+        ],
+        "mlock",
+    );
     let phases = run["trace"]["ipis"].as_array().unwrap();
     let ipis = |label: &str| {
         phases
@@ -39,5 +44,8 @@ fn mlock_map_with_a_busy_sibling_storms_and_a_pool_does_not() {
     assert!(map >= 0.5, "map sent only {map:.3} IPIs per call");
     assert!(pool < 0.01, "the pool sent {pool:.3} IPIs per call");
     let notes = run["points"][0]["series"][0]["notes"].to_string();
-    assert!(notes.contains("per call") && notes.contains("formula"), "{notes}");
+    assert!(
+        notes.contains("per call") && notes.contains("formula"),
+        "{notes}"
+    );
 }
