@@ -1,7 +1,11 @@
 //! Nothing left behind: interrupted and killed runs, on the real kernel. Runs alone in its
 //! own test binary, since it inspects tracefs instances by pid.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::*;
+
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -59,12 +63,6 @@ fn start_long_run(out: &Path) -> Child {
         std::thread::sleep(Duration::from_millis(20));
     }
     child
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("vmscale-cleanup-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
 }
 
 #[test]

@@ -1,55 +1,18 @@
 //! `vmscale` end to end on the host's real /dev/kvm: the commands a user types, checked on
 //! what they print and write. KVM is required; these tests fail without it.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::*;
+
+use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn vmscale() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_vmscale"))
-}
-
-fn scratch_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("vmscale-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn only_run_dir(out: &Path) -> PathBuf {
-    let dirs: Vec<PathBuf> = std::fs::read_dir(out)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(
-        dirs.len(),
-        1,
-        "expected one run directory in {}: {dirs:?}",
-        out.display()
-    );
-    dirs.into_iter().next().unwrap()
-}
-
-fn u64s(v: &Value) -> Vec<u64> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap())
-        .collect()
-}
-
 #[test]
 fn memslot_run_records_every_sample_and_a_sane_distribution() {
-    let out = scratch_dir("memslot");
+    let out = scratch("memslot");
     let o = vmscale()
         .args([
             "run", "memslot", "--vcpus", "1,4", "--repeat", "30", "--warmup", "2", "--batch", "3",
@@ -170,7 +133,7 @@ fn memslot_run_records_every_sample_and_a_sane_distribution() {
 
 #[test]
 fn halted_guests_never_run_and_the_run_renders_again_from_disk() {
-    let out = scratch_dir("halt");
+    let out = scratch("halt");
     let o = vmscale()
         .args([
             "run",
@@ -295,7 +258,8 @@ fn a_host_without_kvm_gets_a_clear_error() {
 
 #[test]
 fn report_refuses_a_corrupt_or_missing_run() {
-    let dir = scratch_dir("corrupt");
+    let dir = scratch("corrupt");
+    std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
         dir.join("run.json"),
         b"{\"schema_version\": 1, \"points\": [",
@@ -367,7 +331,7 @@ fn doctor_passes_on_this_host_and_names_the_kvm_limits() {
 
 #[test]
 fn tour_runs_every_scenario_into_one_directory() {
-    let out = scratch_dir("tour");
+    let out = scratch("tour");
     let o = vmscale()
         .args(["tour", "--quiet", "--format", "json", "--out"])
         .arg(&out)
@@ -409,7 +373,7 @@ fn tour_runs_every_scenario_into_one_directory() {
 fn fifo_measuring_thread_completes_with_spinning_vcpus() {
     // A FIFO thread that busy-waited for vCPUs would starve them on a small host and hang;
     // this run finishing with every vCPU advanced is the check.
-    let out = scratch_dir("fifo");
+    let out = scratch("fifo");
     let o = vmscale()
         .args([
             "run",

@@ -2,24 +2,9 @@
 //! a TLB-shootdown IPI depends on the busy sibling really running on the other CPU, which
 //! tests running beside it would take away.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
-use serde_json::Value;
-
-fn json_run(args: &[&str], name: &str) -> Value {
-    let out = std::env::temp_dir().join(format!("vmscale-mlock-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
-    let o = Command::new(env!("CARGO_BIN_EXE_vmscale"))
-        .args(args)
-        .args(["--quiet", "--format", "json", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let _ = std::fs::remove_dir_all(PathBuf::from(&out));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
+use common::*;
 
 #[test]
 fn mlock_map_with_a_busy_sibling_storms_and_a_pool_does_not() {

@@ -1,31 +1,13 @@
 //! `vmscale record` and traced scenario runs on the real kernel: what lands in the run, and
 //! the one-line failures. Needs root, tracefs and /dev/kvm; fails without.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
+
+use common::*;
+
+use std::process::Command;
 
 use serde_json::Value;
-
-fn vmscale() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_vmscale"))
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("vmscale-rec-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn one_line_failure(o: &Output, code: i32, needle: &str) {
-    let err = stderr(o);
-    assert_eq!(o.status.code(), Some(code), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "want one line: {err}");
-    assert!(err.contains(needle), "'{needle}' not in: {err}");
-}
 
 #[test]
 fn record_traces_a_command_and_finds_contended_locks() {

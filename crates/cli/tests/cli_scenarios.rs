@@ -1,32 +1,10 @@
 //! The teardown and irqfd scenarios through the command line, on real KVM.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
+
+use common::*;
 
 use serde_json::Value;
-
-fn vmscale() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_vmscale"))
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("vmscale-scn-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-fn json_run(args: &[&str], name: &str) -> Value {
-    let out = scratch(name);
-    let o: Output = vmscale()
-        .args(args)
-        .args(["--quiet", "--format", "json", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let _ = std::fs::remove_dir_all(&out);
-    serde_json::from_slice(&o.stdout).unwrap()
-}
 
 fn mean(series: &Value) -> f64 {
     series["summary"]["mean_ns"].as_f64().unwrap()

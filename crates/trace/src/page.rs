@@ -194,6 +194,33 @@ impl RecordCursor {
         }
     }
 
+    /// A data event of `length` bytes at `offset` whose payload follows a `header`-byte
+    /// event header (4, or 8 when the length needed its own word).
+    #[inline]
+    fn data_record(
+        &mut self,
+        offset: usize,
+        header: usize,
+        length: usize,
+        left: usize,
+        time_delta: u64,
+    ) -> Result<RecordSpan, PageError> {
+        if length > left {
+            return Err(PageError::EventBeyondData {
+                offset,
+                length,
+                left,
+            });
+        }
+        self.pos = offset + length;
+        self.ts = self.ts.wrapping_add(time_delta);
+        Ok(RecordSpan {
+            ts: self.ts,
+            start: offset + header,
+            end: offset + length,
+        })
+    }
+
     /// The next data event of `data` (the page's committed data), or `None` at its end.
     /// After an error the cursor yields nothing more.
     #[inline]
@@ -225,20 +252,7 @@ impl RecordCursor {
             match type_len {
                 1..=TYPE_LEN_MAX_DATA => {
                     let length = 4 + 4 * type_len as usize;
-                    if length > left {
-                        return Some(Err(PageError::EventBeyondData {
-                            offset,
-                            length,
-                            left,
-                        }));
-                    }
-                    self.pos = offset + length;
-                    self.ts = self.ts.wrapping_add(time_delta);
-                    return Some(Ok(RecordSpan {
-                        ts: self.ts,
-                        start: offset + 4,
-                        end: offset + length,
-                    }));
+                    return Some(self.data_record(offset, 4, length, left, time_delta));
                 }
                 0 => {
                     let Some(word) = read_u32(data, offset + 4) else {
@@ -250,20 +264,7 @@ impl RecordCursor {
                         return Some(Err(PageError::LengthWordTooSmall { offset, word }));
                     }
                     let length = word as usize + 4;
-                    if length > left {
-                        return Some(Err(PageError::EventBeyondData {
-                            offset,
-                            length,
-                            left,
-                        }));
-                    }
-                    self.pos = offset + length;
-                    self.ts = self.ts.wrapping_add(time_delta);
-                    return Some(Ok(RecordSpan {
-                        ts: self.ts,
-                        start: offset + 8,
-                        end: offset + length,
-                    }));
+                    return Some(self.data_record(offset, 8, length, left, time_delta));
                 }
                 TYPE_PADDING => {
                     // rb_null_event: nothing valid follows on this page.

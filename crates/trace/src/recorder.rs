@@ -129,6 +129,8 @@ impl TraceMeta {
     }
 }
 
+/// CLOCK_MONOTONIC in ns, the instance's `mono` trace clock (the same reading as
+/// `vmscale_run::monotonic_ns`, which this crate does not depend on).
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

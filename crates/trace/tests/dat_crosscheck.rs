@@ -145,16 +145,6 @@ fn scratch() -> PathBuf {
     root.join(format!("dat-crosscheck-{}", std::process::id()))
 }
 
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// Runs the recording script; panics with its output when it fails.
 fn record(name: &str, args: &[&str]) -> Recorded {
     let dir = scratch();
@@ -162,14 +152,14 @@ fn record(name: &str, args: &[&str]) -> Recorded {
     let dat = dir.join(format!("{name}.dat"));
     let _ = std::fs::remove_file(&dat);
     let _serial = RECORDING.lock().unwrap_or_else(|e| e.into_inner());
-    let mono_before = monotonic_ns();
+    let mono_before = vmscale_run::monotonic_ns();
     let output = Command::new("bash")
         .arg(RECORD_SCRIPT)
         .arg(&dat)
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {RECORD_SCRIPT}: {e}"));
-    let mono_after = monotonic_ns();
+    let mono_after = vmscale_run::monotonic_ns();
     assert!(
         output.status.success(),
         "recording {name} failed ({}): trace-cmd and root are needed\nstdout:\n{}\nstderr:\n{}",

@@ -5,16 +5,6 @@
 use vmscale_trace::recorder::{RecordConfig, Recording};
 use vmscale_trace::{Decoder, EventKind};
 
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 #[test]
 fn markers_land_within_ten_microseconds_of_the_userspace_clock() {
     let mount = vmscale_trace::tracefs::mount_point()
@@ -30,7 +20,8 @@ fn markers_land_within_ten_microseconds_of_the_userspace_clock() {
     rec.set_on(true).unwrap();
     const MARKERS: usize = 200;
     for _ in 0..MARKERS {
-        rec.mark(&format!("align {}", monotonic_ns())).unwrap();
+        rec.mark(&format!("align {}", vmscale_run::monotonic_ns()))
+            .unwrap();
     }
     rec.finish().unwrap();
 
