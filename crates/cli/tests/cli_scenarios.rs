@@ -114,3 +114,29 @@ fn bad_scenario_knobs_are_refused_with_one_line() {
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
     }
 }
+
+#[test]
+fn zap_reports_a_stall_for_every_running_vcpu() {
+    let run = json_run(&["run", "zap", "--vcpus", "2", "--repeat", "20"], "zap");
+    let series = run["points"][0]["series"].as_array().unwrap();
+    let names: Vec<&str> = series.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["baseline-stall", "delete", "stall"]);
+    // One stall sample per vCPU per delete, and every vCPU stalled at least once.
+    let stall = &series[2];
+    let samples = u64s(&stall["samples_ns"]);
+    assert_eq!(samples.len(), 2 * 20);
+    for vcpu in 0..2 {
+        let mine: Vec<u64> = samples.iter().skip(vcpu).step_by(2).copied().collect();
+        assert!(mine.iter().any(|&s| s > 0), "vCPU {vcpu} never stalled: {mine:?}");
+    }
+    assert_eq!(series[1]["samples_ns"].as_array().unwrap().len(), 20);
+    let notes = stall["notes"].to_string();
+    assert!(notes.contains("per vCPU p50/max"), "{notes}");
+    // The guest-side stall lines up with a kernel that saw vCPUs wait for the MMU lock.
+    let locks = run["trace"]["contention"].as_array().unwrap();
+    assert!(
+        locks.iter().any(|l| l["name"].as_str().unwrap().contains("mmu")),
+        "no MMU lock contention: {:?}",
+        locks.iter().map(|l| &l["name"]).collect::<Vec<_>>()
+    );
+}
