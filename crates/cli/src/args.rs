@@ -119,6 +119,10 @@ pub struct TeardownArgs {
     /// Releases measured per point and mode
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
+    /// PCI devices already bound to vfio-pci (BDF,...): release their fds instead of VMs;
+    /// --vms then counts devices. vmscale never binds, unbinds or resets a device
+    #[arg(long, value_delimiter = ',', value_name = "BDF")]
+    pub vfio: Vec<String>,
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]
@@ -138,6 +142,8 @@ pub struct TeardownHolderArgs {
     pub untouched: bool,
     #[arg(long)]
     pub release: String,
+    #[arg(long, value_delimiter = ',')]
+    pub vfio: Vec<String>,
 }
 
 #[derive(Debug, Args)]

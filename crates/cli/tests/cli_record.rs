@@ -195,28 +195,52 @@ fn tracing_failures_are_one_line() {
 fn report_analyses_a_trace_cmd_dat_recorded_elsewhere() {
     // Recorded by Debian's trace-cmd, not by vmscale: the import path end to end.
     let dat = std::env::temp_dir().join(format!("vmscale-import-test-{}.dat", std::process::id()));
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../trace/tests/support/record-with-trace-cmd.sh");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../trace/tests/support/record-with-trace-cmd.sh");
     let recorded = std::process::Command::new("bash")
         .arg(&script)
         .arg(&dat)
         .arg("--stacks")
-        .env("VMSCALE_XCHECK_WORKLOAD", "for i in $(seq 200); do /bin/true & done; wait")
+        .env(
+            "VMSCALE_XCHECK_WORKLOAD",
+            "for i in $(seq 200); do /bin/true & done; wait",
+        )
         .output()
         .unwrap();
-    assert!(recorded.status.success(), "trace-cmd record failed: {}", stderr(&recorded));
-    let o = vmscale().args(["report", "--format", "json"]).arg(&dat).output().unwrap();
+    assert!(
+        recorded.status.success(),
+        "trace-cmd record failed: {}",
+        stderr(&recorded)
+    );
+    let o = vmscale()
+        .args(["report", "--format", "json"])
+        .arg(&dat)
+        .output()
+        .unwrap();
     let _ = std::fs::remove_file(&dat);
     assert!(o.status.success(), "{}", stderr(&o));
     let run: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(run["scenario"], "import");
     assert!(run["trace"]["decoded_events"].as_u64().unwrap() > 100);
     let locks = run["trace"]["contention"].as_array().unwrap();
-    assert!(!locks.is_empty(), "200 concurrent forks contended on no lock");
-    assert!(locks[0]["name"].as_str().unwrap().contains(" in "), "{}", locks[0]["name"]);
+    assert!(
+        !locks.is_empty(),
+        "200 concurrent forks contended on no lock"
+    );
+    assert!(
+        locks[0]["name"].as_str().unwrap().contains(" in "),
+        "{}",
+        locks[0]["name"]
+    );
     // Nothing of the import is left in the temp directory.
     let leftovers = std::fs::read_dir(std::env::temp_dir())
         .unwrap()
         .flatten()
-        .any(|e| e.file_name().to_string_lossy().starts_with("vmscale-import-") && e.path().is_dir());
+        .any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("vmscale-import-")
+                && e.path().is_dir()
+        });
     assert!(!leftovers, "import scratch directory left behind");
 }

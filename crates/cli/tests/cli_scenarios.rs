@@ -127,7 +127,10 @@ fn zap_reports_a_stall_for_every_running_vcpu() {
     assert_eq!(samples.len(), 2 * 20);
     for vcpu in 0..2 {
         let mine: Vec<u64> = samples.iter().skip(vcpu).step_by(2).copied().collect();
-        assert!(mine.iter().any(|&s| s > 0), "vCPU {vcpu} never stalled: {mine:?}");
+        assert!(
+            mine.iter().any(|&s| s > 0),
+            "vCPU {vcpu} never stalled: {mine:?}"
+        );
     }
     assert_eq!(series[1]["samples_ns"].as_array().unwrap().len(), 20);
     let notes = stall["notes"].to_string();
@@ -135,8 +138,62 @@ fn zap_reports_a_stall_for_every_running_vcpu() {
     // The guest-side stall lines up with a kernel that saw vCPUs wait for the MMU lock.
     let locks = run["trace"]["contention"].as_array().unwrap();
     assert!(
-        locks.iter().any(|l| l["name"].as_str().unwrap().contains("mmu")),
+        locks
+            .iter()
+            .any(|l| l["name"].as_str().unwrap().contains("mmu")),
         "no MMU lock contention: {:?}",
         locks.iter().map(|l| &l["name"]).collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn teardown_refuses_devices_not_bound_to_vfio_pci_and_touches_nothing() {
+    // Whatever PCI devices this host has, none is bound to vfio-pci here.
+    let devices: Vec<String> = std::fs::read_dir("/sys/bus/pci/devices")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!devices.is_empty(), "no PCI devices to refuse");
+    let drivers_before: Vec<_> = devices
+        .iter()
+        .map(|d| std::fs::read_link(format!("/sys/bus/pci/devices/{d}/driver")).ok())
+        .collect();
+    let out = scratch("vfio");
+    let o = vmscale()
+        .args([
+            "run",
+            "teardown",
+            "--vms",
+            "1",
+            "--vfio",
+            &devices[0],
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    one_line_failure(&o, 2, &devices[0]);
+    assert!(stderr(&o).contains("vfio-pci"), "{}", stderr(&o));
+    let o = vmscale()
+        .args(["run", "teardown", "--vfio", "0000:ff:1f.7", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    one_line_failure(&o, 2, "no PCI device 0000:ff:1f.7");
+    let o = vmscale()
+        .args(["run", "teardown", "--vfio", "gpu0", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    one_line_failure(&o, 2, "not a PCI address");
+    let drivers_after: Vec<_> = devices
+        .iter()
+        .map(|d| std::fs::read_link(format!("/sys/bus/pci/devices/{d}/driver")).ok())
+        .collect();
+    assert_eq!(
+        drivers_before, drivers_after,
+        "a device's driver binding changed"
+    );
+    assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none());
 }

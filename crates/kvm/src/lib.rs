@@ -13,6 +13,7 @@ pub mod preflight;
 pub mod stats_fd;
 pub mod system;
 mod vcpu;
+pub mod vfio;
 pub mod vm;
 
 pub use guest::GuestProgram;

@@ -89,6 +89,10 @@ pub struct TeardownKnobs {
     pub touch: bool,
     pub modes: Vec<Mode>,
     pub repeat: usize,
+    /// PCI devices already bound to vfio-pci: release device fds instead of VMs, and sweep
+    /// `vms` as the number of devices.
+    #[serde(default)]
+    pub vfio: Vec<String>,
 }
 
 pub const DEFAULT_VMS: &str = "1,2,4,8,16";
@@ -102,6 +106,7 @@ impl Default for TeardownKnobs {
             touch: true,
             modes: Mode::ALL.to_vec(),
             repeat: 3,
+            vfio: Vec::new(),
         }
     }
 }
@@ -119,6 +124,7 @@ pub fn info() -> ScenarioInfo {
             Knob { flag: "--untouched", default: "off", help: "leave guest memory untouched (not backed by the host)" },
             Knob { flag: "--mode", default: "all", help: "exit, close, threads, fork" },
             Knob { flag: "--repeat", default: "3", help: "releases measured per point and mode" },
+            Knob { flag: "--vfio", default: "none", help: "BDF,... of devices bound to vfio-pci: release their fds instead of VMs" },
         ],
     }
 }
@@ -147,15 +153,38 @@ impl TeardownKnobs {
         Ok(())
     }
 
-    /// Refuses a sweep whose largest point needs more memory than the host has available.
+    /// Refuses a sweep whose largest point needs more memory than the host has available,
+    /// or devices that are not ready for VFIO (read from sysfs only; nothing is touched).
     pub fn preflight(&self, max_vcpus: usize) -> Result<(), Error> {
         self.validate()?;
+        if !self.vfio.is_empty() {
+            vfio_targets(&self.vfio)?;
+            let largest = *self.vms.iter().max().expect("validated");
+            if largest > self.vfio.len() {
+                return Err(Error::Usage(format!(
+                    "--vms {largest} asks for more devices than the {} given with --vfio",
+                    self.vfio.len()
+                )));
+            }
+            return Ok(());
+        }
         let largest = *self.vms.iter().max().expect("validated");
         let config = holder_config(self.vcpus, self.mem_mib);
         let bytes = config.total_memory_bytes().saturating_mul(largest as u64);
         vmscale_kvm::preflight::check_vm_request(self.vcpus, bytes, max_vcpus)?;
         Ok(())
     }
+}
+
+/// The devices behind `--vfio`, each checked (sysfs only) before anything is opened.
+pub fn vfio_targets(bdfs: &[String]) -> Result<Vec<vmscale_kvm::vfio::VfioTarget>, Error> {
+    let (sys, dev) = vmscale_kvm::vfio::host_roots();
+    bdfs.iter()
+        .map(|text| {
+            let bdf = vmscale_kvm::vfio::Bdf::parse(text)?;
+            Ok(vmscale_kvm::vfio::check_device(&sys, &dev, &bdf)?)
+        })
+        .collect()
 }
 
 fn holder_config(vcpus: usize, mem_mib: u64) -> vmscale_kvm::VmConfig {
@@ -169,9 +198,53 @@ fn holder_config(vcpus: usize, mem_mib: u64) -> vmscale_kvm::VmConfig {
 /// What a holder reports after `close` or `threads`: one entry per VM.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct HolderReport {
+    /// Closing each VFIO device fd (the driver's release path), in --vfio mode.
+    #[serde(default)]
+    pub devices_ns: Vec<u64>,
     pub vcpus_ns: Vec<u64>,
     pub kvm_ns: Vec<u64>,
     pub munmap_ns: Vec<u64>,
+}
+
+/// The holder side for VFIO devices: open them, say "ready", wait for "go", release the
+/// device fds as `release` says, report, exit.
+pub fn hold_devices_and_release(bdfs: &[String], release: &str) -> Result<(), Error> {
+    let targets = vfio_targets(bdfs)?;
+    let (_, dev) = vmscale_kvm::vfio::host_roots();
+    let mut held = vmscale_kvm::vfio::VfioDevices::open(&dev, &targets)?;
+    let mut out = std::io::stdout().lock();
+    let io = |e: std::io::Error| Error::Usage(format!("teardown holder: {e}"));
+    writeln!(out, "ready").map_err(io)?;
+    out.flush().map_err(io)?;
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).map_err(io)?;
+    let close_timed = |file: std::fs::File| {
+        let start = std::time::Instant::now();
+        drop(file);
+        start.elapsed().as_nanos() as u64
+    };
+    let mut report = HolderReport::default();
+    match release {
+        "exit" => std::process::exit(0),
+        "close" => report.devices_ns = held.take_devices().into_iter().map(close_timed).collect(),
+        _ => {
+            report.devices_ns = std::thread::scope(|scope| {
+                let handles: Vec<_> = held
+                    .take_devices()
+                    .into_iter()
+                    .map(|f| scope.spawn(move || close_timed(f)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_default())
+                    .collect()
+            })
+        }
+    }
+    drop(held);
+    let json = serde_json::to_string(&report).expect("report serializes");
+    writeln!(out, "{json}").map_err(io)?;
+    out.flush().map_err(io)
 }
 
 /// The holder side: build `vms` VMs, say "ready", wait for "go", release, report, exit.
@@ -242,13 +315,18 @@ struct Holder {
 }
 
 impl Holder {
+    /// `first` selects which of the --vfio devices this holder takes (`vms` of them).
     fn spawn(
         exe: &Path,
         knobs: &TeardownKnobs,
+        first: usize,
         vms: usize,
         release: &str,
     ) -> Result<Holder, Error> {
         let mut command = Command::new(exe);
+        if !knobs.vfio.is_empty() {
+            command.args(["--vfio", &knobs.vfio[first..first + vms].join(",")]);
+        }
         command
             .args([
                 "teardown-holder",
@@ -338,9 +416,9 @@ fn release_once(
 ) -> Result<(u64, Vec<HolderReport>), Error> {
     let holders: Vec<Holder> = match mode {
         Mode::Fork => (0..vms)
-            .map(|_| Holder::spawn(exe, knobs, 1, mode.holder_release()))
+            .map(|i| Holder::spawn(exe, knobs, i, 1, mode.holder_release()))
             .collect::<Result<_, _>>()?,
-        _ => vec![Holder::spawn(exe, knobs, vms, mode.holder_release())?],
+        _ => vec![Holder::spawn(exe, knobs, 0, vms, mode.holder_release())?],
     };
     let mut holders = holders;
     let start = monotonic_ns();
@@ -437,6 +515,13 @@ fn mode_series(mode: Mode, totals: Vec<u64>, reports: &[HolderReport]) -> Series
             per_release(|r| &r.kvm_ns),
             per_release(|r| &r.munmap_ns),
         );
+        let devices = per_release(|r| &r.devices_ns);
+        if devices > 0.0 {
+            notes.push(format!(
+                "closing the device fds took {:.1} ms per run (the driver's release path)",
+                devices / 1e6
+            ));
+        }
         let work = vcpus + kvm + munmap;
         if work > 0.0 {
             notes.push(format!(

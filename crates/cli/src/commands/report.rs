@@ -43,7 +43,8 @@ fn is_dat(path: &Path) -> bool {
 /// Extracts the .dat's trace buffer into a scratch trace directory, analyses it like a
 /// recorded run, and removes the scratch directory again.
 fn import_dat(path: &Path, format: vmscale_report::Format) -> Result<(), Failure> {
-    let dat = vmscale_trace::dat::DatFile::open(path).map_err(|e| Failure::runtime(e.to_string()))?;
+    let dat =
+        vmscale_trace::dat::DatFile::open(path).map_err(|e| Failure::runtime(e.to_string()))?;
     let scratch = std::env::temp_dir().join(format!("vmscale-import-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     let extracted = dat.extract(None, &scratch);
@@ -55,7 +56,12 @@ fn import_dat(path: &Path, format: vmscale_report::Format) -> Result<(), Failure
                 dir: ".".into(),
                 events: extracted.meta.events.clone(),
                 stacks: extracted.meta.stacks,
-                lost_per_cpu: extracted.meta.lost.iter().map(|(c, l)| (c.clone(), l.total())).collect(),
+                lost_per_cpu: extracted
+                    .meta
+                    .lost
+                    .iter()
+                    .map(|(c, l)| (c.clone(), l.total()))
+                    .collect(),
                 ..TraceSection::default()
             };
             warnings.extend(extracted.meta.lost_warnings());
@@ -79,7 +85,11 @@ fn imported_record(
     let uname = dat.options.uname.clone().unwrap_or_default();
     let host = HostFacts {
         hostname: uname.split_whitespace().nth(1).unwrap_or("").to_string(),
-        kernel_release: uname.split_whitespace().nth(2).unwrap_or("unknown").to_string(),
+        kernel_release: uname
+            .split_whitespace()
+            .nth(2)
+            .unwrap_or("unknown")
+            .to_string(),
         kernel_version: uname,
         cpu_model: "unknown (imported trace)".into(),
         online_cpus: dat.cpu_count as usize,

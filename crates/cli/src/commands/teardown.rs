@@ -18,6 +18,7 @@ pub fn command(args: &TeardownArgs) -> Result<(), Failure> {
         touch: !args.untouched,
         modes: Mode::parse_list(&args.mode)?,
         repeat: args.repeat,
+        vfio: args.vfio.clone(),
     };
     show(&measure(knobs, &args.output, &args.trace)?, &args.output);
     Ok(())
@@ -55,6 +56,10 @@ pub(crate) fn measure(
 
 /// The hidden `teardown-holder` command: holds VMs for the teardown scenario.
 pub fn holder(args: &TeardownHolderArgs) -> Result<(), Failure> {
+    if !args.vfio.is_empty() {
+        teardown::hold_devices_and_release(&args.vfio, &args.release)?;
+        return Ok(());
+    }
     let system = KvmSystem::open()?;
     teardown::hold_and_release(
         &system,
