@@ -78,30 +78,39 @@ fn add_ipi_notes(record: &mut RunRecord, knobs: &MlockKnobs) {
                 .map(|s| s.ipis)
                 .sum();
             let calls = knobs.calls as f64;
-            let top = phase
-                .by_site
-                .first()
-                .map(|s| {
-                    format!(
-                        "; most from {} ({} IPIs, callback {})",
-                        s.callsite,
-                        s.ipis,
-                        if s.callback.is_empty() {
-                            "none"
-                        } else {
-                            &s.callback
-                        }
-                    )
-                })
-                .unwrap_or_default();
             series.notes.push(format!(
-                "measured: the calling thread sent {sent} IPIs in {} calls ({:.3} per call; formula calls x (CPUs - 1) = {}); all tasks sent {} during the phase, {} cross-CPU calls queued{top}",
+                "measured: the calling thread sent {sent} IPIs in {} calls ({:.3} per call; the case's formula calls x (CPUs - 1) = {}); all tasks sent {} during the phase and queued {} cross-CPU calls",
                 knobs.calls,
                 sent as f64 / calls,
                 knobs.calls * cpus.saturating_sub(1),
                 phase.ipis,
                 phase.csd_queued,
             ));
+            if phase.ipis > 0 {
+                let targets: Vec<String> = phase
+                    .by_target
+                    .iter()
+                    .map(|(cpu, n)| format!("cpu{cpu} {n}"))
+                    .collect();
+                let sites: Vec<String> = phase
+                    .by_site
+                    .iter()
+                    .take(3)
+                    .map(|s| {
+                        let callback = if s.callback.is_empty() {
+                            "none"
+                        } else {
+                            &s.callback
+                        };
+                        format!("{} from {} (callback {callback})", s.ipis, s.callsite)
+                    })
+                    .collect();
+                series.notes.push(format!(
+                    "IPIs by target: {}; by call site: {}",
+                    targets.join(", "),
+                    sites.join(", ")
+                ));
+            }
         }
     }
 }
