@@ -5,9 +5,11 @@
 //! decodes a trace directory once and feeds every pass.
 
 pub mod contention;
+pub mod holders;
 pub mod ipi;
 pub mod naming;
 pub mod symbols;
+mod timeline;
 
 use std::path::Path;
 
@@ -15,12 +17,15 @@ use vmscale_run::TraceSection;
 use vmscale_trace::{DecodeError, Decoder, Kallsyms};
 
 pub use contention::{ContentionFindings, ContentionPass};
+pub use holders::HoldersPass;
 pub use symbols::Symbols;
 
 /// Everything the passes found in one trace, plus what the decode itself saw.
 pub struct TraceAnalysis {
     pub contention: ContentionFindings,
     pub ipis: Vec<vmscale_run::IpiPhase>,
+    /// Sleeping locks seen from their holders, worst first.
+    pub holders: Vec<vmscale_run::findings::LockHolders>,
     pub decoded_events: u64,
     /// Pages the kernel marked as following lost events, and damaged pages skipped.
     pub missed_events: u64,
@@ -39,12 +44,16 @@ pub fn analyse(dir: &Path) -> Result<TraceAnalysis, DecodeError> {
 pub fn analyse_with(decoder: &Decoder, symbols: &Kallsyms) -> Result<TraceAnalysis, DecodeError> {
     let mut contention = ContentionPass::default();
     let mut ipis = ipi::IpiPass::default();
+    let mut holders = HoldersPass::default();
     let summary = decoder.for_each(|event| {
         contention.observe(&event);
         ipis.observe(&event);
+        holders.observe(&event);
     })?;
+    let contention = contention.finish(symbols);
     Ok(TraceAnalysis {
-        contention: contention.finish(symbols),
+        holders: holders.finish(symbols, &contention.locks),
+        contention,
         ipis: ipis.finish(symbols),
         decoded_events: summary.events(),
         missed_events: summary.missed_events(),
@@ -60,5 +69,6 @@ impl TraceAnalysis {
         section.stack_cost = self.contention.stack_cost;
         section.contention = self.contention.locks;
         section.ipis = self.ipis;
+        section.holders = self.holders;
     }
 }

@@ -29,6 +29,20 @@ pub enum Command {
     Run(RunScenario),
     /// Trace the kernel while a command runs (or for a duration) into a run directory
     Record(RecordArgs),
+    /// Compare two runs of the same sweep (A = before, B = after) with statistics on the
+    /// raw samples; exit 3 on a significant regression beyond --fail-above
+    Compare {
+        a: PathBuf,
+        b: PathBuf,
+        /// Changes smaller than this (percent) are called noise
+        #[arg(long, default_value_t = 5.0, value_name = "PCT")]
+        noise: f64,
+        /// Exit 3 when p50 or mean got significantly slower by more than PCT percent
+        #[arg(long, value_name = "PCT")]
+        fail_above: Option<f64>,
+        #[arg(long, default_value = "table", value_parser = parse_format)]
+        format: vmscale_report::Format,
+    },
     /// Render a recorded run again (RUN_DIR or RUN_DIR/run.json)
     Report {
         run: PathBuf,
@@ -227,7 +241,7 @@ pub struct RecordArgs {
     /// Per-CPU trace buffer, in KiB
     #[arg(long, default_value_t = vmscale_trace::recorder::DEFAULT_BUFFER_KIB, value_name = "KIB")]
     pub buffer_kib: u64,
-    /// Do not record kernel stacks on lock contention
+    /// Do not record kernel stacks (on lock contention, nor at context switches)
     #[arg(long)]
     pub no_stacks: bool,
     #[command(flatten)]

@@ -25,6 +25,13 @@ fn main() {
         Command::Run(RunScenario::Mlock(args)) => commands::mlock::command(&args),
         Command::TeardownHolder(args) => commands::teardown::holder(&args),
         Command::Record(args) => commands::record::record(&args),
+        Command::Compare {
+            a,
+            b,
+            noise,
+            fail_above,
+            format,
+        } => commands::compare::compare(&a, &b, noise, fail_above, format),
         Command::Report { run, format } => commands::report::report(&run, format),
         Command::Doctor { cleanup } => commands::doctor::doctor(cleanup),
     };

@@ -19,10 +19,18 @@ pub struct TraceArgs {
     /// Do not record kernel stacks on lock contention (each costs microseconds)
     #[arg(long)]
     pub no_stacks: bool,
+    /// Also record a kernel stack at every context switch, so a lock holder that sleeps is
+    /// named with the function it sleeps in (costs microseconds per switch)
+    #[arg(long, conflicts_with = "no_stacks")]
+    pub sleep_stacks: bool,
     /// Tracing is the command's whole point (`record`): errors do not suggest --no-trace.
     #[arg(skip)]
     pub required: bool,
 }
+
+/// The stack recorded at a context switch is the switched-out task's: where a sleeping
+/// lock holder sleeps.
+pub const SLEEP_STACK_EVENT: &str = "sched:sched_switch";
 
 /// The trace subdirectory of a run directory.
 pub const TRACE_DIR: &str = "trace";
@@ -66,6 +74,8 @@ impl TraceSession {
         config.buffer_kib = args.buffer_kib;
         if args.no_stacks {
             config.stack_events.clear();
+        } else if args.sleep_stacks && !config.stack_events.iter().any(|e| e == SLEEP_STACK_EVENT) {
+            config.stack_events.push(SLEEP_STACK_EVENT.into());
         }
         let mount = vmscale_trace::tracefs::mount_point().map_err(trace_failure(args))?;
         let recording = Recording::prepare(&mount, &run_dir.join(TRACE_DIR), config)

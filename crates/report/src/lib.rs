@@ -19,6 +19,7 @@
 mod contention;
 mod counters;
 mod csv;
+mod explain;
 mod facts;
 mod grid;
 mod growth;

@@ -6,7 +6,7 @@
 use vmscale_run::{RunRecord, TraceSection};
 
 use crate::grid::{self, Grid};
-use crate::{contention, facts, growth};
+use crate::{contention, explain, facts, growth};
 
 pub(crate) fn render(record: &RunRecord) -> String {
     let mut out = format!(
@@ -118,6 +118,7 @@ fn trace_section(trace: &TraceSection) -> String {
     if !trace.stacks {
         out.push_str("\nKernel stacks were not recorded.\n");
     }
+    out.push_str(&explain::markdown(trace, table, code_span));
     out
 }
 

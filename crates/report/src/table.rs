@@ -8,7 +8,7 @@ use comfy_table::{CellAlignment, Table};
 use vmscale_run::{RunRecord, TraceSection};
 
 use crate::grid::{self, Grid};
-use crate::{contention, counters, facts, growth};
+use crate::{contention, counters, explain, facts, growth};
 
 pub(crate) fn render(record: &RunRecord) -> String {
     let mut out = String::new();
@@ -110,6 +110,7 @@ fn trace_section(trace: &TraceSection) -> String {
             out.push_str(&format!("     {more}\n"));
         }
     }
+    out.push_str(&explain::terminal(trace, layout));
     out
 }
 

@@ -235,6 +235,7 @@ fn trace_section() -> TraceSection {
             open_only_lock("rwsem read in kvm_vcpu_ioctl"),
         ],
         ipis: Vec::new(),
+        holders: Vec::new(),
     }
 }
 
@@ -1023,4 +1024,159 @@ fn a_series_without_x_has_no_growth_section() {
         let plain = render(&record(), format);
         assert!(!plain.to_lowercase().contains("grows with"), "{plain}");
     }
+}
+
+/// A pipe mutex whose holder slept in a userfault while three writers queued, and a lock
+/// whose holder was never identified.
+fn explained_record() -> RunRecord {
+    use vmscale_run::findings::{
+        ActivityShare, HeldAcrossSleep, Holder, HolderActivity, LockHolders,
+    };
+    let share = |activity, detail: &str, wait_ns| ActivityShare {
+        activity,
+        detail: detail.into(),
+        wait_ns,
+    };
+    let pipe = LockHolders {
+        lock_addr: 0xffff_8881_0000_1000,
+        name: "mutex in anon_pipe_write".into(),
+        kind: "mutex".into(),
+        waits: 3,
+        total_wait_ns: 612_000_000,
+        waiter_count: 3,
+        waiters: Vec::new(),
+        holders: vec![Holder {
+            comm: "vmscale".into(),
+            pid: 4242,
+            holds: 1,
+            waited_behind_ns: 606_000_000,
+            activity: vec![
+                share(HolderActivity::Asleep, "handle_userfault", 600_000_000),
+                share(HolderActivity::Runnable, "", 6_000_000),
+            ],
+        }],
+        activity: vec![
+            share(HolderActivity::Asleep, "handle_userfault", 600_000_000),
+            share(HolderActivity::Runnable, "", 6_000_000),
+            share(HolderActivity::Handoff, "", 6_000_000),
+        ],
+        held_across_sleep: vec![HeldAcrossSleep {
+            holder_comm: "vmscale".into(),
+            holder_pid: 4242,
+            function: "handle_userfault".into(),
+            stack: vec!["handle_userfault+0x366".into()],
+            holds: 1,
+            slept_ns: 200_000_000,
+            held_ns: 204_000_000,
+            held_at_least: false,
+            waiters: 3,
+            waiter_wait_ns: 600_000_000,
+        }],
+    };
+    let unknown = LockHolders {
+        lock_addr: 0xffff_8881_0000_2000,
+        name: "rwsem (write) in __x64_sys_munmap".into(),
+        kind: "rwsem".into(),
+        waits: 1,
+        total_wait_ns: 1_500_000,
+        waiter_count: 1,
+        waiters: Vec::new(),
+        holders: Vec::new(),
+        activity: vec![share(
+            HolderActivity::Unknown,
+            "no wakeup names the releaser",
+            1_500_000,
+        )],
+        held_across_sleep: Vec::new(),
+    };
+    let mut record = traced_record();
+    record.trace.as_mut().unwrap().holders = vec![pipe, unknown];
+    record
+}
+
+#[test]
+fn table_explains_each_lock_in_one_numbered_sentence_then_its_holders() {
+    let text = render(&explained_record(), Format::Table);
+    let section = after(
+        &text,
+        "explain: what the holders of contended sleeping locks were doing\n",
+    );
+    let lines: Vec<&str> = section.lines().collect();
+    assert_eq!(
+        lines[0],
+        "  1. mutex in anon_pipe_write: 3 waiters waited 612 ms in total, 98% of it while \
+         the holder vmscale/4242 slept in handle_userfault (held 204 ms)"
+    );
+    assert_eq!(
+        lines[1],
+        "  2. rwsem (write) in __x64_sys_munmap: 1 waiter waited 1.5 ms in total, 100% of it \
+         while the holder is unknown (no wakeup names the releaser)"
+    );
+    assert!(
+        section.contains(
+            "1. wait split: asleep in handle_userfault 98%, runnable (not on a CPU) 1.0%, \
+             handoff between holders 1.0%"
+        ),
+        "{section}"
+    );
+    assert!(section.contains(
+        "held across a sleep: vmscale/4242 slept 200 ms in handle_userfault while holding it \
+         (1 hold, held 204 ms); 3 waiters waited 600 ms meanwhile"
+    ));
+    let row = section
+        .lines()
+        .find(|l| l.starts_with('|') && l.contains("vmscale/4242 "))
+        .expect("a holder row");
+    let cells = table_cells(row);
+    assert_eq!(cells[1], "1");
+    assert_eq!(cells[2], "606 ms");
+    assert!(
+        cells[3].starts_with("asleep in handle_userfault 99"),
+        "{cells:?}"
+    );
+}
+
+#[test]
+fn markdown_explains_locks_with_numbered_sentences_and_consistent_tables() {
+    let text = render(&explained_record(), Format::Md);
+    let section = after(
+        &text,
+        "#### Explain: what the holders of contended sleeping locks were doing\n",
+    );
+    assert!(
+        section.starts_with(
+            "\n1. mutex in anon_pipe_write: 3 waiters waited 612 ms in total, 98% of it while the \
+         holder vmscale/4242 slept in handle_userfault (held 204 ms)\n2. "
+        ),
+        "{section}"
+    );
+    let rows: Vec<&str> = section.lines().filter(|l| l.starts_with('|')).collect();
+    assert_eq!(rows.len(), 3, "header, alignment, one holder: {section}");
+    assert!(rows.iter().all(|r| r.matches('|').count() == 5), "{rows:?}");
+    assert!(
+        rows[2].starts_with("| `vmscale/4242` | 1 | 606 ms |"),
+        "{rows:?}"
+    );
+}
+
+#[test]
+fn a_trace_without_sleeping_lock_waits_has_no_explain_section() {
+    for format in [Format::Table, Format::Md] {
+        let text = render(&traced_record(), format);
+        assert!(!text.to_lowercase().contains("explain:"), "{text}");
+    }
+}
+
+#[test]
+fn holders_survive_json_and_old_records_without_them_still_load() {
+    let record = explained_record();
+    let json = render(&record, Format::Json);
+    let back: RunRecord = serde_json::from_str(&json).unwrap();
+    let holders = &back.trace.unwrap().holders;
+    assert_eq!(holders.len(), 2);
+    assert_eq!(holders[0].held_across_sleep[0].function, "handle_userfault");
+    let mut value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    value["trace"].as_object_mut().unwrap().remove("holders");
+    let old: RunRecord = serde_json::from_value(value).unwrap();
+    assert!(old.trace.unwrap().holders.is_empty());
 }

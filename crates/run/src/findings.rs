@@ -24,6 +24,10 @@ pub struct TraceSection {
     /// IPIs per measured phase.
     #[serde(default)]
     pub ipis: Vec<IpiPhase>,
+    /// Who held each contended sleeping lock while others waited, and what the holder was
+    /// doing meanwhile; worst (largest total wait) first.
+    #[serde(default)]
+    pub holders: Vec<LockHolders>,
 }
 
 /// One contended lock (one address), worst first.
@@ -94,4 +98,105 @@ pub struct IpiSender {
     pub pid: i32,
     pub comm: String,
     pub ipis: u64,
+}
+
+/// A contended sleeping lock (mutex, rwsem, ...) seen from its holders: whose hold each
+/// waiter sat behind, and what that holder was doing during the wait.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LockHolders {
+    pub lock_addr: u64,
+    /// The same name as in the contention table.
+    pub name: String,
+    pub kind: String,
+    /// Completed waits and their total.
+    pub waits: u64,
+    pub total_wait_ns: u64,
+    /// Distinct tasks that waited (`waiters` keeps only the worst).
+    pub waiter_count: u64,
+    /// Worst first.
+    pub waiters: Vec<Waiter>,
+    /// Worst (most waiter time behind them) first.
+    pub holders: Vec<Holder>,
+    /// The lock's total wait split by what the holder was doing, largest first; sums to
+    /// `total_wait_ns`.
+    pub activity: Vec<ActivityShare>,
+    /// Holds during which the holder slept voluntarily while waiters queued, worst first.
+    pub held_across_sleep: Vec<HeldAcrossSleep>,
+}
+
+/// One task that held the lock while others waited on it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Holder {
+    pub comm: String,
+    pub pid: i32,
+    /// Holds that made someone wait (each ended by waking a waiter).
+    pub holds: u64,
+    /// Waiters' time spent behind this holder's holds.
+    pub waited_behind_ns: u64,
+    /// That time split by what this holder was doing, largest first.
+    pub activity: Vec<ActivityShare>,
+}
+
+/// What a holder was doing while a waiter waited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HolderActivity {
+    /// On a CPU.
+    Running,
+    /// Runnable but not on a CPU (preempted, or woken and not yet run).
+    Runnable,
+    /// Switched out in a sleeping state; `detail` is the kernel function it slept in.
+    Asleep,
+    /// Itself waiting on another lock; `detail` names that lock.
+    NestedWait,
+    /// Between holders: released, the woken waiter not yet running with the lock.
+    Handoff,
+    /// The trace does not say; `detail` is why.
+    Unknown,
+}
+
+impl HolderActivity {
+    pub fn label(self) -> &'static str {
+        match self {
+            HolderActivity::Running => "running",
+            HolderActivity::Runnable => "runnable",
+            HolderActivity::Asleep => "asleep",
+            HolderActivity::NestedWait => "waiting on another lock",
+            HolderActivity::Handoff => "handoff",
+            HolderActivity::Unknown => "unknown",
+        }
+    }
+}
+
+/// Waiter time attributed to one holder activity.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ActivityShare {
+    pub activity: HolderActivity,
+    /// Sleep function, nested lock's name, or why the activity is unknown ("" otherwise).
+    pub detail: String,
+    pub wait_ns: u64,
+}
+
+/// A lock held by a task that went to sleep (not preempted) while waiters queued behind it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HeldAcrossSleep {
+    pub holder_comm: String,
+    pub holder_pid: i32,
+    /// First kernel function of the holder's sleeping stack outside scheduler plumbing.
+    pub function: String,
+    /// The holder's stack when it went to sleep, symbolized, innermost first.
+    pub stack: Vec<String>,
+    /// Holds of this kind (same holder, same sleep function).
+    pub holds: u64,
+    /// Time the holder slept in `function` while holding the lock with waiters queued.
+    pub slept_ns: u64,
+    /// Hold time from acquisition (or, when it was not traced, from the first waiter's
+    /// arrival) to the release that woke a waiter.
+    pub held_ns: u64,
+    /// True when some acquisition was not traced, so `held_ns` is a lower bound.
+    pub held_at_least: bool,
+    /// Distinct tasks that waited while the holder slept.
+    pub waiters: u64,
+    /// Waiters' time spent while the holder slept in `function`.
+    pub waiter_wait_ns: u64,
 }

@@ -11,6 +11,8 @@
 //! [`linear_fit`] fits a straight line through (x, latency) pairs, for latencies that grow
 //! with something the run counts (objects already registered, slots in use).
 
+pub mod compare;
+
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 

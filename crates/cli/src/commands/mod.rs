@@ -1,5 +1,6 @@
 //! One module per subcommand; `run` holds what every scenario run shares.
 
+pub mod compare;
 pub mod doctor;
 pub mod irqfd;
 pub mod list;

@@ -40,6 +40,8 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
         no_trace: false,
         buffer_kib: args.buffer_kib,
         no_stacks: args.no_stacks,
+        // A recording exists to explain something: name where lock holders sleep.
+        sleep_stacks: !args.no_stacks,
         required: true,
     };
     let knobs = serde_json::json!({

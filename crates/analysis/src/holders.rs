@@ -1,0 +1,752 @@
+//! Who made each waiter of a sleeping lock wait, and what that holder was doing meanwhile.
+//!
+//! A task blocked on a mutex or rwsem is woken by the task that released the lock: the last
+//! sched_waking of the waiter before its contention_end, traced in the releaser's context,
+//! names the holder it sat behind. The waiter, once it has the lock, is the next holder, so
+//! a lock's holds form a chain of segments, each ending at the release that woke a waiter.
+//! A wait is then split over the segments it overlaps and, inside each, by what the holder
+//! was doing ([`crate::timeline`]): running, runnable, asleep (in which kernel function),
+//! itself waiting on another lock; time between holders is a handoff, and time the trace
+//! cannot explain is unknown, with the reason.
+//!
+//! Streaming: state is one open wait per task, recent segments per lock, per-task spans back
+//! to the oldest open wait, and aggregates per lock, holder and sleeping stack.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use vmscale_run::findings::{ActivityShare, HeldAcrossSleep, Holder, HolderActivity, LockHolders};
+use vmscale_run::{LockContention, Waiter};
+use vmscale_trace::event::Event;
+use vmscale_trace::views::{contention_flags as flag, EventKind};
+
+use crate::naming;
+use crate::symbols::Symbols;
+use crate::timeline::{Activity, Gap, StackId, Timelines};
+
+const TOP_WAITERS: usize = 5;
+const TOP_HOLDERS: usize = 5;
+const TOP_SLEEPS: usize = 5;
+const MAX_FRAMES: usize = 16;
+
+/// Why a piece of a wait has no known holder activity.
+const NO_RELEASER: &str = "no wakeup names the releaser";
+const BEFORE_FIRST_EVENT: &str = "before the holder's first traced event";
+const TRIMMED: &str = "older than the holder's kept history";
+const INTERRUPTED: &str = "the wait ended without the lock (interrupted)";
+const NO_STACK: &str = "no stack recorded";
+
+/// Sleeping locks: the waiter blocks and is woken by the releaser. Spinning waits (spinlocks,
+/// rwlocks, a mutex still spinning) end without a wakeup and name no holder.
+fn is_sleeping(flags: u32) -> bool {
+    flags & (flag::MUTEX | flag::RT | flag::PERCPU) != 0
+        || (flags & (flag::READ | flag::WRITE) != 0 && flags & flag::SPIN == 0)
+}
+
+/// A runnable task switched out was preempted; any TASK_* bit in the low byte means it went
+/// to sleep (the byte above is the tracepoint's "preempted" marker).
+fn is_sleeping_state(prev_state: i64) -> bool {
+    prev_state & 0xff != 0
+}
+
+/// One piece of attributed wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Piece {
+    Running,
+    Runnable,
+    Asleep(Option<StackId>),
+    Nested(u64),
+    Handoff,
+    Unknown(&'static str),
+}
+
+impl From<Activity> for Piece {
+    fn from(activity: Activity) -> Piece {
+        match activity {
+            Activity::Running => Piece::Running,
+            Activity::Runnable => Piece::Runnable,
+            Activity::Asleep(stack) => Piece::Asleep(stack),
+            Activity::Waiting(lock) => Piece::Nested(lock),
+        }
+    }
+}
+
+impl From<Gap> for Piece {
+    fn from(gap: Gap) -> Piece {
+        match gap {
+            Gap::BeforeFirstEvent => Piece::Unknown(BEFORE_FIRST_EVENT),
+            Gap::Trimmed => Piece::Unknown(TRIMMED),
+        }
+    }
+}
+
+struct OpenWait {
+    lock: u64,
+    flags: u32,
+    start: u64,
+    /// The last task that woke the waiter during the wait, and when (pid 0: an interrupt).
+    waker: Option<(i32, u64)>,
+}
+
+/// One hold that ended by waking a waiter.
+#[derive(Debug, Clone, Copy)]
+struct Segment {
+    holder: i32,
+    /// Acquisition, or where it is known to have held the lock from.
+    start: u64,
+    start_known: bool,
+    /// The release (the waking of the next holder).
+    end: u64,
+}
+
+#[derive(Default)]
+struct HolderAgg {
+    holds: u64,
+    behind_ns: u64,
+    split: HashMap<Piece, u64>,
+}
+
+#[derive(Default)]
+struct SleepAgg {
+    holds: u64,
+    slept_ns: u64,
+    held_ns: u64,
+    held_at_least: bool,
+    waiters: HashSet<i32>,
+    waiter_wait_ns: u64,
+}
+
+#[derive(Default)]
+struct LockState {
+    flags: Option<u32>,
+    waits: u64,
+    total_ns: u64,
+    waiters: HashMap<i32, (u64, u64)>,
+    segments: Vec<Segment>,
+    /// Tasks that took the lock from a contended wait while others still queued: they will
+    /// release it by waking one, so their hold starts here.
+    acquired: HashMap<i32, u64>,
+    split: HashMap<Piece, u64>,
+    holders: HashMap<i32, HolderAgg>,
+    sleeps: HashMap<(i32, Option<StackId>), SleepAgg>,
+}
+
+#[derive(Default)]
+struct StackTable {
+    ids: HashMap<Vec<u64>, StackId>,
+    frames: Vec<Vec<u64>>,
+}
+
+impl StackTable {
+    fn intern(&mut self, frames: impl Iterator<Item = u64>) -> StackId {
+        let key: Vec<u64> = frames.collect();
+        if let Some(&id) = self.ids.get(&key) {
+            return id;
+        }
+        let id = self.frames.len() as StackId;
+        self.frames.push(key.clone());
+        self.ids.insert(key, id);
+        id
+    }
+}
+
+/// The pass; feed it every event in time order, then [`HoldersPass::finish`].
+#[derive(Default)]
+pub struct HoldersPass {
+    timelines: Timelines,
+    open: HashMap<i32, OpenWait>,
+    /// Starts of open sleeping waits (a multiset): the oldest is how far back holder
+    /// activity may still be asked for.
+    open_starts: BTreeMap<u64, u32>,
+    /// CPU -> task switched out asleep whose stack should come next on that CPU.
+    awaiting_stack: HashMap<u32, i32>,
+    stacks: StackTable,
+    locks: HashMap<u64, LockState>,
+    comms: HashMap<i32, String>,
+}
+
+impl HoldersPass {
+    fn floor(&self) -> u64 {
+        self.open_starts.keys().next().copied().unwrap_or(u64::MAX)
+    }
+
+    pub fn observe(&mut self, event: &Event<'_>) {
+        let ts = event.ts();
+        let pid = event.pid();
+        let floor = self.floor();
+        if pid != 0 && !matches!(event.kind(), EventKind::KernelStack(_)) {
+            self.timelines.seen_running(pid, ts, floor);
+        }
+        match event.kind() {
+            EventKind::ContentionBegin(begin) => {
+                self.awaiting_stack.remove(&event.cpu());
+                self.begin(pid, ts, begin.lock_addr, begin.flags);
+            }
+            EventKind::ContentionEnd(end) => self.end(pid, ts, end.lock_addr, end.ret),
+            EventKind::SchedSwitch(switch) => {
+                self.remember(switch.prev_pid, switch.prev_comm.as_bytes());
+                self.remember(switch.next_pid, switch.next_comm.as_bytes());
+                let sleeping = is_sleeping_state(switch.prev_state);
+                self.timelines
+                    .switched_out(switch.prev_pid, ts, sleeping, floor);
+                if sleeping && switch.prev_pid != 0 {
+                    self.awaiting_stack.insert(event.cpu(), switch.prev_pid);
+                } else {
+                    self.awaiting_stack.remove(&event.cpu());
+                }
+                self.timelines.switched_in(switch.next_pid, ts, floor);
+            }
+            EventKind::KernelStack(stack) => {
+                // The stacktrace trigger on sched_switch runs before the switch completes,
+                // in the context of the task being switched out.
+                let expected = self.awaiting_stack.remove(&event.cpu());
+                self.stack_arrived(expected, pid, stack.iter());
+            }
+            EventKind::SchedWaking(w) => {
+                self.remember(w.pid, w.comm.as_bytes());
+                if let Some(wait) = self.open.get_mut(&w.pid) {
+                    if w.pid != pid {
+                        wait.waker = Some((pid, ts));
+                    }
+                }
+                self.timelines.woken(w.pid, ts, floor);
+            }
+            EventKind::SchedWakeup(w) | EventKind::SchedWakeupNew(w) => {
+                self.remember(w.pid, w.comm.as_bytes());
+            }
+            _ => {}
+        }
+    }
+
+    /// A kernel stack is the sleeping task's only when it follows that task's switch-out.
+    fn stack_arrived(
+        &mut self,
+        expected: Option<i32>,
+        pid: i32,
+        frames: impl Iterator<Item = u64>,
+    ) {
+        if expected == Some(pid) {
+            let id = self.stacks.intern(frames);
+            self.timelines.slept_in(pid, id);
+        }
+    }
+
+    /// The latest name wins: a new thread starts with its parent's name and renames itself.
+    fn remember(&mut self, pid: i32, comm: &[u8]) {
+        match self.comms.get_mut(&pid) {
+            Some(known) if known.as_bytes() == comm => {}
+            Some(known) => *known = String::from_utf8_lossy(comm).into_owned(),
+            None => {
+                self.comms
+                    .insert(pid, String::from_utf8_lossy(comm).into_owned());
+            }
+        }
+    }
+
+    fn begin(&mut self, pid: i32, ts: u64, lock: u64, flags: u32) {
+        if pid == 0 {
+            return;
+        }
+        let floor = self.floor();
+        match self.open.get_mut(&pid) {
+            // A mutex traces a second begin when it stops spinning and sleeps.
+            Some(wait) if wait.lock == lock => {
+                if !is_sleeping(wait.flags) && is_sleeping(flags) {
+                    *self.open_starts.entry(wait.start).or_default() += 1;
+                }
+                wait.flags = flags;
+            }
+            _ => {
+                if let Some(old) = self.open.remove(&pid) {
+                    self.forget_start(&old);
+                }
+                if is_sleeping(flags) {
+                    *self.open_starts.entry(ts).or_default() += 1;
+                }
+                self.open.insert(
+                    pid,
+                    OpenWait {
+                        lock,
+                        flags,
+                        start: ts,
+                        waker: None,
+                    },
+                );
+            }
+        }
+        self.timelines.wait_begins(pid, ts, lock, floor);
+    }
+
+    fn forget_start(&mut self, wait: &OpenWait) {
+        if !is_sleeping(wait.flags) {
+            return;
+        }
+        if let Some(n) = self.open_starts.get_mut(&wait.start) {
+            *n -= 1;
+            if *n == 0 {
+                self.open_starts.remove(&wait.start);
+            }
+        }
+    }
+
+    fn end(&mut self, pid: i32, ts: u64, lock: u64, ret: i32) {
+        let Some(wait) = self.open.remove(&pid) else {
+            return;
+        };
+        if wait.lock != lock {
+            // A stray end: the open wait goes on.
+            self.open.insert(pid, wait);
+            return;
+        }
+        self.forget_start(&wait);
+        if is_sleeping(wait.flags) {
+            self.close(pid, &wait, ts, ret);
+        }
+        let floor = self.floor();
+        self.timelines.wait_ends(pid, ts, floor);
+    }
+
+    /// Starts of the waits still open on `lock`.
+    fn queued(&self, lock: u64) -> impl Iterator<Item = u64> + '_ {
+        self.open
+            .values()
+            .filter(move |w| w.lock == lock && is_sleeping(w.flags))
+            .map(|w| w.start)
+    }
+
+    fn close(&mut self, pid: i32, wait: &OpenWait, end: u64, ret: i32) {
+        let queue_start = self
+            .queued(wait.lock)
+            .min()
+            .map_or(wait.start, |s| s.min(wait.start));
+        let others_queued = self.queued(wait.lock).next().is_some();
+        let releaser = wait
+            .waker
+            .filter(|&(waker, at)| ret == 0 && waker != 0 && at >= wait.start);
+        if let Some((holder, released)) = releaser {
+            self.add_segment(wait.lock, holder, released, queue_start);
+        }
+        let tail = if ret != 0 {
+            Piece::Unknown(INTERRUPTED)
+        } else {
+            Piece::Handoff
+        };
+        self.attribute(pid, wait, end, tail);
+
+        let waited = end.saturating_sub(wait.start);
+        let state = self.locks.entry(wait.lock).or_default();
+        state.flags.get_or_insert(wait.flags);
+        state.waits += 1;
+        state.total_ns += waited;
+        let w = state.waiters.entry(pid).or_default();
+        w.0 += 1;
+        w.1 += waited;
+        if ret == 0 && others_queued {
+            state.acquired.insert(pid, end);
+        } else {
+            state.acquired.remove(&pid);
+        }
+        // Segments that ended before every remaining waiter arrived can no longer be asked.
+        let oldest = self.queued(wait.lock).min();
+        let state = self.locks.get_mut(&wait.lock).expect("inserted above");
+        match oldest {
+            Some(oldest) => state.segments.retain(|s| s.end >= oldest),
+            None => {
+                state.segments.clear();
+                state.acquired.clear();
+            }
+        }
+    }
+
+    /// Records the hold `holder` ended at `released`, with its sleeps.
+    fn add_segment(&mut self, lock: u64, holder: i32, released: u64, queue_start: u64) {
+        let state = self.locks.entry(lock).or_default();
+        let last_end = state.segments.iter().map(|s| s.end).max();
+        // A holder that wakes several waiters (an rwsem writer waking readers) releases once.
+        if let Some(last) = state.segments.last_mut() {
+            if last.holder == holder {
+                let from = last.end;
+                last.end = last.end.max(released);
+                let (start_known, to) = (last.start_known, last.end);
+                self.account_sleeps(lock, holder, from, to, start_known, false);
+                return;
+            }
+        }
+        let (start, start_known) = match state.acquired.remove(&holder) {
+            Some(at) if at <= released => (at, true),
+            // The acquisition was not traced: it held the lock at least since the queue
+            // formed, and not before the previous release.
+            _ => (queue_start.max(last_end.unwrap_or(0)).min(released), false),
+        };
+        state.segments.push(Segment {
+            holder,
+            start,
+            start_known,
+            end: released,
+        });
+        state.holders.entry(holder).or_default().holds += 1;
+        self.account_sleeps(lock, holder, start, released, start_known, true);
+    }
+
+    /// Adds the holder's sleeps during `[from, to)` of a hold to the lock's sleep table.
+    fn account_sleeps(
+        &mut self,
+        lock: u64,
+        holder: i32,
+        from: u64,
+        to: u64,
+        start_known: bool,
+        new_hold: bool,
+    ) {
+        let mut slept: HashMap<Option<StackId>, u64> = HashMap::new();
+        self.timelines.split(holder, from, to, |piece, n| {
+            if let Ok(Activity::Asleep(stack)) = piece {
+                *slept.entry(stack).or_default() += n;
+            }
+        });
+        let state = self.locks.entry(lock).or_default();
+        for (stack, n) in slept {
+            let agg = state.sleeps.entry((holder, stack)).or_default();
+            if new_hold {
+                agg.holds += 1;
+            }
+            agg.slept_ns += n;
+            agg.held_ns += to.saturating_sub(from);
+            agg.held_at_least |= !start_known;
+        }
+    }
+
+    /// Splits the wait `[wait.start, end)` over the lock's holds and their holders' activity.
+    fn attribute(&mut self, waiter: i32, wait: &OpenWait, end: u64, tail: Piece) {
+        let mut segments = self
+            .locks
+            .get(&wait.lock)
+            .map(|s| s.segments.clone())
+            .unwrap_or_default();
+        segments.sort_by_key(|s| (s.start, s.end));
+        let mut pieces: Vec<(Option<i32>, Piece, u64)> = Vec::new();
+        let mut cursor = wait.start;
+        let released_by = |t: u64, segments: &[Segment]| segments.iter().any(|s| s.end <= t);
+        for segment in &segments {
+            let a = segment.start.max(cursor);
+            let b = segment.end.min(end);
+            if b <= a {
+                continue;
+            }
+            if a > cursor {
+                let gap = if released_by(cursor, &segments) {
+                    Piece::Handoff
+                } else {
+                    Piece::Unknown(NO_RELEASER)
+                };
+                pieces.push((None, gap, a - cursor));
+            }
+            self.timelines.split(segment.holder, a, b, |piece, n| {
+                let piece = match piece {
+                    Ok(activity) => activity.into(),
+                    Err(gap) => gap.into(),
+                };
+                pieces.push((Some(segment.holder), piece, n));
+            });
+            cursor = b;
+        }
+        if end > cursor {
+            let rest = if released_by(cursor, &segments) {
+                tail
+            } else {
+                Piece::Unknown(NO_RELEASER)
+            };
+            pieces.push((None, rest, end - cursor));
+        }
+
+        let state = self.locks.entry(wait.lock).or_default();
+        for (holder, piece, n) in pieces {
+            *state.split.entry(piece).or_default() += n;
+            let Some(holder) = holder else { continue };
+            let agg = state.holders.entry(holder).or_default();
+            agg.behind_ns += n;
+            *agg.split.entry(piece).or_default() += n;
+            if let Piece::Asleep(stack) = piece {
+                let sleep = state.sleeps.entry((holder, stack)).or_default();
+                sleep.waiters.insert(waiter);
+                sleep.waiter_wait_ns += n;
+            }
+        }
+    }
+
+    /// The findings, worst lock first; `contention` gives the locks' names.
+    pub fn finish(self, symbols: &dyn Symbols, contention: &[LockContention]) -> Vec<LockHolders> {
+        let names: HashMap<u64, &LockContention> =
+            contention.iter().map(|l| (l.lock_addr, l)).collect();
+        let mut out: Vec<LockHolders> = self
+            .locks
+            .iter()
+            .filter(|(_, s)| s.waits > 0)
+            .map(|(&addr, state)| self.describe(addr, state, symbols, &names))
+            .collect();
+        out.sort_by(|a, b| {
+            b.total_wait_ns
+                .cmp(&a.total_wait_ns)
+                .then(a.lock_addr.cmp(&b.lock_addr))
+        });
+        out
+    }
+
+    fn comm(&self, pid: i32) -> String {
+        self.comms.get(&pid).cloned().unwrap_or_else(|| "?".into())
+    }
+
+    fn frames(&self, stack: StackId, symbols: &dyn Symbols) -> Vec<String> {
+        self.stacks
+            .frames
+            .get(stack as usize)
+            .map(|f| {
+                f.iter()
+                    .take(MAX_FRAMES)
+                    .map(|&a| symbols.frame(a))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn share(
+        &self,
+        piece: Piece,
+        symbols: &dyn Symbols,
+        names: &HashMap<u64, &LockContention>,
+    ) -> (HolderActivity, String) {
+        match piece {
+            Piece::Running => (HolderActivity::Running, String::new()),
+            Piece::Runnable => (HolderActivity::Runnable, String::new()),
+            Piece::Handoff => (HolderActivity::Handoff, String::new()),
+            Piece::Asleep(None) => (HolderActivity::Asleep, NO_STACK.into()),
+            Piece::Asleep(Some(stack)) => (
+                HolderActivity::Asleep,
+                sleep_function(&self.frames(stack, symbols))
+                    .unwrap_or(NO_STACK)
+                    .to_string(),
+            ),
+            Piece::Nested(lock) => (
+                HolderActivity::NestedWait,
+                names
+                    .get(&lock)
+                    .map_or_else(|| format!("{lock:#x}"), |l| l.name.clone()),
+            ),
+            Piece::Unknown(reason) => (HolderActivity::Unknown, reason.to_string()),
+        }
+    }
+
+    fn shares(
+        &self,
+        split: &HashMap<Piece, u64>,
+        symbols: &dyn Symbols,
+        names: &HashMap<u64, &LockContention>,
+    ) -> Vec<ActivityShare> {
+        let mut merged: HashMap<(HolderActivity, String), u64> = HashMap::new();
+        for (&piece, &n) in split {
+            *merged.entry(self.share(piece, symbols, names)).or_default() += n;
+        }
+        let mut shares: Vec<ActivityShare> = merged
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|((activity, detail), wait_ns)| ActivityShare {
+                activity,
+                detail,
+                wait_ns,
+            })
+            .collect();
+        shares.sort_by(|a, b| {
+            b.wait_ns
+                .cmp(&a.wait_ns)
+                .then(a.activity.cmp(&b.activity))
+                .then(a.detail.cmp(&b.detail))
+        });
+        shares
+    }
+
+    fn describe(
+        &self,
+        addr: u64,
+        state: &LockState,
+        symbols: &dyn Symbols,
+        names: &HashMap<u64, &LockContention>,
+    ) -> LockHolders {
+        let flags = state.flags.unwrap_or(0);
+        let kind = naming::kind(flags);
+        let name = names.get(&addr).map_or_else(
+            || {
+                format!(
+                    "{} @{addr:#x}",
+                    naming::stack_name(kind, naming::mode(flags), None)
+                )
+            },
+            |l| l.name.clone(),
+        );
+        let mut waiters: Vec<Waiter> = state
+            .waiters
+            .iter()
+            .map(|(&pid, &(waits, total))| Waiter {
+                comm: self.comm(pid),
+                pid,
+                waits,
+                total_wait_ns: total,
+            })
+            .collect();
+        waiters.sort_by(|a, b| {
+            b.total_wait_ns
+                .cmp(&a.total_wait_ns)
+                .then(a.pid.cmp(&b.pid))
+        });
+        waiters.truncate(TOP_WAITERS);
+
+        let mut holders: Vec<Holder> = state
+            .holders
+            .iter()
+            .filter(|(_, h)| h.behind_ns > 0)
+            .map(|(&pid, h)| Holder {
+                comm: self.comm(pid),
+                pid,
+                holds: h.holds,
+                waited_behind_ns: h.behind_ns,
+                activity: self.shares(&h.split, symbols, names),
+            })
+            .collect();
+        holders.sort_by(|a, b| {
+            b.waited_behind_ns
+                .cmp(&a.waited_behind_ns)
+                .then(a.pid.cmp(&b.pid))
+        });
+        holders.truncate(TOP_HOLDERS);
+
+        LockHolders {
+            lock_addr: addr,
+            name,
+            kind: kind.to_string(),
+            waits: state.waits,
+            total_wait_ns: state.total_ns,
+            waiter_count: state.waiters.len() as u64,
+            waiters,
+            holders,
+            activity: self.shares(&state.split, symbols, names),
+            held_across_sleep: self.held_across_sleep(state, symbols),
+        }
+    }
+
+    fn held_across_sleep(&self, state: &LockState, symbols: &dyn Symbols) -> Vec<HeldAcrossSleep> {
+        let mut merged: HashMap<(i32, String), HeldAcrossSleep> = HashMap::new();
+        let mut waiters: HashMap<(i32, String), HashSet<i32>> = HashMap::new();
+        for (&(holder, stack), sleep) in &state.sleeps {
+            if sleep.waiter_wait_ns == 0 {
+                continue;
+            }
+            let frames = stack.map(|s| self.frames(s, symbols)).unwrap_or_default();
+            let function = sleep_function(&frames).unwrap_or(NO_STACK).to_string();
+            let key = (holder, function.clone());
+            waiters
+                .entry(key.clone())
+                .or_default()
+                .extend(sleep.waiters.iter().copied());
+            let entry = merged.entry(key).or_insert_with(|| HeldAcrossSleep {
+                holder_comm: self.comm(holder),
+                holder_pid: holder,
+                function,
+                stack: frames,
+                holds: 0,
+                slept_ns: 0,
+                held_ns: 0,
+                held_at_least: false,
+                waiters: 0,
+                waiter_wait_ns: 0,
+            });
+            entry.holds = entry.holds.max(sleep.holds);
+            entry.slept_ns += sleep.slept_ns;
+            entry.held_ns = entry.held_ns.max(sleep.held_ns);
+            entry.held_at_least |= sleep.held_at_least;
+            entry.waiter_wait_ns += sleep.waiter_wait_ns;
+        }
+        let mut out: Vec<HeldAcrossSleep> = merged
+            .into_iter()
+            .map(|(key, mut h)| {
+                h.waiters = waiters.get(&key).map_or(0, |w| w.len() as u64);
+                h
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            b.waiter_wait_ns
+                .cmp(&a.waiter_wait_ns)
+                .then(a.holder_pid.cmp(&b.holder_pid))
+                .then(a.function.cmp(&b.function))
+        });
+        out.truncate(TOP_SLEEPS);
+        out
+    }
+}
+
+/// Frames that say how a task sleeps, not why: the scheduler, tracing, generic waits.
+fn is_sleep_plumbing(name: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "trace_event_raw_event_",
+        "perf_trace_",
+        "__traceiter_",
+        "__schedule",
+        "schedule",
+        "io_schedule",
+        "preempt_schedule",
+        "__cond_resched",
+        "do_wait_for_common",
+        "__wait_for_common",
+        "wait_for_common",
+        "__wait_on_bit",
+        "out_of_line_wait_on_bit",
+        "bit_wait",
+        "__wait_event",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// The kernel function a sleeping stack slept in: its first frame outside scheduler and
+/// tracing plumbing. Frames are symbolized `name+0xoff [module]` strings, innermost first.
+pub fn sleep_function(frames: &[String]) -> Option<&str> {
+    frames
+        .iter()
+        .map(|f| f.split(['+', ' ']).next().unwrap_or(f))
+        .find(|name| !name.is_empty() && !name.starts_with("0x") && !is_sleep_plumbing(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sleep_function_skips_scheduler_and_tracing_frames() {
+        // The stack this kernel records for a pipe writer faulting on a userfaultfd page.
+        let frames: Vec<String> = [
+            "trace_event_raw_event_sched_switch+0x10e",
+            "__traceiter_sched_switch+0x33",
+            "__schedule+0x4a2",
+            "schedule+0x27",
+            "handle_userfault+0x33e",
+            "__handle_mm_fault+0x8a1",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(sleep_function(&frames), Some("handle_userfault"));
+        let timer: Vec<String> = ["schedule_hrtimeout_range+0x1", "do_nanosleep+0x5"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(sleep_function(&timer), Some("do_nanosleep"));
+        assert_eq!(sleep_function(&["0xffffffff81000000".to_string()]), None);
+    }
+
+    #[test]
+    fn sleeping_locks_and_states() {
+        assert!(is_sleeping(flag::MUTEX));
+        assert!(is_sleeping(flag::MUTEX | flag::SPIN));
+        assert!(is_sleeping(flag::READ));
+        assert!(!is_sleeping(flag::READ | flag::SPIN));
+        assert!(!is_sleeping(flag::SPIN));
+        assert!(is_sleeping_state(2));
+        assert!(!is_sleeping_state(0));
+        // "R+": preempted.
+        assert!(!is_sleeping_state(0x100));
+    }
+}

@@ -1,0 +1,121 @@
+//! `vmscale compare` on real runs: the same run against itself, a run whose samples were
+//! scaled (a regression of known size), and runs that must not be compared.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+fn record(args: &[&str], out: &std::path::Path) -> std::path::PathBuf {
+    let o = vmscale()
+        .args(args)
+        .args(["--quiet", "--no-trace", "--out"])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    only_run_dir(out)
+}
+
+#[test]
+fn compare_finds_no_change_against_itself_and_gates_a_known_regression() {
+    let base = scratch("compare");
+    let a = record(
+        &[
+            "run",
+            "memslot",
+            "--vcpus",
+            "1",
+            "--repeat",
+            "60",
+            "--strategy",
+            "direct",
+            "--guest",
+            "halt",
+        ],
+        &base.join("a"),
+    );
+
+    let same = vmscale()
+        .args(["compare", "--fail-above", "1", "--format", "json"])
+        .arg(&a)
+        .arg(&a)
+        .output()
+        .unwrap();
+    assert!(same.status.success(), "{}", stderr(&same));
+    let same: Value = serde_json::from_slice(&same.stdout).unwrap();
+    assert_eq!(same["rows"][0]["verdict"], "no significant change");
+    assert!(same["rows"][0]["p_value"].as_f64().unwrap() > 0.5);
+
+    // B: the same run with every sample 50% slower.
+    let b = base.join("b");
+    std::fs::create_dir_all(&b).unwrap();
+    let mut run: Value =
+        serde_json::from_slice(&std::fs::read(a.join("run.json")).unwrap()).unwrap();
+    for s in run["points"][0]["series"][0]["samples_ns"]
+        .as_array_mut()
+        .unwrap()
+    {
+        *s = Value::from(s.as_u64().unwrap() * 3 / 2);
+    }
+    std::fs::write(b.join("run.json"), serde_json::to_vec(&run).unwrap()).unwrap();
+    let slower = vmscale()
+        .args(["compare", "--fail-above", "20", "--format", "json"])
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert_eq!(
+        slower.status.code(),
+        Some(3),
+        "{}{}",
+        stdout(&slower),
+        stderr(&slower)
+    );
+    assert!(
+        stderr(&slower).contains("significant regression above 20.0%"),
+        "{}",
+        stderr(&slower)
+    );
+    let slower: Value = serde_json::from_slice(&slower.stdout).unwrap();
+    assert_eq!(slower["rows"][0]["verdict"], "slower");
+    let p50 = &slower["rows"][0]["changes"][0];
+    assert!(
+        (p50["relative"].as_f64().unwrap() - 0.5).abs() < 0.01,
+        "{p50}"
+    );
+    // Under the gate's threshold it passes.
+    let lenient = vmscale()
+        .args(["compare", "--fail-above", "80"])
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert!(lenient.status.success(), "{}", stderr(&lenient));
+
+    // Different knobs or scenarios are refused.
+    let c = record(
+        &[
+            "run",
+            "memslot",
+            "--vcpus",
+            "1",
+            "--repeat",
+            "61",
+            "--strategy",
+            "direct",
+            "--guest",
+            "halt",
+        ],
+        &base.join("c"),
+    );
+    let o = vmscale().arg("compare").arg(&a).arg(&c).output().unwrap();
+    one_line_failure(&o, 2, "different knobs");
+    let d = record(
+        &["run", "mlock", "--calls", "100", "--busy", "0"],
+        &base.join("d"),
+    );
+    let o = vmscale().arg("compare").arg(&a).arg(&d).output().unwrap();
+    one_line_failure(&o, 2, "cannot compare a memslot run with a mlock run");
+    let _ = std::fs::remove_dir_all(&base);
+}
