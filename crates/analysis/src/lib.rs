@@ -4,10 +4,12 @@
 //! number of locks, tasks and distinct stacks, never by the number of events; [`analyse`]
 //! decodes a trace directory once and feeds every pass.
 
+pub mod breakdown;
 pub mod contention;
 pub mod holders;
 pub mod ipi;
 pub mod naming;
+pub mod spinlocks;
 pub mod symbols;
 mod timeline;
 
@@ -16,8 +18,10 @@ use std::path::Path;
 use vmscale_run::TraceSection;
 use vmscale_trace::{DecodeError, Decoder, Kallsyms};
 
+pub use breakdown::BreakdownPass;
 pub use contention::{ContentionFindings, ContentionPass};
 pub use holders::HoldersPass;
+pub use spinlocks::SpinLocksPass;
 pub use symbols::Symbols;
 
 /// Everything the passes found in one trace, plus what the decode itself saw.
@@ -26,6 +30,10 @@ pub struct TraceAnalysis {
     pub ipis: Vec<vmscale_run::IpiPhase>,
     /// Sleeping locks seen from their holders, worst first.
     pub holders: Vec<vmscale_run::findings::LockHolders>,
+    /// The measuring thread's operations per measured phase, split by cause.
+    pub breakdown: Vec<vmscale_run::findings::PhaseBreakdown>,
+    /// Contended spinning locks by wait mode, worst first.
+    pub spinlocks: Vec<vmscale_run::findings::SpinLockWaits>,
     pub decoded_events: u64,
     /// Pages the kernel marked as following lost events, and damaged pages skipped.
     pub missed_events: u64,
@@ -45,14 +53,20 @@ pub fn analyse_with(decoder: &Decoder, symbols: &Kallsyms) -> Result<TraceAnalys
     let mut contention = ContentionPass::default();
     let mut ipis = ipi::IpiPass::default();
     let mut holders = HoldersPass::default();
+    let mut breakdown = BreakdownPass::default();
+    let mut spinlocks = SpinLocksPass::default();
     let summary = decoder.for_each(|event| {
         contention.observe(&event);
         ipis.observe(&event);
         holders.observe(&event);
+        breakdown.observe(&event);
+        spinlocks.observe(&event);
     })?;
     let contention = contention.finish(symbols);
     Ok(TraceAnalysis {
         holders: holders.finish(symbols, &contention.locks),
+        breakdown: breakdown.finish(symbols, &contention.locks),
+        spinlocks: spinlocks.finish(&contention.locks),
         contention,
         ipis: ipis.finish(symbols),
         decoded_events: summary.events(),
@@ -70,5 +84,7 @@ impl TraceAnalysis {
         section.contention = self.contention.locks;
         section.ipis = self.ipis;
         section.holders = self.holders;
+        section.breakdown = self.breakdown;
+        section.spinlocks = self.spinlocks;
     }
 }

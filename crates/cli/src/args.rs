@@ -43,6 +43,16 @@ pub enum Command {
         #[arg(long, default_value = "table", value_parser = parse_format)]
         format: vmscale_report::Format,
     },
+    /// Export a run's kernel trace for other tools
+    Export {
+        /// Write a Perfetto trace (protobuf) to open in ui.perfetto.dev
+        #[arg(long, required = true)]
+        perfetto: bool,
+        run: PathBuf,
+        /// Output file (default RUN_DIR/trace.perfetto-trace)
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
     /// Render a recorded run again (RUN_DIR or RUN_DIR/run.json)
     Report {
         run: PathBuf,

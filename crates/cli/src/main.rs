@@ -32,6 +32,7 @@ fn main() {
             fail_above,
             format,
         } => commands::compare::compare(&a, &b, noise, fail_above, format),
+        Command::Export { run, output, .. } => commands::export::perfetto(&run, output),
         Command::Report { run, format } => commands::report::report(&run, format),
         Command::Doctor { cleanup } => commands::doctor::doctor(cleanup),
     };

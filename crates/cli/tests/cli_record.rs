@@ -244,3 +244,68 @@ fn report_analyses_a_trace_cmd_dat_recorded_elsewhere() {
         });
     assert!(!leftovers, "import scratch directory left behind");
 }
+
+#[test]
+fn a_traced_run_exports_to_perfetto_and_writes_its_html_report() {
+    let out = scratch("export");
+    let o = vmscale()
+        .args([
+            "run",
+            "memslot",
+            "--vcpus",
+            "2",
+            "--repeat",
+            "20",
+            "--strategy",
+            "pause-all",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run_dir = only_run_dir(&out);
+    let html = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
+    assert!(
+        html.contains("<svg") && html.contains("pause-all"),
+        "report.html lacks its plots"
+    );
+    let e = vmscale()
+        .args(["export", "--perfetto"])
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    assert!(e.status.success(), "{}", stderr(&e));
+    let exported = std::fs::metadata(run_dir.join("trace.perfetto-trace"))
+        .unwrap()
+        .len();
+    assert!(exported > 1000, "perfetto trace of {exported} bytes");
+    assert!(stderr(&e).contains("slices"), "{}", stderr(&e));
+
+    let untraced = scratch("export-untraced");
+    let o = vmscale()
+        .args([
+            "run",
+            "memslot",
+            "--vcpus",
+            "1",
+            "--repeat",
+            "5",
+            "--no-trace",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&untraced)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let e = vmscale()
+        .args(["export", "--perfetto"])
+        .arg(only_run_dir(&untraced))
+        .output()
+        .unwrap();
+    one_line_failure(&e, 1, "has no kernel trace");
+    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_dir_all(&untraced);
+}

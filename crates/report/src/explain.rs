@@ -2,10 +2,17 @@
 //! hold the waiters sat behind and what that holder was doing, then the lock's holders and
 //! how their time splits.
 //!
+//! Two more parts follow: where the measuring thread's operations spent their time in each
+//! measured phase, and the contended spinning locks by wait mode.
+//!
 //! The analysis already ranked locks, holders and activities; nothing here reorders them,
-//! so the section agrees with run.json.
+//! so the section agrees with run.json (the breakdown sentences alone rank phases by their
+//! operation's mean, the slowest first).
 
-use vmscale_run::findings::{ActivityShare, HolderActivity, LockHolders};
+use vmscale_run::findings::{
+    ActivityShare, Component, ComponentKind, HolderActivity, LockHolders, OperationBreakdown,
+    PhaseBreakdown, SpinLockWaits,
+};
 use vmscale_run::TraceSection;
 
 use crate::grid::Grid;
@@ -176,6 +183,13 @@ fn explain_lock(lock: &LockHolders) -> Explained {
 
 /// The section for the terminal table; `layout` draws a grid. Empty without findings.
 pub(crate) fn terminal(trace: &TraceSection, layout: impl Fn(&Grid) -> String) -> String {
+    let mut out = holders_terminal(trace, &layout);
+    out.push_str(&breakdown_terminal(trace, &layout));
+    out.push_str(&spinlocks_terminal(trace, &layout));
+    out
+}
+
+fn holders_terminal(trace: &TraceSection, layout: &impl Fn(&Grid) -> String) -> String {
     let explained = explain(trace);
     if explained.is_empty() {
         return String::new();
@@ -202,6 +216,17 @@ pub(crate) fn markdown(
     table: impl Fn(&Grid) -> String,
     code: impl Fn(&str) -> String,
 ) -> String {
+    let mut out = holders_markdown(trace, &table, &code);
+    out.push_str(&breakdown_markdown(trace, &table, &code));
+    out.push_str(&spinlocks_markdown(trace, &table, &code));
+    out
+}
+
+fn holders_markdown(
+    trace: &TraceSection,
+    table: &impl Fn(&Grid) -> String,
+    code: &impl Fn(&str) -> String,
+) -> String {
     let mut explained = explain(trace);
     if explained.is_empty() {
         return String::new();
@@ -224,6 +249,302 @@ pub(crate) fn markdown(
             out.push_str(&table(&e.holders));
         }
     }
+    out
+}
+
+pub(crate) const BREAKDOWN_TITLE: &str = "explain: where the measured operations' time went";
+pub(crate) const SPINLOCKS_TITLE: &str =
+    "explain: contended spinning locks (a spinning waiter is not woken by the holder, so the trace cannot name who held them)";
+/// Phases explained in sentences, the slowest operation first.
+const PHASES: usize = 8;
+/// Spinning locks explained.
+const SPINLOCKS: usize = 5;
+/// Columns of the breakdown table, one per kind of component, as per-call means.
+const KINDS: [ComponentKind; 6] = [
+    ComponentKind::OnCpu,
+    ComponentKind::Runnable,
+    ComponentKind::Lock,
+    ComponentKind::Asleep,
+    ComponentKind::CrossCpu,
+    ComponentKind::Other,
+];
+
+/// The operation a phase measured: the one with the most time (the update ioctl).
+fn main_operation(phase: &PhaseBreakdown) -> Option<&OperationBreakdown> {
+    phase.operations.iter().find(|o| o.count > 0)
+}
+
+fn mean(total: u64, count: u64) -> u64 {
+    total.checked_div(count).unwrap_or(0)
+}
+
+/// A component as words: "runnable", "waiting for rwlock (write) in kvm_mmu_free_roots".
+fn component(c: &Component) -> String {
+    match c.kind {
+        ComponentKind::OnCpu | ComponentKind::Runnable => c.kind.label().into(),
+        ComponentKind::Lock => format!("waiting for {}", c.detail),
+        ComponentKind::Asleep if c.detail.starts_with('(') => format!("asleep {}", c.detail),
+        ComponentKind::Asleep => format!("asleep in {}", c.detail),
+        ComponentKind::CrossCpu => format!("waiting for other CPUs to run {}", c.detail),
+        ComponentKind::Other => format!("unknown ({})", c.detail),
+    }
+}
+
+fn breakdown_sentence(phase: &PhaseBreakdown, op: &OperationBreakdown) -> String {
+    let parts: Vec<String> = op
+        .components
+        .iter()
+        .take(SHARES)
+        .map(|c| format!("{} {}", share_of(c.total_ns, op.total_ns), component(c)))
+        .collect();
+    let what = if op.syscall < 0 {
+        "the phase".to_string()
+    } else {
+        format!("the {} call", op.operation)
+    };
+    let mut out = format!(
+        "{}: {what} took {} on average ({}): {}",
+        phase.label,
+        duration(mean(op.total_ns, op.count)),
+        plural(op.count, "call"),
+        parts.join(", ")
+    );
+    if let Some(w) = op.wakers.first() {
+        out.push_str(&format!(
+            "; woken {} by {}/{} ({})",
+            plural(w.wakeups, "time"),
+            w.comm,
+            w.pid,
+            w.doing
+        ));
+    }
+    out
+}
+
+/// Numbered sentences, slowest operation first, and one table row per phase in run order.
+fn breakdown(trace: &TraceSection) -> Option<(Vec<String>, Grid)> {
+    let mut ranked: Vec<(&PhaseBreakdown, &OperationBreakdown)> = trace
+        .breakdown
+        .iter()
+        .filter_map(|p| main_operation(p).map(|o| (p, o)))
+        .collect();
+    if ranked.is_empty() {
+        return None;
+    }
+    let mut grid = Grid::new(&[
+        ("phase", false),
+        ("operation", false),
+        ("calls", true),
+        ("mean", true),
+        ("p99", true),
+        ("on CPU", true),
+        ("runnable", true),
+        ("locks", true),
+        ("asleep", true),
+        ("other CPUs", true),
+        ("other", true),
+    ]);
+    for (phase, op) in &ranked {
+        let mut row = vec![
+            phase.label.clone(),
+            op.operation.clone(),
+            op.count.to_string(),
+            duration(mean(op.total_ns, op.count)),
+            op.latency
+                .as_ref()
+                .map_or_else(|| units::MISSING.into(), |l| duration(l.p99_ns)),
+        ];
+        for kind in KINDS {
+            let total: u64 = op
+                .components
+                .iter()
+                .filter(|c| c.kind == kind)
+                .map(|c| c.total_ns)
+                .sum();
+            row.push(duration(mean(total, op.count)));
+        }
+        grid.rows.push(row);
+    }
+    ranked.sort_by(|a, b| {
+        mean(b.1.total_ns, b.1.count)
+            .cmp(&mean(a.1.total_ns, a.1.count))
+            .then(a.0.label.cmp(&b.0.label))
+    });
+    let sentences = ranked
+        .iter()
+        .take(PHASES)
+        .map(|(p, o)| breakdown_sentence(p, o))
+        .collect();
+    Some((sentences, grid))
+}
+
+const BREAKDOWN_NOTE: &str =
+    "per-call means; \"other CPUs\" is time on a CPU waiting for other CPUs to run a function it asked them to";
+
+fn breakdown_terminal(trace: &TraceSection, layout: &impl Fn(&Grid) -> String) -> String {
+    let Some((sentences, grid)) = breakdown(trace) else {
+        return String::new();
+    };
+    let mut out = format!("\n{BREAKDOWN_TITLE}\n");
+    for (rank, s) in sentences.iter().enumerate() {
+        out.push_str(&format!("  {}. {s}\n", rank + 1));
+    }
+    out.push_str(&format!("\n  {BREAKDOWN_NOTE}\n"));
+    out.push_str(&layout(&grid));
+    out
+}
+
+fn breakdown_markdown(
+    trace: &TraceSection,
+    table: &impl Fn(&Grid) -> String,
+    code: &impl Fn(&str) -> String,
+) -> String {
+    let Some((sentences, mut grid)) = breakdown(trace) else {
+        return String::new();
+    };
+    let mut out = "\n#### Explain: where the measured operations' time went\n\n".to_string();
+    for (rank, s) in sentences.iter().enumerate() {
+        out.push_str(&format!("{}. {s}\n", rank + 1));
+    }
+    out.push_str(&format!("\n{}:\n\n", capitalised(BREAKDOWN_NOTE)));
+    for row in &mut grid.rows {
+        row[1] = code(&row[1]);
+    }
+    out.push_str(&table(&grid));
+    out
+}
+
+fn capitalised(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
+/// "p50 42.7 us, p99 82.7 us, max 82.7 us".
+fn spread(lock: &SpinLockWaits, mode: &str) -> Option<(u64, String)> {
+    let m = lock.modes.iter().find(|m| m.mode == mode)?;
+    let s = m.waits.as_ref()?;
+    Some((
+        s.n,
+        format!(
+            "p50 {}, p99 {}, max {}",
+            duration(s.p50_ns),
+            duration(s.p99_ns),
+            duration(s.max_ns)
+        ),
+    ))
+}
+
+fn spinlock_sentence(lock: &SpinLockWaits) -> String {
+    let mut out = format!(
+        "{}: {}, {} in total",
+        lock.name,
+        plural(lock.waits, "contended wait"),
+        duration(lock.total_wait_ns)
+    );
+    let mut any_mode = false;
+    for (mode, who) in [("write", "writers"), ("read", "readers")] {
+        if let Some((n, spread)) = spread(lock, mode) {
+            out.push_str(&format!("; {who} {n}: {spread}"));
+            any_mode = true;
+        }
+    }
+    if !any_mode {
+        if let Some((_, spread)) = spread(lock, "") {
+            out.push_str(&format!(" ({spread})"));
+        }
+    }
+    if lock.kind == "rwlock" {
+        if lock.writer_waits_overtaken > 0 {
+            out.push_str(&format!(
+                "; writer starvation: readers got it {} while writers waited ({} overtaken)",
+                plural(lock.reads_during_writer_waits, "time"),
+                plural(lock.writer_waits_overtaken, "writer wait")
+            ));
+        } else if spread(lock, "read").is_none() {
+            out.push_str("; no contended reader was traced");
+        } else {
+            out.push_str("; no reader got it while a writer waited");
+        }
+    }
+    out
+}
+
+fn spinlocks(trace: &TraceSection) -> Option<(Vec<String>, Grid)> {
+    let locks: Vec<&SpinLockWaits> = trace
+        .spinlocks
+        .iter()
+        .filter(|l| l.waits > 0)
+        .take(SPINLOCKS)
+        .collect();
+    if locks.is_empty() {
+        return None;
+    }
+    let mut grid = Grid::new(&[
+        ("lock", false),
+        ("mode", false),
+        ("waits", true),
+        ("p50", true),
+        ("p99", true),
+        ("max", true),
+        ("total", true),
+    ]);
+    for lock in &locks {
+        for m in &lock.modes {
+            let Some(s) = &m.waits else { continue };
+            grid.rows.push(vec![
+                lock.name.clone(),
+                if m.mode.is_empty() {
+                    "exclusive".into()
+                } else {
+                    m.mode.clone()
+                },
+                s.n.to_string(),
+                duration(s.p50_ns),
+                duration(s.p99_ns),
+                duration(s.max_ns),
+                duration(m.total_wait_ns),
+            ]);
+        }
+    }
+    Some((locks.iter().map(|l| spinlock_sentence(l)).collect(), grid))
+}
+
+fn spinlocks_terminal(trace: &TraceSection, layout: &impl Fn(&Grid) -> String) -> String {
+    let Some((sentences, grid)) = spinlocks(trace) else {
+        return String::new();
+    };
+    let mut out = format!("\n{SPINLOCKS_TITLE}\n");
+    for (rank, s) in sentences.iter().enumerate() {
+        out.push_str(&format!("  {}. {s}\n", rank + 1));
+    }
+    out.push('\n');
+    out.push_str(&layout(&grid));
+    out
+}
+
+fn spinlocks_markdown(
+    trace: &TraceSection,
+    table: &impl Fn(&Grid) -> String,
+    code: &impl Fn(&str) -> String,
+) -> String {
+    let Some((sentences, mut grid)) = spinlocks(trace) else {
+        return String::new();
+    };
+    let mut out = "\n#### Explain: contended spinning locks\n\n\
+        A spinning waiter is not woken by the holder, so the trace cannot name who held \
+        these locks; only contended acquisitions are traced.\n\n"
+        .to_string();
+    for (rank, s) in sentences.iter().enumerate() {
+        out.push_str(&format!("{}. {s}\n", rank + 1));
+    }
+    for row in &mut grid.rows {
+        row[0] = code(&row[0]);
+    }
+    out.push('\n');
+    out.push_str(&table(&grid));
     out
 }
 

@@ -23,8 +23,11 @@ mod explain;
 mod facts;
 mod grid;
 mod growth;
+pub mod html;
 mod json;
 mod markdown;
+pub mod perfetto;
+mod scaling;
 mod table;
 mod units;
 

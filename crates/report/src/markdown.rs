@@ -6,7 +6,7 @@
 use vmscale_run::{RunRecord, TraceSection};
 
 use crate::grid::{self, Grid};
-use crate::{contention, explain, facts, growth};
+use crate::{contention, explain, facts, growth, scaling};
 
 pub(crate) fn render(record: &RunRecord) -> String {
     let mut out = format!(
@@ -56,6 +56,16 @@ pub(crate) fn render(record: &RunRecord) -> String {
             for line in &growth.lines {
                 out.push_str(&format!("- {line}\n"));
             }
+        }
+    }
+
+    let scaling = scaling::lines(record);
+    if !scaling.is_empty() {
+        out.push_str(
+            "\n### How it scales with N\n\nBest model by AIC (s: contention, k: coherency).\n\n",
+        );
+        for line in scaling {
+            out.push_str(&format!("- {line}\n"));
         }
     }
 

@@ -8,7 +8,7 @@ use comfy_table::{CellAlignment, Table};
 use vmscale_run::{RunRecord, TraceSection};
 
 use crate::grid::{self, Grid};
-use crate::{contention, counters, explain, facts, growth};
+use crate::{contention, counters, explain, facts, growth, scaling};
 
 pub(crate) fn render(record: &RunRecord) -> String {
     let mut out = String::new();
@@ -42,6 +42,14 @@ pub(crate) fn render(record: &RunRecord) -> String {
             out.push_str(&layout(bins));
         }
         for line in &growth.lines {
+            out.push_str(&format!("  {line}\n"));
+        }
+    }
+
+    let scaling = scaling::lines(record);
+    if !scaling.is_empty() {
+        out.push_str("\nhow it scales with N (best model by AIC; s: contention, k: coherency)\n");
+        for line in scaling {
             out.push_str(&format!("  {line}\n"));
         }
     }

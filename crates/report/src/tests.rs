@@ -236,6 +236,8 @@ fn trace_section() -> TraceSection {
         ],
         ipis: Vec::new(),
         holders: Vec::new(),
+        breakdown: Vec::new(),
+        spinlocks: Vec::new(),
     }
 }
 
@@ -1179,4 +1181,190 @@ fn holders_survive_json_and_old_records_without_them_still_load() {
     value["trace"].as_object_mut().unwrap().remove("holders");
     let old: RunRecord = serde_json::from_value(value).unwrap();
     assert!(old.trace.unwrap().holders.is_empty());
+}
+
+/// Two memslot phases whose update ioctl slows with N because it waits for a CPU, and
+/// kvm->mmu_lock contended by writers only.
+fn breakdown_record() -> RunRecord {
+    use vmscale_run::findings::{
+        Component, ComponentKind, ModeWaits, OperationBreakdown, PhaseBreakdown, SpinLockWaits,
+        Waker,
+    };
+    let part = |kind, detail: &str, total_ns, operations| Component {
+        kind,
+        detail: detail.into(),
+        total_ns,
+        operations,
+    };
+    let ioctl =
+        |total_ns: u64, components: Vec<Component>, wakers: Vec<Waker>| OperationBreakdown {
+            operation: "ioctl".into(),
+            syscall: 16,
+            count: 60,
+            latency: Summary::from_samples(&[total_ns / 60; 60]),
+            total_ns,
+            components,
+            wakers,
+        };
+    let small = PhaseBreakdown {
+        label: "memslot vcpus=1 strategy=pause-all".into(),
+        pid: 870,
+        comm: "vmscale".into(),
+        duration_ns: 20_000_000,
+        operations: vec![ioctl(
+            600_000,
+            vec![part(ComponentKind::OnCpu, "", 600_000, 60)],
+            Vec::new(),
+        )],
+    };
+    let big = PhaseBreakdown {
+        label: "memslot vcpus=4 strategy=pause-all".into(),
+        pid: 870,
+        comm: "vmscale".into(),
+        duration_ns: 90_000_000,
+        operations: vec![ioctl(
+            10_800_000,
+            vec![
+                part(ComponentKind::Runnable, "", 4_320_000, 50),
+                part(ComponentKind::OnCpu, "", 3_780_000, 60),
+                part(
+                    ComponentKind::Lock,
+                    "rwlock (write) in kvm_mmu_free_roots",
+                    2_160_000,
+                    12,
+                ),
+                part(ComponentKind::Asleep, "(no stack)", 540_000, 3),
+            ],
+            vec![Waker {
+                comm: "kworker/0:1".into(),
+                pid: 21,
+                doing: "running, itself woken by vmscale/870".into(),
+                wakeups: 3,
+                slept_ns: 540_000,
+            }],
+        )],
+    };
+    let write = Summary::from_samples(&[40_000, 40_000, 80_000]);
+    let mmu = SpinLockWaits {
+        lock_addr: 0xffff_c900_0000_1000,
+        name: "rwlock (write) in kvm_mmu_free_roots".into(),
+        kind: "rwlock".into(),
+        waits: 3,
+        total_wait_ns: 160_000,
+        modes: vec![ModeWaits {
+            mode: "write".into(),
+            waits: write,
+            total_wait_ns: 160_000,
+        }],
+        writer_waits_overtaken: 0,
+        reads_during_writer_waits: 0,
+        open_waits: 0,
+    };
+    let mut record = traced_record();
+    let trace = record.trace.as_mut().unwrap();
+    trace.breakdown = vec![small, big];
+    trace.spinlocks = vec![mmu];
+    record
+}
+
+#[test]
+fn table_explains_each_phase_slowest_first_then_tabulates_components_per_call() {
+    let text = render(&breakdown_record(), Format::Table);
+    let section = after(&text, "explain: where the measured operations' time went\n");
+    let lines: Vec<&str> = section.lines().collect();
+    assert_eq!(
+        lines[0],
+        "  1. memslot vcpus=4 strategy=pause-all: the ioctl call took 180 us on average \
+         (60 calls): 40% runnable, 35% on CPU, 20% waiting for rwlock (write) in \
+         kvm_mmu_free_roots; woken 3 times by kworker/0:1/21 (running, itself woken by \
+         vmscale/870)"
+    );
+    assert_eq!(
+        lines[1],
+        "  2. memslot vcpus=1 strategy=pause-all: the ioctl call took 10.0 us on average \
+         (60 calls): 100% on CPU"
+    );
+    // Rows in run order, each component as a per-call mean.
+    let rows: Vec<Vec<&str>> = section
+        .lines()
+        .filter(|l| l.starts_with('|') && l.contains("memslot"))
+        .map(table_cells)
+        .collect();
+    assert_eq!(rows.len(), 2, "{section}");
+    assert_eq!(rows[0][0], "memslot vcpus=1 strategy=pause-all");
+    assert_eq!(
+        &rows[1][1..],
+        [
+            "ioctl", "60", "180 us", "180 us", "63.0 us", "72.0 us", "36.0 us", "9.0 us", "0 us",
+            "0 us"
+        ]
+    );
+}
+
+#[test]
+fn spinning_locks_say_the_holder_is_unknown_and_split_waits_by_mode() {
+    let text = render(&breakdown_record(), Format::Table);
+    let section = after(
+        &text,
+        "explain: contended spinning locks (a spinning waiter is not woken by the holder, so \
+         the trace cannot name who held them)\n",
+    );
+    let first = section.lines().next().unwrap();
+    assert_eq!(
+        first,
+        "  1. rwlock (write) in kvm_mmu_free_roots: 3 contended waits, 160 us in total; writers \
+         3: p50 40.0 us, p99 80.0 us, max 80.0 us; no contended reader was traced"
+    );
+    let row = section
+        .lines()
+        .find(|l| l.starts_with('|') && l.contains("kvm_mmu_free_roots"))
+        .expect("a lock row");
+    assert_eq!(
+        &table_cells(row)[1..],
+        ["write", "3", "40.0 us", "80.0 us", "80.0 us", "160 us"]
+    );
+}
+
+#[test]
+fn markdown_breakdown_and_spinlock_tables_have_constant_column_counts() {
+    let text = render(&breakdown_record(), Format::Md);
+    let breakdown = after(
+        &text,
+        "#### Explain: where the measured operations' time went\n",
+    );
+    assert!(
+        breakdown
+            .starts_with("\n1. memslot vcpus=4 strategy=pause-all: the ioctl call took 180 us"),
+        "{breakdown}"
+    );
+    let (breakdown, spin) = breakdown
+        .split_once("#### Explain: contended spinning locks\n")
+        .expect("the spinning-lock part follows");
+    let rows: Vec<&str> = breakdown.lines().filter(|l| l.starts_with('|')).collect();
+    assert_eq!(rows.len(), 4, "header, alignment, two phases: {rows:?}");
+    assert!(
+        rows.iter().all(|r| r.matches('|').count() == 12),
+        "{rows:?}"
+    );
+    assert!(rows[3].contains("| `ioctl` |"), "{rows:?}");
+    assert!(spin.contains("cannot name who held"), "{spin}");
+    let rows: Vec<&str> = spin.lines().filter(|l| l.starts_with('|')).collect();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(rows.iter().all(|r| r.matches('|').count() == 8), "{rows:?}");
+}
+
+#[test]
+fn breakdown_and_spinlocks_survive_json_and_old_records_without_them_still_load() {
+    let json = render(&breakdown_record(), Format::Json);
+    let back: RunRecord = serde_json::from_str(&json).unwrap();
+    let trace = back.trace.unwrap();
+    assert_eq!(trace.breakdown[1].operations[0].components.len(), 4);
+    assert_eq!(trace.spinlocks[0].modes[0].mode, "write");
+    let mut value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let section = value["trace"].as_object_mut().unwrap();
+    section.remove("breakdown");
+    section.remove("spinlocks");
+    let old: RunRecord = serde_json::from_value(value).unwrap();
+    let old = old.trace.unwrap();
+    assert!(old.breakdown.is_empty() && old.spinlocks.is_empty());
 }

@@ -28,6 +28,13 @@ pub struct TraceSection {
     /// doing meanwhile; worst (largest total wait) first.
     #[serde(default)]
     pub holders: Vec<LockHolders>,
+    /// The measuring thread's system calls in each measured phase, each split into where
+    /// its time went; in phase order.
+    #[serde(default)]
+    pub breakdown: Vec<PhaseBreakdown>,
+    /// Contended spinning locks (spinlocks, rwlocks) by wait mode, worst first.
+    #[serde(default)]
+    pub spinlocks: Vec<SpinLockWaits>,
 }
 
 /// One contended lock (one address), worst first.
@@ -199,4 +206,117 @@ pub struct HeldAcrossSleep {
     pub waiters: u64,
     /// Waiters' time spent while the holder slept in `function`.
     pub waiter_wait_ns: u64,
+}
+
+/// One measured phase (between the `vmscale: begin/end <label>` markers) seen from the
+/// thread that wrote the markers: its operations and where their time went.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PhaseBreakdown {
+    pub label: String,
+    /// The measuring thread.
+    pub pid: i32,
+    pub comm: String,
+    pub duration_ns: u64,
+    /// One entry per kind of operation (system call), most total time first.
+    pub operations: Vec<OperationBreakdown>,
+}
+
+/// Every traced call of one system call in a phase, with its latency split by cause.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct OperationBreakdown {
+    /// "ioctl", "futex", ..., "syscall 123", or "phase" when the phase had no traced system
+    /// calls and the whole phase is the operation.
+    pub operation: String,
+    /// The system call number (-1 for a whole phase).
+    pub syscall: i64,
+    pub count: u64,
+    /// Distribution of one operation's latency (sys_enter to sys_exit).
+    pub latency: Option<Summary>,
+    pub total_ns: u64,
+    /// The total split by cause, largest first; sums to `total_ns`.
+    pub components: Vec<Component>,
+    /// Who woke the thread out of its sleeps during these operations, most first.
+    pub wakers: Vec<Waker>,
+}
+
+/// Where part of an operation's time went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComponentKind {
+    /// On a CPU, doing its own work.
+    OnCpu,
+    /// Waiting for a CPU: preempted, or woken and not yet running.
+    Runnable,
+    /// Between contention_begin and contention_end on a lock (`detail` names it).
+    Lock,
+    /// Switched out voluntarily; `detail` is the kernel function it slept in.
+    Asleep,
+    /// On a CPU, but waiting for other CPUs to run a function it asked them to (IPIs).
+    CrossCpu,
+    /// The trace does not say; `detail` is why.
+    Other,
+}
+
+impl ComponentKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            ComponentKind::OnCpu => "on CPU",
+            ComponentKind::Runnable => "runnable",
+            ComponentKind::Lock => "waiting for",
+            ComponentKind::Asleep => "asleep",
+            ComponentKind::CrossCpu => "waiting for other CPUs",
+            ComponentKind::Other => "other",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Component {
+    pub kind: ComponentKind,
+    /// Lock name, sleep function, cross-CPU function, or why the time is unknown.
+    pub detail: String,
+    pub total_ns: u64,
+    /// Operations with some time in this component.
+    pub operations: u64,
+}
+
+/// A task that woke the measuring thread during an operation, and what it was doing then.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Waker {
+    pub comm: String,
+    pub pid: i32,
+    /// "running cross-CPU call F", "had just acquired L", "woken by X/pid", "an interrupt".
+    pub doing: String,
+    pub wakeups: u64,
+    /// The measuring thread's sleeps these wakeups ended.
+    pub slept_ns: u64,
+}
+
+/// A contended spinning lock. A spinning waiter is never woken by the holder, so the trace
+/// cannot name who held it; what it shows is how long each mode waited.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SpinLockWaits {
+    pub lock_addr: u64,
+    /// The same name as in the contention table.
+    pub name: String,
+    /// spinlock or rwlock.
+    pub kind: String,
+    pub waits: u64,
+    pub total_wait_ns: u64,
+    /// Waits per mode: "write", "read", or "" for a plain spinlock.
+    pub modes: Vec<ModeWaits>,
+    /// Writers' waits during which at least one reader's contended wait ended (a reader
+    /// got the lock while a writer kept waiting).
+    pub writer_waits_overtaken: u64,
+    /// Readers' contended acquisitions that ended while a writer waited.
+    pub reads_during_writer_waits: u64,
+    /// Waits still open when the trace ended.
+    pub open_waits: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ModeWaits {
+    pub mode: String,
+    pub waits: Option<Summary>,
+    pub total_wait_ns: u64,
 }

@@ -12,6 +12,7 @@
 //! with something the run counts (objects already registered, slots in use).
 
 pub mod compare;
+pub mod fit;
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};

@@ -2,6 +2,7 @@
 
 pub mod compare;
 pub mod doctor;
+pub mod export;
 pub mod irqfd;
 pub mod list;
 pub mod memslot;

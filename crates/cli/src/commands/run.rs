@@ -120,7 +120,7 @@ fn cannot_write(output: &OutputArgs, e: std::io::Error) -> Failure {
     ))
 }
 
-/// Writes run.json and summary.md into the run directory.
+/// Writes run.json, summary.md and report.html into the run directory.
 pub(crate) fn save(measured: Measured, output: &OutputArgs) -> Result<Measured, Failure> {
     measured
         .dir
@@ -129,6 +129,11 @@ pub(crate) fn save(measured: Measured, output: &OutputArgs) -> Result<Measured, 
     std::fs::write(
         measured.dir.path.join("summary.md"),
         vmscale_report::render(&measured.record, vmscale_report::Format::Md),
+    )
+    .map_err(|e| cannot_write(output, e))?;
+    std::fs::write(
+        measured.dir.path.join("report.html"),
+        vmscale_report::html::render_html(&measured.record),
     )
     .map_err(|e| cannot_write(output, e))?;
     Ok(measured)

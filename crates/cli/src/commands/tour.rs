@@ -121,11 +121,28 @@ pub fn tour(args: &TourArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// summary.md of the tour: every scenario's Markdown rendering, in order.
+/// summary.md of the tour (every scenario's Markdown rendering, in order) and report.html,
+/// a page linking each scenario's own self-contained report.
 fn write_summary(tour_dir: &RunDir, runs: &[Measured]) {
     let text: Vec<String> = runs
         .iter()
         .map(|m| vmscale_report::render(&m.record, vmscale_report::Format::Md))
         .collect();
     let _ = std::fs::write(tour_dir.path.join("summary.md"), text.join("\n\n"));
+    let links: String = runs
+        .iter()
+        .filter_map(|m| {
+            let name = m.dir.path.file_name()?.to_string_lossy().into_owned();
+            Some(format!(
+                "<li><a href=\"{name}/report.html\">{}</a>: {} points, {}</li>\n",
+                m.record.scenario,
+                m.record.points.len(),
+                m.record.warnings.len().to_string() + " warnings"
+            ))
+        })
+        .collect();
+    let page = format!(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>vmscale tour</title></head>\n<body style=\"font-family: sans-serif\"><h1>vmscale tour</h1>\n<ul>\n{links}</ul></body></html>\n"
+    );
+    let _ = std::fs::write(tour_dir.path.join("report.html"), page);
 }

@@ -8,7 +8,7 @@
 # `--file-version 7` or `--compression zstd`.
 #
 # What it records: lock:contention_begin/end, sched:sched_switch, sched:sched_waking and
-# the ipi system on the mono clock, in a private instance `vmscale-xcheck-<pid>`, while 50
+# the ipi system on the mono clock, in a private instance `vmscale-xcheck-<pid>`, while 200
 # short processes fork at once (forks on a few CPUs contend on locks and send IPIs).
 # VMSCALE_XCHECK_EVENTS (trace-cmd instance options, e.g. "-b 65536 -e raw_syscalls") and
 # VMSCALE_XCHECK_WORKLOAD (a shell command) replace those two, for bigger recordings.
@@ -87,6 +87,6 @@ unshare --mount --propagation private bash -c "$inner" record "$scratch" "$inst"
     "$@" \
     -B "$name" "${instance_options[@]}" \
     ${VMSCALE_XCHECK_EVENTS:--e lock:contention_begin -e lock:contention_end -e sched:sched_switch -e sched:sched_waking -e ipi} \
-    bash -c "${VMSCALE_XCHECK_WORKLOAD:-for i in \$(seq 50); do /bin/true & done; wait}"
+    bash -c "${VMSCALE_XCHECK_WORKLOAD:-for i in \$(seq 200); do /bin/true & done; wait}"
 
 [ -s "$out" ] || { echo "trace-cmd wrote no $out" >&2; exit 1; }

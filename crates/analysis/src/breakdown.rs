@@ -1,0 +1,625 @@
+//! Where one measured operation's time goes.
+//!
+//! The scenario's measuring thread writes `vmscale: begin <label>` / `vmscale: end <label>`
+//! around each measured loop, and its system calls are traced (filtered to that thread).
+//! Every system call it makes inside a phase, sys_enter to sys_exit, is split by what the
+//! thread was doing ([`crate::timeline`]): on a CPU, runnable (preempted or woken and not
+//! yet running), waiting on a lock, asleep in some kernel function; the on-CPU time spent
+//! waiting for other CPUs to run a function it asked them to run (csd_queue_cpu until the
+//! targets' csd_function_exit) is cross-CPU work. Each sleep that ended during an operation
+//! names its waker and what the waker was doing just before (one hop). A phase with no
+//! traced system call is one operation from marker to marker.
+//!
+//! Streaming: the measuring thread's spans back to its open operation, one note per task
+//! (for wakers), one aggregate per phase and system call.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use vmscale_run::findings::{Component, ComponentKind, OperationBreakdown, PhaseBreakdown, Waker};
+use vmscale_run::LockContention;
+use vmscale_stats::StreamingSummary;
+use vmscale_trace::event::Event;
+use vmscale_trace::views::EventKind;
+
+use crate::holders::sleep_function;
+use crate::naming;
+use crate::symbols::Symbols;
+use crate::timeline::{Activity, Gap, StackId, Timelines};
+
+const BEGIN: &str = "vmscale: begin ";
+const END: &str = "vmscale: end ";
+const TOP_WAKERS: usize = 5;
+/// Cross-CPU windows kept per operation; more are merged into the last one.
+const MAX_WINDOWS: usize = 64;
+/// The pseudo system call number of a phase measured from marker to marker.
+pub const WHOLE_PHASE: i64 = -1;
+
+const NO_STACK: &str = "(no stack)";
+const BEFORE_FIRST_EVENT: &str = "before the thread's first traced event";
+const TRIMMED: &str = "older than the thread's kept history";
+
+/// x86-64 system call numbers the scenarios' measuring threads use.
+fn syscall_name(id: i64) -> String {
+    let name = match id {
+        WHOLE_PHASE => "phase",
+        0 => "read",
+        1 => "write",
+        7 => "poll",
+        16 => "ioctl",
+        24 => "sched_yield",
+        35 => "nanosleep",
+        200 => "tkill",
+        202 => "futex",
+        230 => "clock_nanosleep",
+        234 => "tgkill",
+        _ => return format!("syscall {id}"),
+    };
+    name.to_string()
+}
+
+/// A piece of an operation's time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Part {
+    OnCpu,
+    Runnable,
+    Lock(u64),
+    Asleep(Option<StackId>),
+    /// Waiting for other CPUs to run this function.
+    CrossCpu(u64),
+    Other(&'static str),
+}
+
+/// What a waker was doing when it woke the measuring thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Doing {
+    /// Running a cross-CPU function call (in interrupt context on its CPU).
+    Csd(u64),
+    /// An interrupt on an idle CPU.
+    Interrupt,
+    /// It had just acquired this lock after waiting for it.
+    AfterLock(u64),
+    /// It had itself been woken by this task (the second hop).
+    WokenBy(i32),
+    Running,
+}
+
+/// Per task, what is needed to say what it was doing when it woke someone.
+#[derive(Default)]
+struct TaskNote {
+    switched_in: u64,
+    /// Lock and when its contended wait for it ended.
+    acquired: Option<(u64, u64)>,
+    woken_by: Option<i32>,
+}
+
+struct OpenOp {
+    id: i64,
+    start: u64,
+    /// Closed cross-CPU windows and the function each waited for.
+    windows: Vec<(u64, u64, u64)>,
+    /// The window still open: start and function.
+    window: Option<(u64, u64)>,
+    /// csd addresses queued by the thread whose function has not run yet.
+    pending: HashSet<u64>,
+    wakes: Vec<((i32, Doing), u64)>,
+}
+
+impl OpenOp {
+    fn close_window(&mut self, ts: u64) {
+        if let Some((start, func)) = self.window.take() {
+            if self.windows.len() >= MAX_WINDOWS {
+                if let Some(last) = self.windows.last_mut() {
+                    last.1 = ts;
+                }
+            } else {
+                self.windows.push((start, ts, func));
+            }
+        }
+        self.pending.clear();
+    }
+}
+
+#[derive(Default)]
+struct OpAgg {
+    latency: StreamingSummary,
+    /// Part -> (total ns, operations with some of it).
+    parts: HashMap<Part, (u64, u64)>,
+    wakers: HashMap<(i32, Doing), (u64, u64)>,
+}
+
+struct PhaseState {
+    label: String,
+    pid: i32,
+    start: u64,
+    end: u64,
+    saw_syscall: bool,
+    ops: BTreeMap<i64, OpAgg>,
+}
+
+/// The pass; feed it every event in time order, then [`BreakdownPass::finish`].
+#[derive(Default)]
+pub struct BreakdownPass {
+    /// The measuring thread: whoever wrote the last begin marker.
+    thread: Option<i32>,
+    phase: Option<PhaseState>,
+    done: Vec<PhaseState>,
+    op: Option<OpenOp>,
+    timelines: Timelines,
+    /// The thread's last sleeping switch-out, while it sleeps.
+    asleep_since: Option<u64>,
+    /// CPU on which the thread's sleeping stack should come next.
+    awaiting_stack: Option<u32>,
+    stack_ids: HashMap<Vec<u64>, StackId>,
+    stacks: Vec<Vec<u64>>,
+    /// Flags of the locks the thread waited on, for naming those the contention pass lacks.
+    lock_flags: HashMap<u64, u32>,
+    notes: HashMap<i32, TaskNote>,
+    /// CPU -> function of the cross-CPU call running there.
+    csd_running: HashMap<u32, u64>,
+    comms: HashMap<i32, String>,
+}
+
+impl BreakdownPass {
+    /// How far back the thread's activity may still be asked for.
+    fn floor(&self, ts: u64) -> u64 {
+        match (&self.op, &self.phase) {
+            (Some(op), _) => op.start,
+            (None, Some(phase)) if !phase.saw_syscall => phase.start,
+            _ => ts,
+        }
+    }
+
+    pub fn observe(&mut self, event: &Event<'_>) {
+        let ts = event.ts();
+        let pid = event.pid();
+        let kind = event.kind();
+        self.note(event, &kind);
+        if let EventKind::Print(print) = kind {
+            let text = print.text();
+            let text = text.trim_end();
+            if let Some(label) = text.strip_prefix(BEGIN) {
+                self.close_phase(ts);
+                self.thread = Some(pid);
+                self.phase = Some(PhaseState {
+                    label: label.to_string(),
+                    pid,
+                    start: ts,
+                    end: ts,
+                    saw_syscall: false,
+                    ops: BTreeMap::new(),
+                });
+            } else if text.starts_with(END) {
+                self.close_phase(ts);
+            }
+            return;
+        }
+        let Some(thread) = self.thread else {
+            return;
+        };
+        let floor = self.floor(ts);
+        if pid == thread && !matches!(kind, EventKind::KernelStack(_)) {
+            self.timelines.seen_running(pid, ts, floor);
+        }
+        match kind {
+            EventKind::SchedSwitch(s) => {
+                if s.prev_pid == thread {
+                    let sleeping = s.prev_state & 0xff != 0;
+                    self.timelines.switched_out(thread, ts, sleeping, floor);
+                    self.asleep_since = sleeping.then_some(ts);
+                    self.awaiting_stack = sleeping.then_some(event.cpu());
+                } else if self.awaiting_stack == Some(event.cpu()) {
+                    self.awaiting_stack = None;
+                }
+                if s.next_pid == thread {
+                    self.timelines.switched_in(thread, ts, floor);
+                    self.asleep_since = None;
+                }
+            }
+            // The stacktrace trigger on sched_switch runs in the switched-out task.
+            EventKind::KernelStack(stack)
+                if pid == thread && self.awaiting_stack.take() == Some(event.cpu()) =>
+            {
+                let frames: Vec<u64> = stack.iter().collect();
+                let next = self.stacks.len() as StackId;
+                let id = *self.stack_ids.entry(frames.clone()).or_insert_with(|| {
+                    self.stacks.push(frames);
+                    next
+                });
+                self.timelines.slept_in(thread, id);
+            }
+            EventKind::SchedWaking(w) if w.pid == thread => {
+                if let (Some(since), Some(op)) = (self.asleep_since.take(), &mut self.op) {
+                    let doing = doing(&self.notes, &self.csd_running, pid, event.cpu());
+                    op.wakes.push(((pid, doing), ts.saturating_sub(since)));
+                }
+                self.timelines.woken(thread, ts, floor);
+            }
+            EventKind::ContentionBegin(b) if pid == thread => {
+                self.lock_flags.entry(b.lock_addr).or_insert(b.flags);
+                self.timelines.wait_begins(thread, ts, b.lock_addr, floor);
+            }
+            EventKind::ContentionEnd(_) if pid == thread => {
+                self.timelines.wait_ends(thread, ts, floor);
+            }
+            EventKind::CsdQueueCpu(q) if pid == thread => {
+                if let Some(op) = &mut self.op {
+                    op.pending.insert(q.csd);
+                    op.window.get_or_insert((ts, q.func));
+                }
+            }
+            EventKind::CsdFunctionExit(f) => {
+                if let Some(op) = &mut self.op {
+                    if op.pending.remove(&f.csd) && op.pending.is_empty() {
+                        op.close_window(ts);
+                    }
+                }
+            }
+            EventKind::SysEnter(enter) if pid == thread => {
+                if let Some(phase) = &mut self.phase {
+                    phase.saw_syscall = true;
+                    self.op = Some(OpenOp {
+                        id: enter.id,
+                        start: ts,
+                        windows: Vec::new(),
+                        window: None,
+                        pending: HashSet::new(),
+                        wakes: Vec::new(),
+                    });
+                }
+            }
+            EventKind::SysExit(exit) if pid == thread => {
+                if let Some(op) = self.op.take() {
+                    if op.id == exit.id {
+                        self.close_op(op, ts);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// What every task did recently, for naming wakers.
+    fn note(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
+        let pid = event.pid();
+        match kind {
+            EventKind::SchedSwitch(s) => {
+                self.notes.entry(s.next_pid).or_default().switched_in = event.ts();
+                remember(&mut self.comms, s.prev_pid, s.prev_comm.as_bytes());
+                remember(&mut self.comms, s.next_pid, s.next_comm.as_bytes());
+            }
+            EventKind::SchedWaking(w) => {
+                remember(&mut self.comms, w.pid, w.comm.as_bytes());
+                if w.pid != pid {
+                    self.notes.entry(w.pid).or_default().woken_by = Some(pid);
+                }
+            }
+            EventKind::ContentionEnd(end) if end.ret == 0 && pid != 0 => {
+                self.notes.entry(pid).or_default().acquired = Some((end.lock_addr, event.ts()));
+            }
+            EventKind::CsdFunctionEntry(f) => {
+                self.csd_running.insert(event.cpu(), f.func);
+            }
+            EventKind::CsdFunctionExit(_) => {
+                self.csd_running.remove(&event.cpu());
+            }
+            _ => {}
+        }
+    }
+
+    fn close_op(&mut self, mut op: OpenOp, end: u64) {
+        op.close_window(end);
+        let Some(thread) = self.thread else { return };
+        let mut parts: HashMap<Part, u64> = HashMap::new();
+        split_into(
+            &self.timelines,
+            thread,
+            op.start,
+            end,
+            &op.windows,
+            &mut parts,
+        );
+        let Some(phase) = &mut self.phase else { return };
+        let agg = phase.ops.entry(op.id).or_default();
+        agg.latency.record(end - op.start);
+        for (part, n) in parts {
+            let e = agg.parts.entry(part).or_default();
+            e.0 += n;
+            e.1 += 1;
+        }
+        for (key, slept) in op.wakes {
+            let e = agg.wakers.entry(key).or_default();
+            e.0 += 1;
+            e.1 += slept;
+        }
+    }
+
+    fn close_phase(&mut self, ts: u64) {
+        // A call still open at the end marker is the marker's own write: not measured.
+        self.op = None;
+        let Some(mut phase) = self.phase.take() else {
+            return;
+        };
+        phase.end = ts;
+        if !phase.saw_syscall {
+            let mut parts = HashMap::new();
+            split_into(&self.timelines, phase.pid, phase.start, ts, &[], &mut parts);
+            let agg = phase.ops.entry(WHOLE_PHASE).or_default();
+            agg.latency.record(ts - phase.start);
+            agg.parts = parts.into_iter().map(|(p, n)| (p, (n, 1))).collect();
+        }
+        self.done.push(phase);
+    }
+
+    /// The findings in phase order; `contention` names the locks.
+    pub fn finish(
+        mut self,
+        symbols: &dyn Symbols,
+        contention: &[LockContention],
+    ) -> Vec<PhaseBreakdown> {
+        // A phase without its end marker (trace cut short) ends at its last event.
+        if let Some(phase) = self.phase.take() {
+            let end = self.op.as_ref().map_or(phase.start, |op| op.start);
+            self.op = None;
+            self.phase = Some(phase);
+            self.close_phase(end);
+        }
+        let names: HashMap<u64, &str> = contention
+            .iter()
+            .map(|l| (l.lock_addr, l.name.as_str()))
+            .collect();
+        self.done
+            .iter()
+            .map(|phase| self.describe(phase, symbols, &names))
+            .collect()
+    }
+
+    fn comm(&self, pid: i32) -> String {
+        if pid == 0 {
+            return "swapper".into();
+        }
+        self.comms.get(&pid).cloned().unwrap_or_else(|| "?".into())
+    }
+
+    fn lock_name(&self, lock: u64, names: &HashMap<u64, &str>) -> String {
+        names.get(&lock).map_or_else(
+            || {
+                let flags = self.lock_flags.get(&lock).copied().unwrap_or(0);
+                format!(
+                    "{} @{lock:#x}",
+                    naming::stack_name(naming::kind(flags), naming::mode(flags), None)
+                )
+            },
+            |n| n.to_string(),
+        )
+    }
+
+    fn describe_part(
+        &self,
+        part: Part,
+        symbols: &dyn Symbols,
+        names: &HashMap<u64, &str>,
+    ) -> (ComponentKind, String) {
+        match part {
+            Part::OnCpu => (ComponentKind::OnCpu, String::new()),
+            Part::Runnable => (ComponentKind::Runnable, String::new()),
+            // On-stack locks (a completion's) and per-CPU ones get their address appended
+            // to tell them apart in the contention table; here they are one cause.
+            Part::Lock(lock) => {
+                let name = self.lock_name(lock, names);
+                let site = match name.rsplit_once(" @0x") {
+                    Some((site, _)) => site.to_string(),
+                    None => name,
+                };
+                (ComponentKind::Lock, site)
+            }
+            Part::Asleep(stack) => {
+                let frames: Vec<String> = stack
+                    .and_then(|s| self.stacks.get(s as usize))
+                    .map(|f| f.iter().map(|&a| symbols.frame(a)).collect())
+                    .unwrap_or_default();
+                let function = sleep_function(&frames).unwrap_or(NO_STACK);
+                (ComponentKind::Asleep, function.to_string())
+            }
+            Part::CrossCpu(func) => (ComponentKind::CrossCpu, function(symbols, func)),
+            Part::Other(why) => (ComponentKind::Other, why.to_string()),
+        }
+    }
+
+    fn describe_doing(
+        &self,
+        doing: Doing,
+        symbols: &dyn Symbols,
+        names: &HashMap<u64, &str>,
+    ) -> String {
+        match doing {
+            Doing::Csd(func) => format!("running cross-CPU call {}", function(symbols, func)),
+            Doing::Interrupt => "an interrupt on an idle CPU".into(),
+            Doing::AfterLock(lock) => format!("had just acquired {}", self.lock_name(lock, names)),
+            Doing::WokenBy(pid) => format!("running, itself woken by {}/{pid}", self.comm(pid)),
+            Doing::Running => "running".into(),
+        }
+    }
+
+    fn describe(
+        &self,
+        phase: &PhaseState,
+        symbols: &dyn Symbols,
+        names: &HashMap<u64, &str>,
+    ) -> PhaseBreakdown {
+        let mut operations: Vec<OperationBreakdown> = phase
+            .ops
+            .iter()
+            .map(|(&id, agg)| {
+                let mut merged: HashMap<(ComponentKind, String), (u64, u64)> = HashMap::new();
+                for (&part, &(n, ops)) in &agg.parts {
+                    let e = merged
+                        .entry(self.describe_part(part, symbols, names))
+                        .or_default();
+                    e.0 += n;
+                    e.1 += ops;
+                }
+                let mut components: Vec<Component> = merged
+                    .into_iter()
+                    .filter(|(_, (n, _))| *n > 0)
+                    .map(|((kind, detail), (total_ns, operations))| Component {
+                        kind,
+                        detail,
+                        total_ns,
+                        operations: operations.min(agg.latency.count()),
+                    })
+                    .collect();
+                components.sort_by(|a, b| {
+                    b.total_ns
+                        .cmp(&a.total_ns)
+                        .then(a.kind.cmp(&b.kind))
+                        .then(a.detail.cmp(&b.detail))
+                });
+                let mut wakers: Vec<Waker> = agg
+                    .wakers
+                    .iter()
+                    .map(|(&(pid, doing), &(wakeups, slept_ns))| Waker {
+                        comm: self.comm(pid),
+                        pid,
+                        doing: self.describe_doing(doing, symbols, names),
+                        wakeups,
+                        slept_ns,
+                    })
+                    .collect();
+                wakers.sort_by(|a, b| {
+                    b.slept_ns
+                        .cmp(&a.slept_ns)
+                        .then(b.wakeups.cmp(&a.wakeups))
+                        .then(a.pid.cmp(&b.pid))
+                });
+                wakers.truncate(TOP_WAKERS);
+                OperationBreakdown {
+                    operation: syscall_name(id),
+                    syscall: id,
+                    count: agg.latency.count(),
+                    latency: agg.latency.summary(),
+                    total_ns: agg.latency.total(),
+                    components,
+                    wakers,
+                }
+            })
+            .collect();
+        operations.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.syscall.cmp(&b.syscall)));
+        PhaseBreakdown {
+            label: phase.label.clone(),
+            pid: phase.pid,
+            comm: self.comm(phase.pid),
+            duration_ns: phase.end.saturating_sub(phase.start),
+            operations,
+        }
+    }
+}
+
+fn remember(comms: &mut HashMap<i32, String>, pid: i32, comm: &[u8]) {
+    if pid != 0 && comms.get(&pid).is_none_or(|c| c.as_bytes() != comm) {
+        comms.insert(pid, String::from_utf8_lossy(comm).into_owned());
+    }
+}
+
+/// A kernel function's bare name.
+fn function(symbols: &dyn Symbols, address: u64) -> String {
+    let frame = symbols.frame(address);
+    frame.split(['+', ' ']).next().unwrap_or(&frame).to_string()
+}
+
+/// What `waker` was doing when it woke someone on `cpu`.
+fn doing(notes: &HashMap<i32, TaskNote>, csd: &HashMap<u32, u64>, waker: i32, cpu: u32) -> Doing {
+    if let Some(&func) = csd.get(&cpu) {
+        return Doing::Csd(func);
+    }
+    if waker == 0 {
+        return Doing::Interrupt;
+    }
+    let Some(note) = notes.get(&waker) else {
+        return Doing::Running;
+    };
+    match (note.acquired, note.woken_by) {
+        (Some((lock, at)), _) if at >= note.switched_in => Doing::AfterLock(lock),
+        (_, Some(by)) => Doing::WokenBy(by),
+        _ => Doing::Running,
+    }
+}
+
+/// Splits `[from, to)` of the thread's time into parts; on-CPU time inside a cross-CPU
+/// window (`windows`: start, end, function; in time order) is waiting for other CPUs.
+fn split_into(
+    timelines: &Timelines,
+    thread: i32,
+    from: u64,
+    to: u64,
+    windows: &[(u64, u64, u64)],
+    parts: &mut HashMap<Part, u64>,
+) {
+    let mut cursor = from;
+    timelines.split(thread, from, to, |piece, n| {
+        let (a, b) = (cursor, cursor + n);
+        cursor = b;
+        let part = match piece {
+            Ok(Activity::Running) => {
+                let mut inside = 0;
+                for &(ws, we, func) in windows {
+                    let overlap = we.min(b).saturating_sub(ws.max(a));
+                    if overlap > 0 {
+                        *parts.entry(Part::CrossCpu(func)).or_default() += overlap;
+                        inside += overlap;
+                    }
+                }
+                *parts.entry(Part::OnCpu).or_default() += n - inside.min(n);
+                return;
+            }
+            Ok(Activity::Runnable) => Part::Runnable,
+            Ok(Activity::Asleep(stack)) => Part::Asleep(stack),
+            Ok(Activity::Waiting(lock)) => Part::Lock(lock),
+            Err(Gap::BeforeFirstEvent) => Part::Other(BEFORE_FIRST_EVENT),
+            Err(Gap::Trimmed) => Part::Other(TRIMMED),
+        };
+        *parts.entry(part).or_default() += n;
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn on_cpu_time_inside_a_cross_cpu_window_is_waiting_for_other_cpus() {
+        let mut t = Timelines::default();
+        t.switched_in(7, 100, 0);
+        t.switched_out(7, 200, false, 0);
+        t.switched_in(7, 250, 0);
+        t.wait_begins(7, 300, 0xabc, 0);
+        t.wait_ends(7, 320, 0);
+        let mut parts = HashMap::new();
+        split_into(&t, 7, 150, 400, &[(180, 260, 0xf00)], &mut parts);
+        assert_eq!(parts[&Part::CrossCpu(0xf00)], 30);
+        assert_eq!(parts[&Part::Runnable], 50);
+        assert_eq!(parts[&Part::Lock(0xabc)], 20);
+        assert_eq!(parts[&Part::OnCpu], 150);
+        assert_eq!(parts.values().sum::<u64>(), 250);
+    }
+
+    #[test]
+    fn a_waker_is_described_by_what_it_did_last() {
+        let mut notes = HashMap::new();
+        let csd = HashMap::from([(3u32, 0xf00u64)]);
+        assert_eq!(doing(&notes, &csd, 5, 3), Doing::Csd(0xf00));
+        assert_eq!(doing(&notes, &csd, 0, 1), Doing::Interrupt);
+        notes.insert(
+            5,
+            TaskNote {
+                switched_in: 100,
+                acquired: Some((0xabc, 150)),
+                woken_by: Some(9),
+            },
+        );
+        assert_eq!(doing(&notes, &csd, 5, 1), Doing::AfterLock(0xabc));
+        notes.get_mut(&5).unwrap().switched_in = 200;
+        assert_eq!(doing(&notes, &csd, 5, 1), Doing::WokenBy(9));
+        assert_eq!(syscall_name(16), "ioctl");
+        assert_eq!(syscall_name(999), "syscall 999");
+    }
+}

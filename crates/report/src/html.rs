@@ -1,0 +1,784 @@
+//! One self-contained HTML page for a run: inline CSS and inline SVG charts, no script and
+//! nothing fetched at view time, so the file can be mailed, attached to a bug or opened
+//! from disk years later.
+//!
+//! Reading order: what ran and where, the warnings, how latency scales with the swept
+//! value, each point's distribution, where the time goes, how latency grows with what each
+//! sample counted, the kernel trace, and last the latency table with the same numbers as
+//! the terminal table. The tables are the shared grids of the other renderings, so the page
+//! agrees with them to the digit.
+
+mod charts;
+
+use std::collections::BTreeMap;
+
+use vmscale_run::{IpiPhase, RunRecord, Series, TraceSection};
+
+use crate::grid::{self, Grid};
+use crate::{contention, counters, explain, facts, growth, units};
+use charts::{Axis, Bar, Dash, Frame, Line};
+use plotters::chart::SeriesLabelPosition;
+
+/// Sites and senders named per IPI phase; the rest are left to run.json.
+const IPI_TOP: usize = 3;
+
+/// Light, print-friendly styling; `color-scheme` keeps a dark-mode browser from inverting
+/// the white chart backgrounds into unreadable ones.
+const STYLE: &str = "
+:root { color-scheme: light; }
+body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; color: #1a1a1a;
+  background: #fff; margin: 1.5rem auto; max-width: 1240px; padding: 0 1rem; line-height: 1.4; }
+h1 { font-size: 1.5rem; margin-bottom: .5rem; }
+h2 { font-size: 1.2rem; margin-top: 2rem; border-bottom: 1px solid #ddd; padding-bottom: .2rem; }
+h3 { font-size: 1.02rem; margin: 1.2rem 0 .4rem; }
+dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .15rem 1rem; margin: 0; }
+dl.facts dt { font-weight: 600; }
+dl.facts dd { margin: 0; overflow-wrap: anywhere; }
+.warnings { background: #fff4e5; border-left: 4px solid #e08a00; padding: .5rem 1rem; margin: 1rem 0; }
+.warnings ul { margin: .2rem 0; padding-left: 1.2rem; }
+.charts { display: flex; flex-wrap: wrap; gap: 1rem; }
+figure { margin: 0 0 1rem; }
+figcaption { font-size: .9rem; color: #444; max-width: 600px; }
+.growth { flex: 0 1 590px; min-width: 0; }
+figure svg { display: block; max-width: 100%; height: auto; border: 1px solid #eee; }
+table { border-collapse: collapse; font-size: .85rem; margin: .4rem 0 1rem; }
+th, td { border: 1px solid #d6d6d6; padding: .2rem .5rem; vertical-align: top; }
+th { background: #f3f3f3; text-align: left; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+pre { background: #f7f7f7; border: 1px solid #e3e3e3; padding: .4rem .6rem; font-size: .8rem;
+  overflow-x: auto; margin: .2rem 0 .6rem; }
+ol.findings li, ul.lines li { margin: .2rem 0; }
+.muted { color: #666; }
+";
+
+/// The run as one HTML page.
+pub fn render_html(record: &RunRecord) -> String {
+    let title = format!(
+        "{}: {} latency by {}",
+        record.tool.name,
+        record.scenario,
+        grid::sweep_header(record)
+    );
+    let mut body = format!("<h1>{}</h1>\n", escape(&title));
+    body.push_str(&context(record));
+    if !record.points.is_empty() {
+        body.push_str(&scaling(record));
+        body.push_str(&distributions(record));
+        body.push_str(&phases(record));
+        body.push_str(&growth_section(record));
+    }
+    if let Some(trace) = &record.trace {
+        body.push_str(&trace_section(trace));
+    }
+    if !record.points.is_empty() {
+        body.push_str(&latency_table(record));
+    }
+    body.push_str(&counters_section(record));
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n{body}</body>\n</html>\n",
+        escape(&title)
+    )
+}
+
+/// `text` with the characters that HTML gives meaning to replaced by entities, safe both
+/// as element content and inside a quoted attribute.
+pub(crate) fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// The header facts as a definition list, then the warnings.
+fn context(record: &RunRecord) -> String {
+    let mut out = String::from("<dl class=\"facts\">\n");
+    for fact in facts::facts(record) {
+        let value = if fact.label == "command" {
+            format!("<code>{}</code>", escape(&fact.value))
+        } else {
+            escape(&fact.value)
+        };
+        out.push_str(&format!(
+            "<dt>{}</dt><dd>{value}</dd>\n",
+            escape(fact.label)
+        ));
+    }
+    out.push_str("</dl>\n");
+    if !record.warnings.is_empty() {
+        out.push_str("<div class=\"warnings\"><strong>Warnings</strong>\n<ul>\n");
+        out.push_str(&list_items(&record.warnings));
+        out.push_str("</ul></div>\n");
+    }
+    out
+}
+
+fn list_items(lines: &[String]) -> String {
+    lines
+        .iter()
+        .map(|line| format!("<li>{}</li>\n", escape(line)))
+        .collect()
+}
+
+/// A chart in a figure with its caption; a chart that could not be drawn shows why.
+fn figure(chart: Result<String, charts::ChartError>, caption: &str) -> String {
+    let content = match chart {
+        Ok(svg) => svg,
+        Err(why) => format!("<p class=\"muted\">chart not drawn: {}</p>", escape(&why)),
+    };
+    format!(
+        "<figure>\n{content}\n<figcaption>{}</figcaption>\n</figure>\n",
+        escape(caption)
+    )
+}
+
+/// Distinct series names in first-seen order, so a colour means the same series on every
+/// chart of the page.
+fn series_names(record: &RunRecord) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for series in record.points.iter().flat_map(|p| &p.series) {
+        if !names.contains(&series.name.as_str()) {
+            names.push(&series.name);
+        }
+    }
+    names
+}
+
+fn colour_of(names: &[&str], name: &str) -> plotters::style::RGBColor {
+    charts::colour(names.iter().position(|n| *n == name).unwrap_or(0))
+}
+
+/// p50, p99 and mean of every series against the swept value.
+fn scaling(record: &RunRecord) -> String {
+    let names = series_names(record);
+    let sweep = grid::sweep_header(record);
+    let mut lines = Vec::new();
+    for &name in &names {
+        let summaries: Vec<(f64, &vmscale_stats::Summary)> = record
+            .points
+            .iter()
+            .flat_map(|p| p.series.iter().map(move |s| (p.n as f64, s)))
+            .filter(|(_, s)| s.name == name)
+            .filter_map(|(n, s)| s.summary.as_ref().map(|summary| (n, summary)))
+            .collect();
+        let stat = |pick: fn(&vmscale_stats::Summary) -> f64| {
+            summaries
+                .iter()
+                .map(|(n, s)| (*n, pick(s) / 1_000.0))
+                .collect::<Vec<_>>()
+        };
+        let colour = colour_of(&names, name);
+        for (label, dash, points) in [
+            ("p50", Dash::Solid, stat(|s| s.p50_ns as f64)),
+            ("p99", Dash::Dashed, stat(|s| s.p99_ns as f64)),
+            ("mean", Dash::Dotted, stat(|s| s.mean_ns)),
+        ] {
+            lines.push(Line {
+                label: format!("{name} {label}"),
+                marks: points.clone(),
+                points,
+                colour,
+                dash,
+            });
+        }
+    }
+    let mut out = String::from("<h2 id=\"scaling\">Scaling</h2>\n");
+    let xs = record.points.iter().map(|p| p.n as f64);
+    let ys = lines.iter().flat_map(|l| l.points.iter().map(|p| p.1));
+    let (Some(x), Some(y)) = (Axis::fit(xs), Axis::fit(ys)) else {
+        out.push_str("<p class=\"muted\">no samples to plot</p>\n");
+        return out;
+    };
+    let x_desc = sweep.to_string();
+    let frame = Frame {
+        width: 1000,
+        height: 520,
+        title: "latency by sweep value",
+        x_desc: &x_desc,
+        y_desc: "latency (us)",
+        legend: SeriesLabelPosition::UpperLeft,
+    };
+    let caption = format!(
+        "p50 (solid), p99 (dashed) and mean (dotted) latency of every strategy against {sweep}; \
+         one dot per measured point."
+    );
+    out.push_str(&figure(charts::lines(&frame, x, y, &lines, &[]), &caption));
+    out
+}
+
+/// One CDF chart per point, a line per series, p50 and p99 marked.
+fn distributions(record: &RunRecord) -> String {
+    let names = series_names(record);
+    let sweep = grid::sweep_header(record);
+    let mut out = String::from(
+        "<h2 id=\"distributions\">Latency distribution per point</h2>\n<p>The share of samples at or below each \
+         latency (the empirical CDF); dots mark p50 and p99.</p>\n<div class=\"charts\">\n",
+    );
+    for point in &record.points {
+        let lines: Vec<Line> = point
+            .series
+            .iter()
+            .filter(|s| !s.samples_ns.is_empty())
+            .map(|s| cdf_line(s, colour_of(&names, &s.name)))
+            .collect();
+        let xs = lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
+        let Some(x) = Axis::fit(xs) else {
+            continue;
+        };
+        let y = Axis {
+            lo: 0.0,
+            hi: 1.02,
+            log: false,
+        };
+        let title = format!("{sweep}={}", point.n);
+        let frame = Frame {
+            width: 600,
+            height: 360,
+            title: &title,
+            x_desc: "latency (us)",
+            y_desc: "share of samples",
+            legend: SeriesLabelPosition::LowerRight,
+        };
+        let caption = format!("Distribution at {sweep}={}.", point.n);
+        out.push_str(&figure(charts::lines(&frame, x, y, &lines, &[]), &caption));
+    }
+    out.push_str("</div>\n");
+    out
+}
+
+/// A series' CDF, labelled with its p50 and p99 from the stored summary (the numbers the
+/// tables print).
+fn cdf_line(series: &Series, colour: plotters::style::RGBColor) -> Line {
+    let mut label = series.name.clone();
+    let mut marks = Vec::new();
+    if let Some(s) = &series.summary {
+        label.push_str(&format!(
+            " (p50 {} us, p99 {} us)",
+            units::micros_u64(s.p50_ns),
+            units::micros_u64(s.p99_ns)
+        ));
+        marks = vec![
+            (s.p50_ns as f64 / 1_000.0, 0.5),
+            (s.p99_ns as f64 / 1_000.0, 0.99),
+        ];
+    }
+    Line {
+        label,
+        points: charts::cdf(&series.samples_ns),
+        colour,
+        dash: Dash::Solid,
+        marks,
+    }
+}
+
+/// Stacked bars of each phased series' mean phase times per point, then the phase table.
+fn phases(record: &RunRecord) -> String {
+    let Some(table) = grid::phases(record) else {
+        return String::new();
+    };
+    let sweep = grid::sweep_header(record);
+    let mut out = String::from(
+        "<h2 id=\"phases\">Where the time goes</h2>\n<p>Mean time of each phase of a sample; the phases of \
+         a sample add up to it.</p>\n<div class=\"charts\">\n",
+    );
+    for name in series_names(record) {
+        let phased: Vec<(u64, &Series)> = record
+            .points
+            .iter()
+            .flat_map(|p| p.series.iter().map(move |s| (p.n, s)))
+            .filter(|(_, s)| s.name == name && !s.phases.is_empty())
+            .collect();
+        let Some((_, first)) = phased.first() else {
+            continue;
+        };
+        let phase_names: Vec<String> = first.phases.iter().map(|p| p.name.clone()).collect();
+        let bars: Vec<Bar> = phased
+            .iter()
+            .map(|(n, series)| Bar {
+                label: n.to_string(),
+                segments: phase_names
+                    .iter()
+                    .map(|phase| mean_us(series, phase))
+                    .collect(),
+            })
+            .collect();
+        let title = format!("{name}: mean per phase");
+        let frame = Frame {
+            width: 600,
+            height: 360,
+            title: &title,
+            x_desc: sweep,
+            y_desc: "mean latency (us)",
+            legend: SeriesLabelPosition::UpperLeft,
+        };
+        let caption = format!("Phases of {name}, stacked bottom up in the order they run.");
+        out.push_str(&figure(
+            charts::stacked_bars(&frame, &phase_names, &bars),
+            &caption,
+        ));
+    }
+    out.push_str("</div>\n");
+    out.push_str(&html_table(&table));
+    out
+}
+
+/// Mean of the named phase in microseconds; 0 when the series lacks it or its samples.
+fn mean_us(series: &Series, phase: &str) -> f64 {
+    series
+        .phases
+        .iter()
+        .find(|p| p.name == phase)
+        .and_then(|p| p.summary.as_ref())
+        .map_or(0.0, |s| s.mean_ns / 1_000.0)
+}
+
+/// For every series with an x per sample: binned p50 and p99 against x, with the fitted
+/// lines' text (the same as the terminal's) as caption and the bins as a table.
+fn growth_section(record: &RunRecord) -> String {
+    let sections = growth::sections(record);
+    if sections.is_empty() {
+        return String::new();
+    }
+    let names = series_names(record);
+    let with_x = record
+        .points
+        .iter()
+        .flat_map(|p| p.series.iter())
+        .filter(|s| !s.sample_x.is_empty());
+    let mut out = String::from(
+        "<h2 id=\"growth\">How latency grows with what each sample counted</h2>\n\
+         <div class=\"charts\">\n",
+    );
+    for (section, series) in sections.iter().zip(with_x) {
+        out.push_str("<div class=\"growth\">\n");
+        out.push_str(&format!("<h3>{}</h3>\n", escape(&section.title)));
+        out.push_str(&growth_chart(series, colour_of(&names, &series.name)));
+        if !section.lines.is_empty() {
+            out.push_str("<ul class=\"lines\">\n");
+            out.push_str(&list_items(&section.lines));
+            out.push_str("</ul>\n");
+        }
+        if let Some(bins) = &section.bins {
+            out.push_str(&html_table(bins));
+        }
+        out.push_str("</div>\n");
+    }
+    out.push_str("</div>\n");
+    out
+}
+
+fn growth_chart(series: &Series, colour: plotters::style::RGBColor) -> String {
+    let Some(data) = charts::growth(&series.sample_x, &series.samples_ns) else {
+        return String::new();
+    };
+    let xs = data.scatter.iter().map(|p| p.0);
+    let ys = data
+        .scatter
+        .iter()
+        .chain(&data.p99)
+        .chain(&data.fit)
+        .map(|p| p.1)
+        .filter(|y| *y > 0.0);
+    let (Some(x), Some(y)) = (Axis::fit(xs), Axis::fit(ys)) else {
+        return String::new();
+    };
+    let x_desc = if series.sample_x_is.is_empty() {
+        "x".to_string()
+    } else {
+        series.sample_x_is.clone()
+    };
+    let lines = [
+        Line {
+            label: "p50 per bin".into(),
+            marks: data.p50.clone(),
+            points: data.p50,
+            colour,
+            dash: Dash::Solid,
+        },
+        Line {
+            label: "p99 per bin".into(),
+            marks: data.p99.clone(),
+            points: data.p99,
+            colour,
+            dash: Dash::Dashed,
+        },
+        Line {
+            label: "least squares over all samples".into(),
+            points: data.fit,
+            colour: plotters::style::RGBColor(60, 60, 60),
+            dash: Dash::Dotted,
+            marks: Vec::new(),
+        },
+    ];
+    let title = format!("{} against {x_desc}", series.name);
+    let frame = Frame {
+        width: 600,
+        height: 360,
+        title: &title,
+        x_desc: &x_desc,
+        y_desc: "latency (us)",
+        legend: SeriesLabelPosition::UpperLeft,
+    };
+    let caption = "Grey dots: samples (thinned); lines: p50 and p99 of each bin, placed at \
+                   the bin's median x; dotted: the least-squares line, whose slope is given \
+                   below.";
+    figure(charts::lines(&frame, x, y, &lines, &data.scatter), caption)
+}
+
+/// The kernel trace: recording facts, contention table, worst locks' waiters and stacks,
+/// IPIs per phase, and the holders' explanations.
+fn trace_section(trace: &TraceSection) -> String {
+    let mut out = String::from("<h2 id=\"trace\">Kernel trace</h2>\n<ul class=\"lines\">\n");
+    out.push_str(&list_items(&contention::header(trace)));
+    out.push_str("</ul>\n");
+    out.push_str(&contention_section(trace));
+    out.push_str(&ipi_section(&trace.ipis));
+    out.push_str(&explain_section(trace));
+    out
+}
+
+fn contention_section(trace: &TraceSection) -> String {
+    let Some((locks, more)) = contention::table(trace) else {
+        return format!("<p>{}</p>\n", escape(contention::NO_CONTENTION));
+    };
+    let mut out = String::from("<h3>Lock contention (worst first)</h3>\n");
+    out.push_str(&html_table(&locks));
+    if let Some(more) = more {
+        out.push_str(&format!("<p class=\"muted\">{}</p>\n", escape(&more)));
+    }
+    out.push_str(&format!(
+        "<h3>{}</h3>\n",
+        escape(&capitalized(contention::details_title(trace)))
+    ));
+    out.push_str("<ol class=\"findings\">\n");
+    for lock in contention::details(trace) {
+        out.push_str(&format!(
+            "<li><code>{}</code> ({})\n",
+            escape(&lock.name),
+            escape(&lock.what)
+        ));
+        let mut waiters: Vec<String> = lock
+            .waiters
+            .iter()
+            .map(|(who, waited)| format!("{who}: {waited}"))
+            .collect();
+        waiters.extend(lock.more_waiters.clone());
+        if !waiters.is_empty() {
+            out.push_str("<br>waiters:\n<ul>\n");
+            out.push_str(&list_items(&waiters));
+            out.push_str("</ul>\n");
+        }
+        for stack in &lock.stacks {
+            out.push_str(&format!("stack, {}:\n", escape(&stack.title)));
+            out.push_str(&format!(
+                "<pre>{}</pre>\n",
+                escape(&stack.frames.join("\n"))
+            ));
+        }
+        if let Some(more) = &lock.more_stacks {
+            out.push_str(&format!("<span class=\"muted\">{}</span>\n", escape(more)));
+        }
+        out.push_str("</li>\n");
+    }
+    out.push_str("</ol>\n");
+    out
+}
+
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// One row per measured phase: how many IPIs and cross-CPU calls it sent, to how many
+/// CPUs, and from where.
+fn ipi_section(ipis: &[IpiPhase]) -> String {
+    if ipis.is_empty() {
+        return String::new();
+    }
+    let mut grid = Grid::new(&[
+        ("phase", false),
+        ("duration", true),
+        ("IPIs", true),
+        ("cross-CPU calls", true),
+        ("target CPUs", true),
+        ("top sites (call site -> callback)", false),
+        ("top senders", false),
+    ]);
+    for phase in ipis {
+        grid.rows.push(vec![
+            phase.label.clone(),
+            explain::duration(phase.duration_ns),
+            units::count(phase.ipis),
+            units::count(phase.csd_queued),
+            targets(&phase.by_target),
+            top_sites(phase),
+            top_senders(phase),
+        ]);
+    }
+    format!("<h3>IPIs per measured phase</h3>\n{}", html_table(&grid))
+}
+
+/// CPUs that received IPIs during the phase.
+fn targets(by_target: &BTreeMap<String, u64>) -> String {
+    by_target.values().filter(|&&n| n > 0).count().to_string()
+}
+
+fn top_sites(phase: &IpiPhase) -> String {
+    let mut parts: Vec<String> = phase
+        .by_site
+        .iter()
+        .take(IPI_TOP)
+        .map(|site| {
+            let callback = if site.callback.is_empty() {
+                "reschedule"
+            } else {
+                &site.callback
+            };
+            format!(
+                "{} -> {callback}: {}",
+                site.callsite,
+                units::count(site.ipis)
+            )
+        })
+        .collect();
+    if phase.by_site.len() > IPI_TOP {
+        parts.push(format!("{} more", phase.by_site.len() - IPI_TOP));
+    }
+    parts.join("; ")
+}
+
+fn top_senders(phase: &IpiPhase) -> String {
+    let mut parts: Vec<String> = phase
+        .by_sender
+        .iter()
+        .take(IPI_TOP)
+        .map(|s| format!("{}/{}: {}", s.comm, s.pid, units::count(s.ipis)))
+        .collect();
+    if phase.by_sender.len() > IPI_TOP {
+        parts.push(format!("{} more", phase.by_sender.len() - IPI_TOP));
+    }
+    parts.join("; ")
+}
+
+/// The explain findings: one sentence per lock, then how its wait splits and its holders.
+fn explain_section(trace: &TraceSection) -> String {
+    let explained = explain::explain(trace);
+    if explained.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "<h3>{}</h3>\n<ol class=\"findings\">\n",
+        escape(&capitalized(explain::TITLE))
+    );
+    for e in &explained {
+        out.push_str(&format!("<li>{}</li>\n", escape(&e.sentence)));
+    }
+    out.push_str("</ol>\n");
+    for (rank, e) in explained.iter().enumerate() {
+        out.push_str(&format!(
+            "<p><strong>Lock {}</strong>, wait split: {}</p>\n",
+            rank + 1,
+            escape(&e.split)
+        ));
+        if !e.sleeps.is_empty() {
+            out.push_str("<ul class=\"lines\">\n");
+            out.push_str(&list_items(&e.sleeps));
+            out.push_str("</ul>\n");
+        }
+        if !e.holders.rows.is_empty() {
+            out.push_str(&html_table(&e.holders));
+        }
+    }
+    out
+}
+
+/// The terminal's latency table and the series' notes.
+fn latency_table(record: &RunRecord) -> String {
+    let mut out = String::from("<h2 id=\"latency\">Latency</h2>\n");
+    out.push_str(&html_table(&grid::latency(record)));
+    let notes: Vec<String> = grid::notes(record)
+        .into_iter()
+        .map(|(place, note)| format!("{place}: {note}"))
+        .collect();
+    if !notes.is_empty() {
+        out.push_str("<ul class=\"lines\">\n");
+        out.push_str(&list_items(&notes));
+        out.push_str("</ul>\n");
+    }
+    out
+}
+
+/// KVM statistics and guest progress, as in the terminal table.
+fn counters_section(record: &RunRecord) -> String {
+    let mut out = String::new();
+    if let Some(stats) = counters::kvm_stats(record) {
+        out.push_str("<h2>KVM statistics that changed, per sample</h2>\n");
+        out.push_str(&html_table(&stats));
+    }
+    let progress = counters::vcpu_progress(record);
+    if !progress.is_empty() {
+        out.push_str(
+            "<h2>vCPU progress</h2>\n<p>Guest loop iterations per vCPU while measuring.</p>\n\
+             <ul class=\"lines\">\n",
+        );
+        out.push_str(&list_items(&progress));
+        out.push_str("</ul>\n");
+    }
+    out
+}
+
+/// A grid as an HTML table, numeric columns right-aligned.
+fn html_table(grid: &Grid) -> String {
+    let class = |index: usize| {
+        if grid.numeric.get(index).copied().unwrap_or(false) {
+            " class=\"num\""
+        } else {
+            ""
+        }
+    };
+    let mut out = String::from("<table>\n<thead><tr>");
+    for (index, header) in grid.headers.iter().enumerate() {
+        out.push_str(&format!("<th{}>{}</th>", class(index), escape(header)));
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
+    for row in &grid.rows {
+        out.push_str("<tr>");
+        for (index, cell) in row.iter().enumerate() {
+            out.push_str(&format!("<td{}>{}</td>", class(index), escape(cell)));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody>\n</table>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use vmscale_run::{HostFacts, Phase, Point, ToolInfo};
+    use vmscale_stats::Summary;
+
+    use super::*;
+
+    fn series(name: &str, samples_ns: Vec<u64>) -> Series {
+        Series {
+            name: name.into(),
+            summary: Summary::from_samples(&samples_ns),
+            samples_ns,
+            ..Series::default()
+        }
+    }
+
+    fn record() -> RunRecord {
+        let host: HostFacts = serde_json::from_value(serde_json::json!({
+            "hostname": "h", "kernel_release": "6.8", "kernel_version": "#1",
+            "cpu_model": "cpu", "online_cpus": 2, "memory_bytes": 0, "kvm": null
+        }))
+        .expect("host facts match the schema");
+        let point = |n: u64| {
+            let mut phased = series("pause-all", (1..=50).map(|i| i * 3_000 * n).collect());
+            phased.phases = vec![
+                Phase::new("kick+wait", (1..=50).map(|i| i * 2_000 * n).collect()),
+                Phase::new("update", (1..=50).map(|i| i * 1_000 * n).collect()),
+            ];
+            let mut evil = series("<script>", (1..=50).map(|i| 1_000 + i * n).collect());
+            evil.sample_x = (0..50).collect();
+            evil.sample_x_is = "irqfds & \"friends\"".into();
+            Point {
+                n,
+                vcpus_per_host_cpu: n as f64 / 2.0,
+                series: vec![series("direct", vec![1_000 * n; 50]), phased, evil],
+            }
+        };
+        RunRecord {
+            schema_version: vmscale_run::SCHEMA_VERSION,
+            tool: ToolInfo::current("0.1.0"),
+            scenario: "pause".into(),
+            sweep: "vcpus".into(),
+            command_line: vec!["vmscale".into(), "run".into()],
+            started_utc: "2026-01-02T03:04:05Z".into(),
+            finished_utc: String::new(),
+            host,
+            knobs: serde_json::json!({"iterations": 50}),
+            background: None,
+            points: vec![point(1), point(4)],
+            trace: Some(TraceSection::default()),
+            warnings: vec!["a <b>bold</b> warning".into()],
+        }
+    }
+
+    #[test]
+    fn the_page_has_the_charts_and_names_every_series() {
+        let html = render_html(&record());
+        assert!(html.starts_with("<!DOCTYPE html>"));
+        assert!(html.contains("latency by sweep value"), "scaling curve");
+        assert!(
+            html.contains("<h2 id=\"scaling\">Scaling</h2>\n<figure>\n<svg"),
+            "scaling svg"
+        );
+        for name in ["direct", "pause-all", "kick+wait", "update"] {
+            assert!(html.contains(name), "{name} missing");
+        }
+        // Scaling, two CDFs, one phase chart, two growth charts.
+        assert_eq!(html.matches("<svg").count(), 6);
+        assert!(
+            html.contains("least squares over all 50 samples"),
+            "growth caption"
+        );
+        assert!(html.contains(contention::NO_CONTENTION));
+    }
+
+    #[test]
+    fn text_from_the_record_stays_inert() {
+        let html = render_html(&record());
+        assert!(!html.contains("<script"), "a series name became markup");
+        assert!(html.contains("&lt;script&gt;"));
+        assert!(html.contains("a &lt;b&gt;bold&lt;/b&gt; warning"));
+        assert!(!html.contains("<b>bold"));
+        assert!(html.contains("irqfds &amp; &quot;friends&quot;"));
+        assert_eq!(escape("<a href='x'>&"), "&lt;a href=&#39;x&#39;&gt;&amp;");
+    }
+
+    #[test]
+    fn nothing_is_fetched_at_view_time() {
+        let html = render_html(&record());
+        for attribute in ["src=", "href="] {
+            for quote in ['"', '\''] {
+                let fetch = format!("{attribute}{quote}http");
+                assert!(!html.contains(&fetch), "external {fetch}");
+            }
+        }
+        assert!(!html.contains("<link"), "no external stylesheet");
+        assert!(!html.contains("@import"));
+        assert!(!html.contains("url("));
+    }
+
+    #[test]
+    fn svg_elements_are_balanced() {
+        let html = render_html(&record());
+        assert_eq!(html.matches("<svg").count(), html.matches("</svg>").count());
+        let opened = html.matches("<table>").count();
+        assert_eq!(opened, html.matches("</table>").count());
+        assert!(html.trim_end().ends_with("</html>"));
+    }
+
+    #[test]
+    fn a_run_without_points_still_renders_its_context() {
+        let mut record = record();
+        record.points.clear();
+        let html = render_html(&record);
+        assert!(!html.contains("<svg"));
+        assert!(html.contains("<dl class=\"facts\">"));
+    }
+}

@@ -1,0 +1,199 @@
+//! How each series' cost grows across the sweep: the best of the constant, linear (Amdahl)
+//! and USL models by AIC, for p50, mean and p99 separately, with bootstrap intervals on the
+//! raw samples, the knee, and an extrapolation to twice the largest N.
+
+use vmscale_run::RunRecord;
+use vmscale_stats::fit::{bootstrap_parameters, select, Fit, Model};
+
+use crate::units::micros;
+
+const BOOTSTRAP_ITERATIONS: usize = 300;
+const BOOTSTRAP_SEED: u64 = 0x0076_6d73_6361_6c65;
+
+/// Reads a statistic from ascending samples.
+type StatisticOf = fn(&[u64]) -> f64;
+
+/// Statistics a fit is made for, by name and how to read them from sorted samples.
+const STATISTICS: [(&str, StatisticOf); 3] = [("p50", p50), ("mean", mean), ("p99", p99)];
+
+fn p50(sorted: &[u64]) -> f64 {
+    quantile(sorted, 0.50)
+}
+
+fn p99(sorted: &[u64]) -> f64 {
+    quantile(sorted, 0.99)
+}
+
+fn mean(sorted: &[u64]) -> f64 {
+    sorted.iter().map(|&v| v as f64).sum::<f64>() / sorted.len() as f64
+}
+
+fn quantile(sorted: &[u64], q: f64) -> f64 {
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1] as f64
+}
+
+/// Lines describing every series that was measured at three or more values of N.
+pub(crate) fn lines(record: &RunRecord) -> Vec<String> {
+    let mut names: Vec<&str> = Vec::new();
+    for series in record.points.iter().flat_map(|p| &p.series) {
+        if !names.contains(&series.name.as_str()) {
+            names.push(&series.name);
+        }
+    }
+    let mut out = Vec::new();
+    for name in names {
+        let groups: Vec<(f64, Vec<u64>)> = record
+            .points
+            .iter()
+            .filter_map(|p| {
+                let series = p.series.iter().find(|s| s.name == name)?;
+                let mut sorted = series.samples_ns.clone();
+                sorted.sort_unstable();
+                (!sorted.is_empty()).then_some((p.n as f64, sorted))
+            })
+            .collect();
+        if groups.len() < 3 {
+            continue;
+        }
+        let largest = groups.iter().map(|g| g.0).fold(0.0, f64::max);
+        for (statistic, of) in STATISTICS {
+            let points: Vec<(f64, f64)> = groups.iter().map(|(n, s)| (*n, of(s))).collect();
+            let selection = select(&points);
+            let Some(best) = selection.best() else {
+                continue;
+            };
+            let borrowed: Vec<(f64, &[u64])> =
+                groups.iter().map(|(n, s)| (*n, s.as_slice())).collect();
+            let intervals = bootstrap_parameters(
+                best.model,
+                &borrowed,
+                |s: &mut [u64]| {
+                    s.sort_unstable();
+                    of(s)
+                },
+                BOOTSTRAP_ITERATIONS,
+                BOOTSTRAP_SEED,
+            );
+            let mut line = format!(
+                "{name} {statistic}: {} (AIC {:.1}{}): {}",
+                best.model.name(),
+                best.aic,
+                if selection.distinguishable {
+                    String::new()
+                } else {
+                    let other = selection.fits.get(1).map(|f| f.model.name()).unwrap_or("-");
+                    format!("; the data cannot tell it from {other}")
+                },
+                parameters(best)
+            );
+            if let Some(ci) = intervals {
+                if best.model != Model::Constant {
+                    line.push_str(&format!(
+                        " [95%: s {:.4}..{:.4}{}]",
+                        ci.sigma.0,
+                        ci.sigma.1,
+                        if best.model == Model::Usl {
+                            format!(", k {:.6}..{:.6}", ci.kappa.0, ci.kappa.1)
+                        } else {
+                            String::new()
+                        }
+                    ));
+                }
+            }
+            if best.model != Model::Constant {
+                line.push_str(&format!(
+                    "; {} us per unit of N at N={largest}; predicts {} us at N={}",
+                    micros(best.slope_at(largest)),
+                    micros(best.predict(2.0 * largest)),
+                    2.0 * largest
+                ));
+            }
+            if let Some(knee) = best.knee() {
+                line.push_str(&format!(
+                    "; growth turns faster than linear past N={knee:.1}"
+                ));
+            }
+            out.push(line);
+        }
+    }
+    out
+}
+
+fn parameters(f: &Fit) -> String {
+    match f.model {
+        Model::Constant => format!("{} us", micros(f.t1)),
+        Model::Linear => format!("T1 {} us, s {:.4}", micros(f.t1), f.sigma),
+        Model::Usl => format!("T1 {} us, s {:.4}, k {:.6}", micros(f.t1), f.sigma, f.kappa),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vmscale_run::{HostFacts, Point, Series, ToolInfo, SCHEMA_VERSION};
+
+    fn record(points: Vec<Point>) -> RunRecord {
+        RunRecord {
+            schema_version: SCHEMA_VERSION,
+            tool: ToolInfo::current("test"),
+            scenario: "teardown".into(),
+            sweep: "vms".into(),
+            command_line: vec![],
+            started_utc: String::new(),
+            finished_utc: String::new(),
+            host: HostFacts::probe(None),
+            knobs: serde_json::json!({}),
+            background: None,
+            points,
+            trace: None,
+            warnings: vec![],
+        }
+    }
+
+    fn point(n: u64, samples: Vec<u64>) -> Point {
+        Point {
+            n,
+            vcpus_per_host_cpu: 0.0,
+            series: vec![Series {
+                name: "close".into(),
+                samples_ns: samples,
+                ..Series::default()
+            }],
+        }
+    }
+
+    #[test]
+    fn a_per_vm_cost_reads_as_linear_with_its_slope() {
+        // 8 ms per VM plus 2 ms, with a little spread: case 1's shape.
+        let points = [1u64, 2, 4, 8, 16]
+            .iter()
+            .map(|&n| {
+                point(
+                    n,
+                    (0..20)
+                        .map(|i| 2_000_000 + 8_000_000 * n + i * 1_000)
+                        .collect(),
+                )
+            })
+            .collect();
+        let lines = lines(&record(points));
+        let p50 = lines
+            .iter()
+            .find(|l| l.starts_with("close p50"))
+            .expect("a p50 line");
+        assert!(p50.contains("linear (Amdahl)"), "{p50}");
+        // 8 ms = 8000 us per unit of N.
+        assert!(
+            p50.contains("8000 us per unit of N") || p50.contains("8.00e3"),
+            "{p50}"
+        );
+        assert!(p50.contains("at N=32"), "{p50}");
+    }
+
+    #[test]
+    fn fewer_than_three_points_are_not_fitted() {
+        let points = vec![point(1, vec![10, 11]), point(2, vec![20, 21])];
+        assert!(lines(&record(points)).is_empty());
+    }
+}

@@ -1,0 +1,315 @@
+//! The HTML report opened in a real headless browser: it must render its charts, take a
+//! screenshot of some substance and log no console error.
+//!
+//! Needs Debian's `chromium` at /usr/bin/chromium (or on PATH); `.ci/run` installs it. The
+//! test fails rather than skips without it, so a missing browser cannot pass unnoticed.
+//! The screenshot stays in `target/html-report-test/report.png` for people to look at.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use vmscale_report::html::render_html;
+use vmscale_run::findings::{ActivityShare, Holder, HolderActivity, LockHolders};
+use vmscale_run::{
+    HostFacts, IpiPhase, IpiSender, IpiSite, LockContention, Phase, Point, RunRecord, Series,
+    ToolInfo, TraceSection, WaitStack, Waiter,
+};
+use vmscale_stats::Summary;
+
+fn chromium() -> PathBuf {
+    let candidates = ["/usr/bin/chromium", "/usr/bin/chromium-browser"];
+    if let Some(found) = candidates.iter().map(PathBuf::from).find(|p| p.exists()) {
+        return found;
+    }
+    let on_path = Command::new("sh")
+        .args(["-c", "command -v chromium || command -v chromium-browser"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|p| !p.is_empty());
+    match on_path {
+        Some(path) => PathBuf::from(path),
+        None => panic!(
+            "chromium is missing: this test renders the HTML report in a real headless \
+             browser. .ci/run installs it (apt-get install chromium)"
+        ),
+    }
+}
+
+/// A deterministic spread of `n` samples around `base_ns` with a slow tail.
+fn samples(n: usize, base_ns: u64, seed: u64) -> Vec<u64> {
+    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+    (0..n)
+        .map(|i| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let jitter = (state >> 33) % (base_ns / 2 + 1);
+            let tail = if i % 97 == 0 { base_ns * 8 } else { 0 };
+            base_ns + jitter + tail
+        })
+        .collect()
+}
+
+fn series(name: &str, samples_ns: Vec<u64>) -> Series {
+    Series {
+        name: name.into(),
+        sample_is: "one pause of every vCPU".into(),
+        summary: Summary::from_samples(&samples_ns),
+        samples_ns,
+        kvm_stats: BTreeMap::from([("vcpu.exits".to_string(), 4_000)]),
+        vcpu_progress: vec![1_000_000, 1_100_000],
+        ..Series::default()
+    }
+}
+
+/// pause-all, whose three phases add up to every sample.
+fn phased(n: u64) -> Series {
+    let kick = samples(400, 2_000 * n, n);
+    let update = samples(400, 5_000, n + 1);
+    let resume = samples(400, 800 * n, n + 2);
+    let total = (0..400).map(|i| kick[i] + update[i] + resume[i]).collect();
+    let mut s = series("pause-all", total);
+    s.phases = vec![
+        Phase::new("kick+wait", kick),
+        Phase::new("update", update),
+        Phase::new("resume", resume),
+    ];
+    s
+}
+
+/// irqfd assignment, growing with the irqfds already registered.
+fn growing(n: u64) -> Series {
+    let xs: Vec<u64> = (0..400).collect();
+    let ys: Vec<u64> = samples(400, 3_000, n + 7)
+        .iter()
+        .zip(&xs)
+        .map(|(y, x)| y + 40 * x * n)
+        .collect();
+    let mut s = series("<script>alert(1)</script>", ys);
+    s.sample_x = xs;
+    s.sample_x_is = "irqfds already registered".into();
+    s.notes = vec!["limited to 400 irqfds".into()];
+    s
+}
+
+fn host() -> HostFacts {
+    serde_json::from_value(serde_json::json!({
+        "hostname": "testhost",
+        "kernel_release": "6.8.0-test",
+        "kernel_version": "#1 SMP",
+        "cpu_model": "Example CPU @ 2.00GHz",
+        "online_cpus": 8,
+        "memory_bytes": 16u64 << 30,
+        "kvm": null
+    }))
+    .expect("test host facts match the schema")
+}
+
+fn trace() -> TraceSection {
+    let waits: Vec<u64> = samples(200, 20_000, 3);
+    TraceSection {
+        dir: "trace".into(),
+        events: vec!["lock:contention_begin".into(), "ipi:ipi_send_cpu".into()],
+        stacks: true,
+        buffer_kib: 8192,
+        decoded_events: 123_456,
+        contention: vec![LockContention {
+            lock_addr: 0xffff_8881_04a3_c0d8,
+            name: "kvm->slots_lock".into(),
+            kind: "mutex".into(),
+            modes: BTreeMap::from([(String::new(), 200)]),
+            total_wait_ns: waits.iter().sum(),
+            waits: Summary::from_samples(&waits),
+            open_waits: 1,
+            waiters: vec![Waiter {
+                comm: "vmscale".into(),
+                pid: 42,
+                waits: 200,
+                total_wait_ns: waits.iter().sum(),
+            }],
+            stacks: vec![WaitStack {
+                frames: vec![
+                    "__mutex_lock_slowpath".into(),
+                    "kvm_set_memory_region".into(),
+                    "kvm_vm_ioctl".into(),
+                ],
+                waits: 200,
+                total_wait_ns: waits.iter().sum(),
+            }],
+        }],
+        ipis: vec![IpiPhase {
+            label: "pause-all n=8".into(),
+            duration_ns: 12_000_000,
+            ipis: 640,
+            csd_queued: 320,
+            by_target: (0..8).map(|cpu| (cpu.to_string(), 80)).collect(),
+            by_site: vec![IpiSite {
+                callsite: "kvm_make_all_cpus_request".into(),
+                callback: String::new(),
+                ipis: 640,
+            }],
+            by_sender: vec![IpiSender {
+                pid: 42,
+                comm: "vmscale".into(),
+                ipis: 640,
+            }],
+        }],
+        holders: vec![LockHolders {
+            lock_addr: 0xffff_8881_04a3_c0d8,
+            name: "kvm->slots_lock".into(),
+            kind: "mutex".into(),
+            waits: 200,
+            total_wait_ns: 4_000_000,
+            waiter_count: 3,
+            waiters: Vec::new(),
+            holders: vec![Holder {
+                comm: "vmscale".into(),
+                pid: 43,
+                holds: 50,
+                waited_behind_ns: 4_000_000,
+                activity: vec![ActivityShare {
+                    activity: HolderActivity::Running,
+                    detail: String::new(),
+                    wait_ns: 4_000_000,
+                }],
+            }],
+            activity: vec![ActivityShare {
+                activity: HolderActivity::Running,
+                detail: String::new(),
+                wait_ns: 4_000_000,
+            }],
+            held_across_sleep: Vec::new(),
+        }],
+        ..TraceSection::default()
+    }
+}
+
+fn record() -> RunRecord {
+    let point = |n: u64| Point {
+        n,
+        vcpus_per_host_cpu: n as f64 / 8.0,
+        series: vec![
+            series("direct", samples(1_000, 1_500 * n * n, n)),
+            phased(n),
+            growing(n),
+        ],
+    };
+    RunRecord {
+        schema_version: vmscale_run::SCHEMA_VERSION,
+        tool: ToolInfo::current("0.1.0"),
+        scenario: "pause".into(),
+        sweep: "vcpus".into(),
+        command_line: ["vmscale", "run", "pause", "--vcpus", "1,2,4,8,16"]
+            .map(String::from)
+            .to_vec(),
+        started_utc: "2026-01-02T03:04:05Z".into(),
+        finished_utc: "2026-01-02T03:05:00Z".into(),
+        host: host(),
+        knobs: serde_json::json!({"iterations": 400, "vcpus": [1, 2, 4, 8, 16]}),
+        background: None,
+        points: [1, 2, 4, 8, 16].map(point).to_vec(),
+        trace: Some(trace()),
+        warnings: vec!["16 vCPUs on 8 host CPUs: overcommitted".into()],
+    }
+}
+
+/// Where the page and its screenshot go: kept under target/ for people to look at.
+fn out_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/html-report-test");
+    std::fs::create_dir_all(&dir).expect("create the test output directory");
+    dir.canonicalize()
+        .expect("the test output directory exists")
+}
+
+fn run_chromium(page: &Path, extra: &[String]) -> Output {
+    // A fresh profile per run, so no earlier state (or a lock from a crashed run) leaks in.
+    let profile = std::env::temp_dir().join(format!(
+        "vmscale-html-test-{}-{}",
+        std::process::id(),
+        extra.len()
+    ));
+    let _ = std::fs::remove_dir_all(&profile);
+    let output = Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1280,2400",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium runs");
+    let _ = std::fs::remove_dir_all(&profile);
+    output
+}
+
+/// Console messages and uncaught errors from the page, as chromium logs them.
+fn console_errors(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught"))
+        .collect()
+}
+
+#[test]
+fn the_report_renders_in_a_headless_browser() {
+    let dir = out_dir();
+    let page = dir.join("report.html");
+    let html = render_html(&record());
+    std::fs::write(&page, &html).expect("write report.html");
+
+    let screenshot = dir.join("report.png");
+    let _ = std::fs::remove_file(&screenshot);
+    let shot = run_chromium(&page, &[format!("--screenshot={}", screenshot.display())]);
+    let stderr = String::from_utf8_lossy(&shot.stderr);
+    assert!(shot.status.success(), "chromium failed: {stderr}");
+    let size = std::fs::metadata(&screenshot)
+        .unwrap_or_else(|e| panic!("no screenshot at {}: {e}\n{stderr}", screenshot.display()))
+        .len();
+    assert!(
+        size > 50_000,
+        "screenshot is only {size} bytes: a blank page?"
+    );
+    assert!(
+        console_errors(&stderr).is_empty(),
+        "console errors: {:?}",
+        console_errors(&stderr)
+    );
+
+    let dump = run_chromium(&page, &["--dump-dom".to_string()]);
+    let dom = String::from_utf8_lossy(&dump.stdout);
+    let stderr = String::from_utf8_lossy(&dump.stderr);
+    assert!(
+        dump.status.success(),
+        "chromium --dump-dom failed: {stderr}"
+    );
+    // Scaling curve, five CDFs, one phase chart, five growth charts.
+    let svgs = dom.matches("<svg").count();
+    assert_eq!(svgs, 12, "svg elements in the rendered DOM");
+    assert!(
+        dom.contains("latency by sweep value"),
+        "scaling chart title"
+    );
+    assert!(dom.contains("kvm-&gt;slots_lock"), "contention table");
+    assert!(dom.contains("pause-all n=8"), "IPI table");
+    // The series named like a script stays text: no script element reached the DOM.
+    assert!(!dom.contains("<script"), "a script element was injected");
+    assert!(dom.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(
+        console_errors(&stderr).is_empty(),
+        "console errors: {:?}",
+        console_errors(&stderr)
+    );
+}
