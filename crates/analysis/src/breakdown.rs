@@ -38,23 +38,11 @@ const NO_STACK: &str = "(no stack)";
 const BEFORE_FIRST_EVENT: &str = "before the thread's first traced event";
 const TRIMMED: &str = "older than the thread's kept history";
 
-/// x86-64 system call numbers the scenarios' measuring threads use.
 fn syscall_name(id: i64) -> String {
-    let name = match id {
-        WHOLE_PHASE => "phase",
-        0 => "read",
-        1 => "write",
-        7 => "poll",
-        16 => "ioctl",
-        24 => "sched_yield",
-        35 => "nanosleep",
-        200 => "tkill",
-        202 => "futex",
-        230 => "clock_nanosleep",
-        234 => "tgkill",
-        _ => return format!("syscall {id}"),
-    };
-    name.to_string()
+    if id == WHOLE_PHASE {
+        return "phase".into();
+    }
+    crate::syscalls::name(id)
 }
 
 /// A piece of an operation's time.

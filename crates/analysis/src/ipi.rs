@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use vmscale_run::findings::{IpiSyscall, IpiVictimWork};
 use vmscale_run::{IpiPhase, IpiSender, IpiSite};
 use vmscale_trace::event::Event;
 use vmscale_trace::views::EventKind;
@@ -28,6 +29,9 @@ struct PhaseAggregate {
     by_target: BTreeMap<u32, u64>,
     by_site: HashMap<(u64, u64), u64>,
     by_sender: HashMap<i32, u64>,
+    by_syscall: HashMap<i64, u64>,
+    /// csd function -> (calls, total ns) run on target CPUs.
+    victim_work: HashMap<u64, (u64, u64)>,
 }
 
 #[derive(Default)]
@@ -35,6 +39,10 @@ pub struct IpiPass {
     current: Option<PhaseAggregate>,
     done: Vec<PhaseAggregate>,
     comms: HashMap<i32, String>,
+    /// pid -> the system call it is in (from raw_syscalls, where recorded for it).
+    in_syscall: HashMap<i32, i64>,
+    /// CPU -> (function, entry timestamp) of the cross-CPU function it is running.
+    running_csd: HashMap<u32, (u64, u64)>,
 }
 
 impl IpiPass {
@@ -65,6 +73,24 @@ impl IpiPass {
                     phase.csd_queued += 1;
                 }
             }
+            EventKind::CsdFunctionEntry(f) => {
+                self.running_csd.insert(event.cpu(), (f.func, event.ts()));
+            }
+            EventKind::CsdFunctionExit(f) => {
+                if let Some((func, start)) = self.running_csd.remove(&event.cpu()) {
+                    if let (Some(phase), true) = (&mut self.current, func == f.func) {
+                        let work = phase.victim_work.entry(func).or_default();
+                        work.0 += 1;
+                        work.1 += event.ts().saturating_sub(start);
+                    }
+                }
+            }
+            EventKind::SysEnter(enter) => {
+                self.in_syscall.insert(event.pid(), enter.id);
+            }
+            EventKind::SysExit(_) => {
+                self.in_syscall.remove(&event.pid());
+            }
             EventKind::SchedSwitch(s) => {
                 self.comms.entry(s.prev_pid).or_insert_with(|| {
                     String::from_utf8_lossy(s.prev_comm.as_bytes()).into_owned()
@@ -92,6 +118,9 @@ impl IpiPass {
         phase.ipis += n;
         *phase.by_site.entry((callsite, callback)).or_default() += n;
         *phase.by_sender.entry(event.pid()).or_default() += n;
+        if let Some(&id) = self.in_syscall.get(&event.pid()) {
+            *phase.by_syscall.entry(id).or_default() += n;
+        }
     }
 
     fn close(&mut self, ts: u64) {
@@ -136,6 +165,26 @@ impl IpiPass {
                     .collect();
                 by_sender.sort_by(|a, b| b.ipis.cmp(&a.ipis).then(a.pid.cmp(&b.pid)));
                 by_sender.truncate(TOP_SENDERS);
+                let mut by_syscall: Vec<IpiSyscall> = p
+                    .by_syscall
+                    .iter()
+                    .map(|(&id, &ipis)| IpiSyscall {
+                        syscall: crate::syscalls::name(id),
+                        ipis,
+                    })
+                    .collect();
+                by_syscall.sort_by(|a, b| b.ipis.cmp(&a.ipis).then(a.syscall.cmp(&b.syscall)));
+                let mut victim_work: Vec<IpiVictimWork> = p
+                    .victim_work
+                    .iter()
+                    .map(|(&func, &(calls, total_ns))| IpiVictimWork {
+                        function: symbols.frame(func),
+                        calls,
+                        total_ns,
+                    })
+                    .collect();
+                victim_work.sort_by_key(|w| std::cmp::Reverse(w.total_ns));
+                victim_work.truncate(TOP_SITES);
                 IpiPhase {
                     label: p.label,
                     duration_ns: p.end.saturating_sub(p.start),
@@ -148,6 +197,8 @@ impl IpiPass {
                         .collect(),
                     by_site,
                     by_sender,
+                    by_syscall,
+                    victim_work,
                 }
             })
             .collect()

@@ -11,6 +11,7 @@ pub mod ipi;
 pub mod naming;
 pub mod spinlocks;
 pub mod symbols;
+mod syscalls;
 mod timeline;
 
 use std::path::Path;

@@ -58,6 +58,9 @@ pub enum Command {
         run: PathBuf,
         #[arg(long, default_value = "table", value_parser = parse_format)]
         format: vmscale_report::Format,
+        /// A latency budget (e.g. 30s, 5ms): say at which N each scaling fit crosses it
+        #[arg(long, value_parser = parse_duration)]
+        deadline: Option<std::time::Duration>,
     },
     #[command(hide = true)]
     TeardownHolder(TeardownHolderArgs),
@@ -264,6 +267,10 @@ pub struct TourArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub trace: TraceArgs,
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (e.g. 30s, 250ms)"))
 }
 
 fn parse_format(s: &str) -> Result<vmscale_report::Format, String> {

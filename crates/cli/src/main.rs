@@ -33,7 +33,11 @@ fn main() {
             format,
         } => commands::compare::compare(&a, &b, noise, fail_above, format),
         Command::Export { run, output, .. } => commands::export::perfetto(&run, output),
-        Command::Report { run, format } => commands::report::report(&run, format),
+        Command::Report {
+            run,
+            format,
+            deadline,
+        } => commands::report::report(&run, format, deadline),
         Command::Doctor { cleanup } => commands::doctor::doctor(cleanup),
     };
     if let Err(failure) = outcome {

@@ -96,13 +96,25 @@ impl FromStr for Format {
     }
 }
 
+/// What a rendering may add beyond the record itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Options {
+    /// A latency budget in ns: scaling fits say at which N the prediction crosses it.
+    pub deadline_ns: Option<f64>,
+}
+
 /// The record in `format`, ending in a newline.
 pub fn render(record: &RunRecord, format: Format) -> String {
+    render_with(record, format, &Options::default())
+}
+
+/// [`render`] with options.
+pub fn render_with(record: &RunRecord, format: Format, options: &Options) -> String {
     match format {
-        Format::Table => table::render(record),
+        Format::Table => table::render(record, options),
         Format::Json => json::render(record),
         Format::Csv => csv::render(record),
-        Format::Md => markdown::render(record),
+        Format::Md => markdown::render(record, options),
     }
 }
 

@@ -8,7 +8,7 @@ use vmscale_run::{RunRecord, TraceSection};
 use crate::grid::{self, Grid};
 use crate::{contention, explain, facts, growth, scaling};
 
-pub(crate) fn render(record: &RunRecord) -> String {
+pub(crate) fn render(record: &RunRecord, options: &crate::Options) -> String {
     let mut out = format!(
         "## {}: {} latency by {}\n\n",
         record.tool.name,
@@ -59,7 +59,7 @@ pub(crate) fn render(record: &RunRecord) -> String {
         }
     }
 
-    let scaling = scaling::lines(record);
+    let scaling = scaling::lines(record, options.deadline_ns);
     if !scaling.is_empty() {
         out.push_str(
             "\n### How it scales with N\n\nBest model by AIC (s: contention, k: coherency).\n\n",

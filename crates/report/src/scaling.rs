@@ -33,8 +33,9 @@ fn quantile(sorted: &[u64], q: f64) -> f64 {
     sorted[rank - 1] as f64
 }
 
-/// Lines describing every series that was measured at three or more values of N.
-pub(crate) fn lines(record: &RunRecord) -> Vec<String> {
+/// Lines describing every series that was measured at three or more values of N; with a
+/// `deadline` (ns), where each fit's prediction first exceeds it.
+pub(crate) fn lines(record: &RunRecord, deadline: Option<f64>) -> Vec<String> {
     let mut names: Vec<&str> = Vec::new();
     for series in record.points.iter().flat_map(|p| &p.series) {
         if !names.contains(&series.name.as_str()) {
@@ -54,6 +55,12 @@ pub(crate) fn lines(record: &RunRecord) -> Vec<String> {
             })
             .collect();
         if groups.len() < 3 {
+            if record.points.len() > 1 {
+                out.push(format!(
+                    "{name}: measured at {} values of N; fitting how it grows needs at least 3",
+                    groups.len()
+                ));
+            }
             continue;
         }
         let largest = groups.iter().map(|g| g.0).fold(0.0, f64::max);
@@ -108,6 +115,18 @@ pub(crate) fn lines(record: &RunRecord) -> Vec<String> {
                     micros(best.predict(2.0 * largest)),
                     2.0 * largest
                 ));
+            }
+            if let (Some(deadline), true) = (deadline, best.model != Model::Constant) {
+                match best.crosses(deadline, 1 << 20) {
+                    Some(n) => line.push_str(&format!(
+                        "; past the {} us deadline at N={n}",
+                        micros(deadline)
+                    )),
+                    None => line.push_str(&format!(
+                        "; stays under the {} us deadline",
+                        micros(deadline)
+                    )),
+                }
             }
             if let Some(knee) = best.knee() {
                 line.push_str(&format!(
@@ -177,7 +196,7 @@ mod tests {
                 )
             })
             .collect();
-        let lines = lines(&record(points));
+        let lines = lines(&record(points), Some(130e6));
         let p50 = lines
             .iter()
             .find(|l| l.starts_with("close p50"))
@@ -189,11 +208,18 @@ mod tests {
             "{p50}"
         );
         assert!(p50.contains("at N=32"), "{p50}");
+        // 2 ms + 8 ms N passes 130 ms between N = 16 (130 ms + spread) and 17.
+        assert!(
+            p50.contains("deadline at N=16") || p50.contains("deadline at N=17"),
+            "{p50}"
+        );
     }
 
     #[test]
     fn fewer_than_three_points_are_not_fitted() {
         let points = vec![point(1, vec![10, 11]), point(2, vec![20, 21])];
-        assert!(lines(&record(points)).is_empty());
+        let lines = lines(&record(points), None);
+        assert_eq!(lines.len(), 1);
+        assert!(lines[0].contains("needs at least 3"), "{lines:?}");
     }
 }

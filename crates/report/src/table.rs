@@ -10,7 +10,7 @@ use vmscale_run::{RunRecord, TraceSection};
 use crate::grid::{self, Grid};
 use crate::{contention, counters, explain, facts, growth, scaling};
 
-pub(crate) fn render(record: &RunRecord) -> String {
+pub(crate) fn render(record: &RunRecord, options: &crate::Options) -> String {
     let mut out = String::new();
 
     let facts = facts::facts(record);
@@ -46,7 +46,7 @@ pub(crate) fn render(record: &RunRecord) -> String {
         }
     }
 
-    let scaling = scaling::lines(record);
+    let scaling = scaling::lines(record, options.deadline_ns);
     if !scaling.is_empty() {
         out.push_str("\nhow it scales with N (best model by AIC; s: contention, k: coherency)\n");
         for line in scaling {

@@ -156,6 +156,7 @@ fn trace() -> TraceSection {
                 comm: "vmscale".into(),
                 ipis: 640,
             }],
+            ..IpiPhase::default()
         }],
         holders: vec![LockHolders {
             lock_addr: 0xffff_8881_04a3_c0d8,

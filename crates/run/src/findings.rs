@@ -88,6 +88,27 @@ pub struct IpiPhase {
     pub by_site: Vec<IpiSite>,
     /// Worst first.
     pub by_sender: Vec<IpiSender>,
+    /// IPIs sent from inside each system call of the sender (raw_syscalls recorded for it).
+    #[serde(default)]
+    pub by_syscall: Vec<IpiSyscall>,
+    /// What the IPIs cost their victims: cross-CPU functions run on the target CPUs
+    /// (csd_function_entry .. exit), worst first.
+    #[serde(default)]
+    pub victim_work: Vec<IpiVictimWork>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IpiSyscall {
+    pub syscall: String,
+    pub ipis: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IpiVictimWork {
+    /// The function the target CPU ran, symbolized.
+    pub function: String,
+    pub calls: u64,
+    pub total_ns: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

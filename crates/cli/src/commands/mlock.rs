@@ -105,11 +105,30 @@ fn add_ipi_notes(record: &mut RunRecord, knobs: &MlockKnobs) {
                         format!("{} from {} (callback {callback})", s.ipis, s.callsite)
                     })
                     .collect();
+                let syscalls: Vec<String> = phase
+                    .by_syscall
+                    .iter()
+                    .map(|s| format!("{} {}", s.syscall, s.ipis))
+                    .collect();
                 series.notes.push(format!(
-                    "IPIs by target: {}; by call site: {}",
+                    "IPIs by target: {}; by call site: {}; by system call: {}",
                     targets.join(", "),
-                    sites.join(", ")
+                    sites.join(", "),
+                    if syscalls.is_empty() {
+                        "-".to_string()
+                    } else {
+                        syscalls.join(", ")
+                    }
                 ));
+                if let Some(work) = phase.victim_work.first() {
+                    series.notes.push(format!(
+                        "cost to the target CPUs: {} ran {} times, {:.1} us in all ({:.2} us per call)",
+                        work.function,
+                        work.calls,
+                        work.total_ns as f64 / 1e3,
+                        work.total_ns as f64 / 1e3 / knobs.calls as f64
+                    ));
+                }
             }
         }
     }

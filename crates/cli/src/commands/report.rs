@@ -10,10 +10,17 @@ use crate::failure::Failure;
 /// The first bytes of every trace-cmd .dat file.
 const DAT_MAGIC: &[u8] = b"\x17\x08\x44tracing";
 
-pub fn report(run: &Path, format: vmscale_report::Format) -> Result<(), Failure> {
+pub fn report(
+    run: &Path,
+    format: vmscale_report::Format,
+    deadline: Option<std::time::Duration>,
+) -> Result<(), Failure> {
     if is_dat(run) {
         return import_dat(run, format);
     }
+    let options = vmscale_report::Options {
+        deadline_ns: deadline.map(|d| d.as_nanos() as f64),
+    };
     let mut record = vmscale_run::load_run(run)?;
     // The raw trace is kept so that analyses run again on it, with this build's analyses.
     let run_dir = if run.is_dir() {
@@ -26,7 +33,7 @@ pub fn report(run: &Path, format: vmscale_report::Format) -> Result<(), Failure>
             crate::trace_analysis::reanalyse(run_dir, section, &mut record.warnings);
         }
     }
-    print!("{}", vmscale_report::render(&record, format));
+    print!("{}", vmscale_report::render_with(&record, format, &options));
     Ok(())
 }
 
