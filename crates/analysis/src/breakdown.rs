@@ -23,8 +23,9 @@ use vmscale_trace::views::EventKind;
 
 use crate::holders::sleep_function;
 use crate::naming;
+use crate::stacks::{StackId, StackTable};
 use crate::symbols::Symbols;
-use crate::timeline::{Activity, Gap, StackId, Timelines};
+use crate::timeline::{Activity, Gap, Timelines};
 
 const BEGIN: &str = "vmscale: begin ";
 const END: &str = "vmscale: end ";
@@ -137,8 +138,7 @@ pub struct BreakdownPass {
     asleep_since: Option<u64>,
     /// CPU on which the thread's sleeping stack should come next.
     awaiting_stack: Option<u32>,
-    stack_ids: HashMap<Vec<u64>, StackId>,
-    stacks: Vec<Vec<u64>>,
+    stacks: StackTable,
     /// Flags of the locks the thread waited on, for naming those the contention pass lacks.
     lock_flags: HashMap<u64, u32>,
     notes: HashMap<i32, TaskNote>,
@@ -207,12 +207,7 @@ impl BreakdownPass {
             EventKind::KernelStack(stack)
                 if pid == thread && self.awaiting_stack.take() == Some(event.cpu()) =>
             {
-                let frames: Vec<u64> = stack.iter().collect();
-                let next = self.stacks.len() as StackId;
-                let id = *self.stack_ids.entry(frames.clone()).or_insert_with(|| {
-                    self.stacks.push(frames);
-                    next
-                });
+                let id = self.stacks.intern(stack.iter());
                 self.timelines.slept_in(thread, id);
             }
             EventKind::SchedWaking(w) if w.pid == thread => {
@@ -402,8 +397,13 @@ impl BreakdownPass {
             }
             Part::Asleep(stack) => {
                 let frames: Vec<String> = stack
-                    .and_then(|s| self.stacks.get(s as usize))
-                    .map(|f| f.iter().map(|&a| symbols.frame(a)).collect())
+                    .map(|s| {
+                        self.stacks
+                            .frames(s)
+                            .iter()
+                            .map(|&a| symbols.frame(a))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 let function = sleep_function(&frames).unwrap_or(NO_STACK);
                 (ComponentKind::Asleep, function.to_string())

@@ -14,6 +14,7 @@ use vmscale_trace::event::Event;
 use vmscale_trace::views::EventKind;
 
 use crate::naming;
+use crate::stacks::{StackId, StackTable};
 use crate::symbols::Symbols;
 
 /// How many waiters and stacks each lock keeps in the findings.
@@ -21,8 +22,6 @@ const TOP_WAITERS: usize = 5;
 const TOP_STACKS: usize = 3;
 /// Frames kept per stack in the findings.
 const MAX_FRAMES: usize = 16;
-
-type StackId = u32;
 
 struct OpenWait {
     lock: u64,
@@ -41,26 +40,6 @@ struct LockAggregate {
     waiters: HashMap<i32, (u64, u64)>,
     /// stack -> (waits, total ns)
     stacks: HashMap<StackId, (u64, u64)>,
-}
-
-/// Interns stacks so each distinct one is stored once.
-#[derive(Default)]
-struct StackTable {
-    ids: HashMap<Vec<u64>, StackId>,
-    frames: Vec<Vec<u64>>,
-}
-
-impl StackTable {
-    fn intern(&mut self, frames: impl Iterator<Item = u64>) -> StackId {
-        let key: Vec<u64> = frames.collect();
-        if let Some(&id) = self.ids.get(&key) {
-            return id;
-        }
-        let id = self.frames.len() as StackId;
-        self.frames.push(key.clone());
-        self.ids.insert(key, id);
-        id
-    }
 }
 
 /// The pass; feed it every event in time order, then [`ContentionPass::finish`].
@@ -220,7 +199,9 @@ impl ContentionPass {
             .stacks
             .iter()
             .map(|(&id, &(waits, total))| WaitStack {
-                frames: self.stacks.frames[id as usize]
+                frames: self
+                    .stacks
+                    .frames(id)
                     .iter()
                     .take(MAX_FRAMES)
                     .map(|&a| symbols.frame(a))

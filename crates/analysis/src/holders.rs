@@ -20,8 +20,9 @@ use vmscale_trace::event::Event;
 use vmscale_trace::views::{contention_flags as flag, EventKind};
 
 use crate::naming;
+use crate::stacks::{StackId, StackTable};
 use crate::symbols::Symbols;
-use crate::timeline::{Activity, Gap, StackId, Timelines};
+use crate::timeline::{Activity, Gap, Timelines};
 
 const TOP_WAITERS: usize = 5;
 const TOP_HOLDERS: usize = 5;
@@ -128,25 +129,6 @@ struct LockState {
     split: HashMap<Piece, u64>,
     holders: HashMap<i32, HolderAgg>,
     sleeps: HashMap<(i32, Option<StackId>), SleepAgg>,
-}
-
-#[derive(Default)]
-struct StackTable {
-    ids: HashMap<Vec<u64>, StackId>,
-    frames: Vec<Vec<u64>>,
-}
-
-impl StackTable {
-    fn intern(&mut self, frames: impl Iterator<Item = u64>) -> StackId {
-        let key: Vec<u64> = frames.collect();
-        if let Some(&id) = self.ids.get(&key) {
-            return id;
-        }
-        let id = self.frames.len() as StackId;
-        self.frames.push(key.clone());
-        self.ids.insert(key, id);
-        id
-    }
 }
 
 /// The pass; feed it every event in time order, then [`HoldersPass::finish`].
@@ -497,15 +479,11 @@ impl HoldersPass {
 
     fn frames(&self, stack: StackId, symbols: &dyn Symbols) -> Vec<String> {
         self.stacks
-            .frames
-            .get(stack as usize)
-            .map(|f| {
-                f.iter()
-                    .take(MAX_FRAMES)
-                    .map(|&a| symbols.frame(a))
-                    .collect()
-            })
-            .unwrap_or_default()
+            .frames(stack)
+            .iter()
+            .take(MAX_FRAMES)
+            .map(|&a| symbols.frame(a))
+            .collect()
     }
 
     fn share(

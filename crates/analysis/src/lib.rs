@@ -10,6 +10,7 @@ pub mod holders;
 pub mod ipi;
 pub mod naming;
 pub mod spinlocks;
+mod stacks;
 pub mod symbols;
 mod syscalls;
 mod timeline;

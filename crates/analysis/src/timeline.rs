@@ -12,7 +12,7 @@ use std::collections::{HashMap, VecDeque};
 pub(crate) const MAX_SPANS: usize = 4096;
 
 /// Index into the pass's interned stacks.
-pub(crate) type StackId = u32;
+pub(crate) use crate::stacks::StackId;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Activity {
