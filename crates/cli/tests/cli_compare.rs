@@ -47,16 +47,23 @@ fn compare_finds_no_change_against_itself_and_gates_a_known_regression() {
     assert_eq!(same["rows"][0]["verdict"], "no significant change");
     assert!(same["rows"][0]["p_value"].as_f64().unwrap() > 0.5);
 
-    // B: the same run with every sample 50% slower.
+    // B: the same run with every sample slower by twice A's slowest sample, so every B
+    // sample is slower than every A sample and even a bimodal distribution's resampled
+    // medians cannot overlap: a regression of known size.
     let b = base.join("b");
     std::fs::create_dir_all(&b).unwrap();
     let mut run: Value =
         serde_json::from_slice(&std::fs::read(a.join("run.json")).unwrap()).unwrap();
-    for s in run["points"][0]["series"][0]["samples_ns"]
+    let samples = run["points"][0]["series"][0]["samples_ns"]
         .as_array_mut()
-        .unwrap()
-    {
-        *s = Value::from(s.as_u64().unwrap() * 3 / 2);
+        .unwrap();
+    let mut sorted: Vec<u64> = samples.iter().map(|s| s.as_u64().unwrap()).collect();
+    sorted.sort_unstable();
+    let shift = 2 * sorted[sorted.len() - 1];
+    let p50_a = sorted[sorted.len().div_ceil(2) - 1] as f64;
+    let expected = shift as f64 / p50_a;
+    for s in samples.iter_mut() {
+        *s = Value::from(s.as_u64().unwrap() + shift);
     }
     std::fs::write(b.join("run.json"), serde_json::to_vec(&run).unwrap()).unwrap();
     let slower = vmscale()
@@ -81,12 +88,12 @@ fn compare_finds_no_change_against_itself_and_gates_a_known_regression() {
     assert_eq!(slower["rows"][0]["verdict"], "slower");
     let p50 = &slower["rows"][0]["changes"][0];
     assert!(
-        (p50["relative"].as_f64().unwrap() - 0.5).abs() < 0.01,
-        "{p50}"
+        (p50["relative"].as_f64().unwrap() - expected).abs() < 0.01 * expected,
+        "{p50} vs expected {expected}"
     );
-    // Under the gate's threshold it passes.
+    // With the gate far above the change it passes.
     let lenient = vmscale()
-        .args(["compare", "--fail-above", "80"])
+        .args(["compare", "--fail-above", &format!("{}", expected * 1000.0)])
         .arg(&a)
         .arg(&b)
         .output()
