@@ -42,6 +42,9 @@ pub enum Command {
         fail_above: Option<f64>,
         #[arg(long, default_value = "table", value_parser = parse_format)]
         format: vmscale_report::Format,
+        /// Also write a page with both runs' distributions overlaid
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
     },
     /// Export a run's kernel trace for other tools
     Export {

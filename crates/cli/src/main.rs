@@ -31,7 +31,8 @@ fn main() {
             noise,
             fail_above,
             format,
-        } => commands::compare::compare(&a, &b, noise, fail_above, format),
+            html,
+        } => commands::compare::compare(&a, &b, noise, fail_above, format, html.as_deref()),
         Command::Export { run, output, .. } => commands::export::perfetto(&run, output),
         Command::Report {
             run,

@@ -100,6 +100,38 @@ fn compare_finds_no_change_against_itself_and_gates_a_known_regression() {
         .unwrap();
     assert!(lenient.status.success(), "{}", stderr(&lenient));
 
+    // The other formats, and the page with both runs overlaid.
+    let page = base.join("compare.html");
+    let md = vmscale()
+        .args(["compare", "--format", "md", "--html"])
+        .arg(&page)
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert!(md.status.success(), "{}", stderr(&md));
+    let md = stdout(&md);
+    let table_rows: Vec<&str> = md.lines().filter(|l| l.starts_with('|')).collect();
+    assert_eq!(table_rows.len(), 3, "header, rule and one row: {md}");
+    assert!(
+        table_rows.iter().all(|r| r.matches('|').count() == 8),
+        "{md}"
+    );
+    let page = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        page.matches("<svg").count() >= 2 && page.contains("A solid, B dashed"),
+        "compare page lacks its charts"
+    );
+    let csv = vmscale()
+        .args(["compare", "--format", "csv"])
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
+    let csv = stdout(&csv);
+    assert!(csv.starts_with("n,series,statistic,"), "{csv}");
+    assert_eq!(csv.lines().count(), 1 + 3, "one row per statistic: {csv}");
+
     // Different knobs or scenarios are refused.
     let c = record(
         &[

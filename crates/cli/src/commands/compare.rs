@@ -47,6 +47,7 @@ pub fn compare(
     noise_pct: f64,
     fail_above_pct: Option<f64>,
     format: vmscale_report::Format,
+    html: Option<&Path>,
 ) -> Result<(), Failure> {
     let a = vmscale_run::load_run(a_path)?;
     let b = vmscale_run::load_run(b_path)?;
@@ -88,7 +89,15 @@ pub fn compare(
             "{}",
             serde_json::to_string_pretty(&comparison).expect("comparison serializes")
         ),
-        _ => print!("{}", render_text(&comparison)),
+        vmscale_report::Format::Csv => print!("{}", render_csv(&comparison)),
+        vmscale_report::Format::Md => print!("{}", render_markdown(&comparison)),
+        vmscale_report::Format::Table => print!("{}", render_text(&comparison)),
+    }
+    if let Some(path) = html {
+        let page = vmscale_report::html::render_compare_html(&a, &b, &render_text(&comparison));
+        std::fs::write(path, page)
+            .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", path.display())))?;
+        eprintln!("comparison page: {}", path.display());
     }
     if let Some(limit) = fail_above_pct {
         let limit = limit / 100.0;
@@ -170,6 +179,72 @@ fn row(n: u64, sa: &Series, sb: &Series, noise: f64) -> Row {
         outliers_b: outliers(b),
         verdict,
     }
+}
+
+fn change_cell(r: &Row, s: Statistic) -> String {
+    r.changes
+        .iter()
+        .find(|c| c.statistic == s)
+        .map(|c| {
+            format!(
+                "{:+.1}% [{:+.1}%, {:+.1}%]",
+                c.relative * 100.0,
+                c.low * 100.0,
+                c.high * 100.0
+            )
+        })
+        .unwrap_or_else(|| "-".into())
+}
+
+/// One row per (point, series, statistic), numbers as fractions, for scripts.
+fn render_csv(c: &Comparison) -> String {
+    let mut out = String::from("n,series,statistic,a,b,relative,low,high,p_value,verdict\n");
+    for r in &c.rows {
+        for ch in &r.changes {
+            out.push_str(&format!(
+                "{},\"{}\",{},{},{},{},{},{},{},\"{}\"\n",
+                r.n,
+                r.series.replace('"', "\"\""),
+                ch.statistic.name(),
+                ch.a,
+                ch.b,
+                ch.relative,
+                ch.low,
+                ch.high,
+                r.p_value.map(|p| p.to_string()).unwrap_or_default(),
+                r.verdict
+            ));
+        }
+    }
+    out
+}
+
+/// The comparison as a Markdown table, for a mailing-list post or a pull request.
+fn render_markdown(c: &Comparison) -> String {
+    let mut out = format!("### {}: A = `{}`, B = `{}`\n\n", c.scenario, c.a, c.b);
+    for w in &c.warnings {
+        out.push_str(&format!("> warning: {w}\n"));
+    }
+    if !c.warnings.is_empty() {
+        out.push('\n');
+    }
+    out.push_str("| n | series | p50 change [95% CI] | p99 change [95% CI] | mean change [95% CI] | p | verdict |\n");
+    out.push_str("|---:|---|---|---|---|---:|---|\n");
+    for r in &c.rows {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            r.n,
+            r.series.replace('|', "\\|"),
+            change_cell(r, Statistic::P50),
+            change_cell(r, Statistic::P99),
+            change_cell(r, Statistic::Mean),
+            r.p_value
+                .map(|p| format!("{p:.2e}"))
+                .unwrap_or_else(|| "-".into()),
+            r.verdict
+        ));
+    }
+    out
 }
 
 fn render_text(c: &Comparison) -> String {
