@@ -664,6 +664,111 @@ fn html_table(grid: &Grid) -> String {
     out
 }
 
+/// Two runs of the same sweep on one page (`vmscale compare --html`): every series' CDF of
+/// A (solid) and B (dashed) at every point both measured, and their p50 against N, under
+/// the comparison's own text (`summary`, shown as is).
+pub fn render_compare_html(a: &RunRecord, b: &RunRecord, summary: &str) -> String {
+    let title = format!(
+        "{}: {} compared (A solid, B dashed)",
+        a.tool.name, a.scenario
+    );
+    let sweep = grid::sweep_header(a);
+    let names = series_names(a);
+    let mut body = format!(
+        "<h1>{}</h1>\n<pre>{}</pre>\n",
+        escape(&title),
+        escape(summary)
+    );
+
+    let mut p50_lines = Vec::new();
+    for (run, dash, tag) in [(a, Dash::Solid, "A"), (b, Dash::Dashed, "B")] {
+        for &name in &names {
+            let points: Vec<(f64, f64)> = run
+                .points
+                .iter()
+                .filter_map(|p| {
+                    let s = p.series.iter().find(|s| s.name == name)?.summary.as_ref()?;
+                    Some((p.n as f64, s.p50_ns as f64 / 1_000.0))
+                })
+                .collect();
+            p50_lines.push(Line {
+                label: format!("{tag} {name} p50"),
+                marks: points.clone(),
+                points,
+                colour: colour_of(&names, name),
+                dash,
+            });
+        }
+    }
+    let xs = a.points.iter().chain(&b.points).map(|p| p.n as f64);
+    let ys = p50_lines.iter().flat_map(|l| l.points.iter().map(|p| p.1));
+    if let (Some(x), Some(y)) = (Axis::fit(xs), Axis::fit(ys)) {
+        let frame = Frame {
+            width: 1000,
+            height: 480,
+            title: "p50 by sweep value",
+            x_desc: sweep,
+            y_desc: "latency (us)",
+            legend: SeriesLabelPosition::UpperLeft,
+        };
+        body.push_str("<h2 id=\"scaling\">Scaling, A against B</h2>\n");
+        body.push_str(&figure(
+            charts::lines(&frame, x, y, &p50_lines, &[]),
+            &format!("p50 of every strategy against {sweep}: A solid, B dashed."),
+        ));
+    }
+
+    body.push_str(
+        "<h2 id=\"distributions\">Distributions, A against B</h2>\n<div class=\"charts\">\n",
+    );
+    for pa in &a.points {
+        let Some(pb) = b.points.iter().find(|p| p.n == pa.n) else {
+            continue;
+        };
+        for sa in &pa.series {
+            let Some(sb) = pb.series.iter().find(|s| s.name == sa.name) else {
+                continue;
+            };
+            let colour = colour_of(&names, &sa.name);
+            let mut line_a = cdf_line(sa, colour);
+            line_a.label = format!("A {}", line_a.label);
+            let mut line_b = cdf_line(sb, colour);
+            line_b.label = format!("B {}", line_b.label);
+            line_b.dash = Dash::Dashed;
+            let lines = [line_a, line_b];
+            let xs = lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
+            let Some(x) = Axis::fit(xs) else {
+                continue;
+            };
+            let y = Axis {
+                lo: 0.0,
+                hi: 1.02,
+                log: false,
+            };
+            let chart_title = format!("{} at {sweep}={}", sa.name, pa.n);
+            let frame = Frame {
+                width: 600,
+                height: 360,
+                title: &chart_title,
+                x_desc: "latency (us)",
+                y_desc: "share of samples",
+                legend: SeriesLabelPosition::LowerRight,
+            };
+            body.push_str(&figure(
+                charts::lines(&frame, x, y, &lines, &[]),
+                &format!("{chart_title}: A solid, B dashed."),
+            ));
+        }
+    }
+    body.push_str("</div>\n");
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n{body}</body>\n</html>\n",
+        escape(&title)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use vmscale_run::{HostFacts, Phase, Point, ToolInfo};
@@ -781,109 +886,4 @@ mod tests {
         assert!(!html.contains("<svg"));
         assert!(html.contains("<dl class=\"facts\">"));
     }
-}
-
-/// Two runs of the same sweep on one page (`vmscale compare --html`): every series' CDF of
-/// A (solid) and B (dashed) at every point both measured, and their p50 against N, under
-/// the comparison's own text (`summary`, shown as is).
-pub fn render_compare_html(a: &RunRecord, b: &RunRecord, summary: &str) -> String {
-    let title = format!(
-        "{}: {} compared (A solid, B dashed)",
-        a.tool.name, a.scenario
-    );
-    let sweep = grid::sweep_header(a);
-    let names = series_names(a);
-    let mut body = format!(
-        "<h1>{}</h1>\n<pre>{}</pre>\n",
-        escape(&title),
-        escape(summary)
-    );
-
-    let mut p50_lines = Vec::new();
-    for (run, dash, tag) in [(a, Dash::Solid, "A"), (b, Dash::Dashed, "B")] {
-        for &name in &names {
-            let points: Vec<(f64, f64)> = run
-                .points
-                .iter()
-                .filter_map(|p| {
-                    let s = p.series.iter().find(|s| s.name == name)?.summary.as_ref()?;
-                    Some((p.n as f64, s.p50_ns as f64 / 1_000.0))
-                })
-                .collect();
-            p50_lines.push(Line {
-                label: format!("{tag} {name} p50"),
-                marks: points.clone(),
-                points,
-                colour: colour_of(&names, name),
-                dash,
-            });
-        }
-    }
-    let xs = a.points.iter().chain(&b.points).map(|p| p.n as f64);
-    let ys = p50_lines.iter().flat_map(|l| l.points.iter().map(|p| p.1));
-    if let (Some(x), Some(y)) = (Axis::fit(xs), Axis::fit(ys)) {
-        let frame = Frame {
-            width: 1000,
-            height: 480,
-            title: "p50 by sweep value",
-            x_desc: sweep,
-            y_desc: "latency (us)",
-            legend: SeriesLabelPosition::UpperLeft,
-        };
-        body.push_str("<h2 id=\"scaling\">Scaling, A against B</h2>\n");
-        body.push_str(&figure(
-            charts::lines(&frame, x, y, &p50_lines, &[]),
-            &format!("p50 of every strategy against {sweep}: A solid, B dashed."),
-        ));
-    }
-
-    body.push_str(
-        "<h2 id=\"distributions\">Distributions, A against B</h2>\n<div class=\"charts\">\n",
-    );
-    for pa in &a.points {
-        let Some(pb) = b.points.iter().find(|p| p.n == pa.n) else {
-            continue;
-        };
-        for sa in &pa.series {
-            let Some(sb) = pb.series.iter().find(|s| s.name == sa.name) else {
-                continue;
-            };
-            let colour = colour_of(&names, &sa.name);
-            let mut line_a = cdf_line(sa, colour);
-            line_a.label = format!("A {}", line_a.label);
-            let mut line_b = cdf_line(sb, colour);
-            line_b.label = format!("B {}", line_b.label);
-            line_b.dash = Dash::Dashed;
-            let lines = [line_a, line_b];
-            let xs = lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
-            let Some(x) = Axis::fit(xs) else {
-                continue;
-            };
-            let y = Axis {
-                lo: 0.0,
-                hi: 1.02,
-                log: false,
-            };
-            let chart_title = format!("{} at {sweep}={}", sa.name, pa.n);
-            let frame = Frame {
-                width: 600,
-                height: 360,
-                title: &chart_title,
-                x_desc: "latency (us)",
-                y_desc: "share of samples",
-                legend: SeriesLabelPosition::LowerRight,
-            };
-            body.push_str(&figure(
-                charts::lines(&frame, x, y, &lines, &[]),
-                &format!("{chart_title}: A solid, B dashed."),
-            ));
-        }
-    }
-    body.push_str("</div>\n");
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n{body}</body>\n</html>\n",
-        escape(&title)
-    )
 }
