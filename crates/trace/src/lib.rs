@@ -18,6 +18,7 @@ pub mod format;
 pub mod kallsyms;
 pub mod merge;
 pub mod page;
+pub mod text_import;
 pub mod views;
 
 pub use catalog::{EventCatalog, EventType};
