@@ -178,22 +178,9 @@ impl ContentionPass {
     fn describe(&self, addr: u64, agg: &LockAggregate, symbols: &dyn Symbols) -> LockContention {
         let flags = agg.first_flags.unwrap_or(0);
         let kind = naming::kind(flags);
-        let mut waiters: Vec<Waiter> = agg
-            .waiters
-            .iter()
-            .map(|(&pid, &(waits, total))| Waiter {
-                comm: self.comms.get(&pid).cloned().unwrap_or_else(|| "?".into()),
-                pid,
-                waits,
-                total_wait_ns: total,
-            })
-            .collect();
-        waiters.sort_by(|a, b| {
-            b.total_wait_ns
-                .cmp(&a.total_wait_ns)
-                .then(a.pid.cmp(&b.pid))
+        let waiters = top_waiters(&agg.waiters, |pid| {
+            self.comms.get(&pid).cloned().unwrap_or_else(|| "?".into())
         });
-        waiters.truncate(TOP_WAITERS);
 
         let mut stacks: Vec<WaitStack> = agg
             .stacks
@@ -256,4 +243,28 @@ fn disambiguate(locks: &mut [LockContention]) {
             lock.name = format!("{} @{:#x}", lock.name, lock.lock_addr);
         }
     }
+}
+
+/// The waiters that waited longest (ties by pid), at most TOP_WAITERS, from pid -> (waits,
+/// total ns): the same ranking in every pass that names waiters.
+pub(crate) fn top_waiters(
+    waiters: &HashMap<i32, (u64, u64)>,
+    comm: impl Fn(i32) -> String,
+) -> Vec<Waiter> {
+    let mut out: Vec<Waiter> = waiters
+        .iter()
+        .map(|(&pid, &(waits, total))| Waiter {
+            comm: comm(pid),
+            pid,
+            waits,
+            total_wait_ns: total,
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.total_wait_ns
+            .cmp(&a.total_wait_ns)
+            .then(a.pid.cmp(&b.pid))
+    });
+    out.truncate(TOP_WAITERS);
+    out
 }

@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use vmscale_run::findings::{ActivityShare, HeldAcrossSleep, Holder, HolderActivity, LockHolders};
-use vmscale_run::{LockContention, Waiter};
+use vmscale_run::LockContention;
 use vmscale_trace::event::Event;
 use vmscale_trace::views::{contention_flags as flag, EventKind};
 
@@ -24,7 +24,6 @@ use crate::stacks::{StackId, StackTable};
 use crate::symbols::Symbols;
 use crate::timeline::{Activity, Gap, Timelines};
 
-const TOP_WAITERS: usize = 5;
 const TOP_HOLDERS: usize = 5;
 const TOP_SLEEPS: usize = 5;
 const MAX_FRAMES: usize = 16;
@@ -559,22 +558,7 @@ impl HoldersPass {
             },
             |l| l.name.clone(),
         );
-        let mut waiters: Vec<Waiter> = state
-            .waiters
-            .iter()
-            .map(|(&pid, &(waits, total))| Waiter {
-                comm: self.comm(pid),
-                pid,
-                waits,
-                total_wait_ns: total,
-            })
-            .collect();
-        waiters.sort_by(|a, b| {
-            b.total_wait_ns
-                .cmp(&a.total_wait_ns)
-                .then(a.pid.cmp(&b.pid))
-        });
-        waiters.truncate(TOP_WAITERS);
+        let waiters = crate::contention::top_waiters(&state.waiters, |pid| self.comm(pid));
 
         let mut holders: Vec<Holder> = state
             .holders

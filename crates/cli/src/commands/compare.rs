@@ -265,20 +265,7 @@ fn render_text(c: &Comparison) -> String {
         "verdict"
     ));
     for r in &c.rows {
-        let cell = |s: Statistic| {
-            r.changes
-                .iter()
-                .find(|c| c.statistic == s)
-                .map(|c| {
-                    format!(
-                        "{:+.1}% [{:+.1}%, {:+.1}%]",
-                        c.relative * 100.0,
-                        c.low * 100.0,
-                        c.high * 100.0
-                    )
-                })
-                .unwrap_or_else(|| "-".into())
-        };
+        let cell = |s: Statistic| change_cell(r, s);
         out.push_str(&format!(
             "{:>6}  {:<16} {:>7} {:>7}  {:<34} {:<34} {:<34} {:>8}  {}\n",
             r.n,
