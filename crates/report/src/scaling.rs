@@ -4,6 +4,7 @@
 
 use vmscale_run::RunRecord;
 use vmscale_stats::fit::{bootstrap_parameters, select, Fit, Model};
+use vmscale_stats::knee::knee;
 
 use crate::units::micros;
 
@@ -128,15 +129,37 @@ pub(crate) fn lines(record: &RunRecord, deadline: Option<f64>) -> Vec<String> {
                     )),
                 }
             }
-            if let Some(knee) = best.knee() {
-                line.push_str(&format!(
-                    "; growth turns faster than linear past N={knee:.1}"
-                ));
-            }
+            line.push_str(&knee_clause(best, &points));
             out.push(line);
         }
     }
     out
+}
+
+/// Where growth departs from linear: a change of slope the data support (any model), else
+/// the USL's own knee, else a plain statement that none shows.
+fn knee_clause(best: &Fit, points: &[(f64, f64)]) -> String {
+    if let Some(k) = knee(points) {
+        return format!(
+            "; knee at N={}: {} past it ({} -> {} us per unit of N)",
+            k.at,
+            if k.steepens() {
+                "growth steepens"
+            } else {
+                "growth flattens"
+            },
+            micros(k.slope_before),
+            micros(k.slope_after)
+        );
+    }
+    if let Some(n) = best.knee() {
+        return format!("; growth turns faster than linear past N={n:.1}");
+    }
+    match best.model {
+        Model::Constant => String::new(),
+        _ if points.len() < 5 => "; too few N to look for a knee".into(),
+        _ => "; no knee: the slope holds over the measured N".into(),
+    }
 }
 
 fn parameters(f: &Fit) -> String {
@@ -213,6 +236,22 @@ mod tests {
             p50.contains("deadline at N=16") || p50.contains("deadline at N=17"),
             "{p50}"
         );
+        assert!(p50.contains("no knee"), "{p50}");
+    }
+
+    #[test]
+    fn a_slope_that_steepens_is_shown_as_a_knee_whatever_model_wins() {
+        // 10 us per vCPU up to 4, 200 us per vCPU after.
+        let points = [1u64, 2, 3, 4, 6, 8, 12, 16]
+            .iter()
+            .map(|&n| {
+                let base = 100_000 + 10_000 * n + 190_000 * n.saturating_sub(4);
+                point(n, (0..20).map(|i| base + i * 100).collect())
+            })
+            .collect();
+        let lines = lines(&record(points), None);
+        let p50 = lines.iter().find(|l| l.starts_with("close p50")).unwrap();
+        assert!(p50.contains("knee at N=4: growth steepens"), "{p50}");
     }
 
     #[test]

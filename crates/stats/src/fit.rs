@@ -178,7 +178,7 @@ fn fit_columns(model: Model, points: &[(f64, f64)], columns: &[usize]) -> Option
 }
 
 /// Gaussian elimination with partial pivoting on the leading k x k block.
-fn solve(a: &[[f64; 3]; 3], b: &[f64; 3], k: usize) -> Option<[f64; 3]> {
+pub(crate) fn solve(a: &[[f64; 3]; 3], b: &[f64; 3], k: usize) -> Option<[f64; 3]> {
     let mut m = [[0.0f64; 4]; 3];
     for i in 0..k {
         m[i][..k].copy_from_slice(&a[i][..k]);

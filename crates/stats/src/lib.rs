@@ -13,6 +13,7 @@
 
 pub mod compare;
 pub mod fit;
+pub mod knee;
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
