@@ -40,6 +40,15 @@ struct LockAggregate {
     waiters: HashMap<i32, (u64, u64)>,
     /// stack -> (waits, total ns)
     stacks: HashMap<StackId, (u64, u64)>,
+    longest: Option<LongestWait>,
+}
+
+/// The longest completed wait on a lock: where a timeline of it should look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LongestWait {
+    pub pid: i32,
+    pub start: u64,
+    pub end: u64,
 }
 
 /// The pass; feed it every event in time order, then [`ContentionPass::finish`].
@@ -63,6 +72,10 @@ pub struct ContentionFindings {
     /// Time from a contention_begin to its recorded stack: what capturing a stack adds.
     pub stack_cost: Option<Summary>,
     pub unmatched_ends: u64,
+    /// Per lock address: its longest completed wait.
+    pub longest_waits: HashMap<u64, LongestWait>,
+    /// Task names seen, by pid.
+    pub comms: HashMap<i32, String>,
 }
 
 impl ContentionPass {
@@ -141,6 +154,16 @@ impl ContentionPass {
         lock.first_flags.get_or_insert(wait.flags);
         *lock.modes.entry(naming::mode(wait.flags)).or_default() += 1;
         lock.waits.record(waited);
+        if lock
+            .longest
+            .is_none_or(|l| waited > l.end.saturating_sub(l.start))
+        {
+            lock.longest = Some(LongestWait {
+                pid,
+                start: wait.start,
+                end,
+            });
+        }
         let waiter = lock.waiters.entry(pid).or_default();
         waiter.0 += 1;
         waiter.1 += waited;
@@ -172,6 +195,12 @@ impl ContentionPass {
             locks,
             stack_cost: self.stack_cost.summary(),
             unmatched_ends: self.unmatched_ends,
+            longest_waits: self
+                .locks
+                .iter()
+                .filter_map(|(&addr, agg)| Some((addr, agg.longest?)))
+                .collect(),
+            comms: std::mem::take(&mut self.comms),
         }
     }
 

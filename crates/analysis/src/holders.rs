@@ -143,9 +143,77 @@ pub struct HoldersPass {
     stacks: StackTable,
     locks: HashMap<u64, LockState>,
     comms: HashMap<i32, String>,
+    capture: Option<HoldCapture>,
 }
 
+/// One hold of a sleeping lock, as the pass inferred it (see the module comment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hold {
+    pub lock: u64,
+    pub holder: i32,
+    pub start: u64,
+    /// False when the acquisition was not traced: it held the lock at least from `start`.
+    pub start_known: bool,
+    /// The release: the waking of the next holder.
+    pub end: u64,
+}
+
+/// Holds overlapping a window, kept for a timeline; at most [`MAX_CAPTURED_HOLDS`].
+struct HoldCapture {
+    start: u64,
+    end: u64,
+    holds: Vec<Hold>,
+}
+
+const MAX_CAPTURED_HOLDS: usize = 4096;
+
 impl HoldersPass {
+    /// A pass that also keeps every hold overlapping `[start, end]`.
+    pub fn capturing(start: u64, end: u64) -> HoldersPass {
+        HoldersPass {
+            capture: Some(HoldCapture {
+                start,
+                end,
+                holds: Vec::new(),
+            }),
+            ..HoldersPass::default()
+        }
+    }
+
+    /// The holds kept by a [`HoldersPass::capturing`] pass so far.
+    pub fn captured(&self) -> &[Hold] {
+        self.capture.as_ref().map_or(&[], |c| c.holds.as_slice())
+    }
+
+    /// Takes the holds captured so far, for a consumer that streams them out. A hold that
+    /// releases more waiters later comes again with the same start and a later end.
+    pub fn drain_captured(&mut self) -> Vec<Hold> {
+        self.capture
+            .as_mut()
+            .map(|c| std::mem::take(&mut c.holds))
+            .unwrap_or_default()
+    }
+
+    fn capture_hold(&mut self, hold: Hold) {
+        let Some(capture) = self.capture.as_mut() else {
+            return;
+        };
+        if hold.end < capture.start || hold.start > capture.end {
+            return;
+        }
+        // A hold that released several waiters grows in place.
+        if let Some(same) = capture
+            .holds
+            .iter_mut()
+            .rev()
+            .find(|h| h.lock == hold.lock && h.holder == hold.holder && h.start == hold.start)
+        {
+            same.end = same.end.max(hold.end);
+        } else if capture.holds.len() < MAX_CAPTURED_HOLDS {
+            capture.holds.push(hold);
+        }
+    }
+
     fn floor(&self) -> u64 {
         self.open_starts.keys().next().copied().unwrap_or(u64::MAX)
     }
@@ -348,6 +416,14 @@ impl HoldersPass {
                 let from = last.end;
                 last.end = last.end.max(released);
                 let (start_known, to) = (last.start_known, last.end);
+                let hold = Hold {
+                    lock,
+                    holder,
+                    start: last.start,
+                    start_known,
+                    end: to,
+                };
+                self.capture_hold(hold);
                 self.account_sleeps(lock, holder, from, to, start_known, false);
                 return;
             }
@@ -365,6 +441,13 @@ impl HoldersPass {
             end: released,
         });
         state.holders.entry(holder).or_default().holds += 1;
+        self.capture_hold(Hold {
+            lock,
+            holder,
+            start,
+            start_known,
+            end: released,
+        });
         self.account_sleeps(lock, holder, start, released, start_known, true);
     }
 

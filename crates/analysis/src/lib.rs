@@ -6,13 +6,14 @@
 
 pub mod breakdown;
 pub mod contention;
+pub mod excerpt;
 pub mod holders;
 pub mod ipi;
 pub mod naming;
 pub mod spinlocks;
 mod stacks;
 pub mod symbols;
-mod syscalls;
+pub mod syscalls;
 mod timeline;
 
 use std::path::Path;
@@ -36,6 +37,8 @@ pub struct TraceAnalysis {
     pub breakdown: Vec<vmscale_run::findings::PhaseBreakdown>,
     /// Contended spinning locks by wait mode, worst first.
     pub spinlocks: Vec<vmscale_run::findings::SpinLockWaits>,
+    /// The trace around its worst wait, for the HTML timeline.
+    pub timeline: Option<vmscale_run::findings::TimelineExcerpt>,
     pub decoded_events: u64,
     /// Pages the kernel marked as following lost events, and damaged pages skipped.
     pub missed_events: u64,
@@ -65,8 +68,14 @@ pub fn analyse_with(decoder: &Decoder, symbols: &Kallsyms) -> Result<TraceAnalys
         spinlocks.observe(&event);
     })?;
     let contention = contention.finish(symbols);
+    let holders = holders.finish(symbols, &contention.locks);
+    let timeline = match focus(&contention, &holders) {
+        Some(focus) => Some(timeline(decoder, focus, &contention)?),
+        None => None,
+    };
     Ok(TraceAnalysis {
-        holders: holders.finish(symbols, &contention.locks),
+        timeline,
+        holders,
         breakdown: breakdown.finish(symbols, &contention.locks),
         spinlocks: spinlocks.finish(&contention.locks),
         contention,
@@ -88,5 +97,47 @@ impl TraceAnalysis {
         section.holders = self.holders;
         section.breakdown = self.breakdown;
         section.spinlocks = self.spinlocks;
+        section.timeline = self.timeline;
     }
+}
+
+/// The wait a timeline should show: the longest on the sleeping lock whose holders cost
+/// most, else on the most contended lock.
+fn focus(
+    contention: &ContentionFindings,
+    holders: &[vmscale_run::findings::LockHolders],
+) -> Option<excerpt::Focus> {
+    let (addr, name) = holders
+        .first()
+        .map(|h| (h.lock_addr, &h.name))
+        .or_else(|| contention.locks.first().map(|l| (l.lock_addr, &l.name)))?;
+    let longest = contention.longest_waits.get(&addr)?;
+    Some(excerpt::Focus {
+        lock: addr,
+        lock_name: name.clone(),
+        pid: longest.pid,
+        comm: contention
+            .comms
+            .get(&longest.pid)
+            .cloned()
+            .unwrap_or_else(|| "?".into()),
+        start: longest.start,
+        end: longest.end,
+    })
+}
+
+/// A second pass over the trace, keeping only the window around `focus`.
+fn timeline(
+    decoder: &Decoder,
+    focus: excerpt::Focus,
+    contention: &ContentionFindings,
+) -> Result<vmscale_run::findings::TimelineExcerpt, DecodeError> {
+    let names = contention
+        .locks
+        .iter()
+        .map(|l| (l.lock_addr, l.name.clone()))
+        .collect();
+    let mut pass = excerpt::ExcerptPass::new(focus, names);
+    decoder.for_each(|event| pass.observe(&event))?;
+    Ok(pass.finish())
 }

@@ -1,7 +1,7 @@
 //! Names of the x86-64 system calls the scenarios and their analyses meet; others print as
 //! their number.
 
-pub(crate) fn name(id: i64) -> String {
+pub fn name(id: i64) -> String {
     let name = match id {
         0 => "read",
         1 => "write",

@@ -13,7 +13,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use vmscale_run::findings::HolderActivity;
+use vmscale_run::findings::{HolderActivity, LockRole, TaskState};
 use vmscale_trace::recorder::{default_events, RecordConfig, Recording};
 use vmscale_trace::tracefs;
 
@@ -378,4 +378,71 @@ fn a_pipe_mutex_held_across_a_userfault_names_its_holder_and_where_it_slept() {
         "{:?}",
         sleep.stack
     );
+
+    // The timeline excerpt centres on the longest writer's wait and shows the chain: the
+    // holder holding the mutex across its sleep in the fault, the writers waiting.
+    let timeline = analysis.timeline.as_ref().expect("a timeline excerpt");
+    eprintln!(
+        "timeline: {} ({} us), {} cpu lanes, tasks {:?}",
+        timeline.focus,
+        (timeline.end_ns - timeline.start_ns) / 1_000,
+        timeline.cpus.len(),
+        timeline
+            .tasks
+            .iter()
+            .map(|t| (t.pid, t.comm.as_str(), t.states.len(), t.locks.len()))
+            .collect::<Vec<_>>()
+    );
+    assert!(timeline.focus.contains("pipe_write"), "{}", timeline.focus);
+    let lane = |pid: i32| timeline.tasks.iter().find(|t| t.pid == pid);
+    let holder = lane(outcome.holder_tid).expect("the holder has a lane");
+    let hold = holder
+        .locks
+        .iter()
+        .find(|l| l.role == LockRole::Hold && l.lock == lock.name)
+        .expect("the holder's hold of the mutex");
+    // It held the mutex across most of the fault, and slept in it meanwhile.
+    assert!(
+        hold.end_ns - hold.start_ns >= held * 8 / 10,
+        "hold {} ns vs fault {held} ns",
+        hold.end_ns - hold.start_ns
+    );
+    let asleep: u64 = holder
+        .states
+        .iter()
+        .filter(|s| s.state == TaskState::Asleep)
+        .map(|s| {
+            s.end_ns
+                .min(hold.end_ns)
+                .saturating_sub(s.start_ns.max(hold.start_ns))
+        })
+        .sum();
+    assert!(
+        asleep >= (hold.end_ns - hold.start_ns) * 8 / 10,
+        "asleep {asleep} ns of a {} ns hold",
+        hold.end_ns - hold.start_ns
+    );
+    let waiting_writers = outcome
+        .waiter_tids
+        .iter()
+        .filter(|&&tid| {
+            lane(tid).is_some_and(|t| {
+                t.locks
+                    .iter()
+                    .any(|l| l.role == LockRole::Wait && l.lock == lock.name)
+            })
+        })
+        .count();
+    assert_eq!(waiting_writers, WAITERS);
+    // Slices are inside the window and each lane's states do not overlap.
+    for t in &timeline.tasks {
+        for pair in t.states.windows(2) {
+            assert!(pair[0].end_ns <= pair[1].start_ns, "{t:?}");
+        }
+        assert!(t
+            .states
+            .iter()
+            .all(|s| s.start_ns >= timeline.start_ns && s.end_ns <= timeline.end_ns));
+    }
+    assert!(!timeline.cpus.is_empty());
 }

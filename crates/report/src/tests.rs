@@ -238,6 +238,7 @@ fn trace_section() -> TraceSection {
         holders: Vec::new(),
         breakdown: Vec::new(),
         spinlocks: Vec::new(),
+        timeline: None,
     }
 }
 

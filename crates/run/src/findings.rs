@@ -35,6 +35,87 @@ pub struct TraceSection {
     /// Contended spinning locks (spinlocks, rwlocks) by wait mode, worst first.
     #[serde(default)]
     pub spinlocks: Vec<SpinLockWaits>,
+    /// A short window of the trace around its worst lock wait, as lanes per CPU and per
+    /// task, for the HTML report's timeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<TimelineExcerpt>,
+}
+
+/// A window of the trace around one lock wait: who ran on each CPU, and what each task
+/// involved did (ran, queued, slept, waited on or held which lock). Bounded: a few lanes,
+/// a capped number of slices; `truncated` says when the cap cut something.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TimelineExcerpt {
+    /// Trace clock (CLOCK_MONOTONIC ns) bounds of the window.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// The wait the window is centred on, in words.
+    pub focus: String,
+    pub cpus: Vec<CpuLane>,
+    pub tasks: Vec<TaskLane>,
+    /// Slices or lanes were left out to keep the excerpt small.
+    pub truncated: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CpuLane {
+    pub cpu: u32,
+    /// The task on the CPU; idle is left out.
+    pub slices: Vec<RunSlice>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct RunSlice {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub pid: i32,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TaskLane {
+    pub pid: i32,
+    pub comm: String,
+    /// Scheduler state over the window, back to back where known.
+    pub states: Vec<StateSlice>,
+    /// Lock waits and holds; they overlap the states (a holder may run or sleep).
+    pub locks: Vec<LockSlice>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskState {
+    Running,
+    Runnable,
+    Asleep,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct StateSlice {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub state: TaskState,
+    /// The CPU it ran on (running slices only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LockRole {
+    Wait,
+    Hold,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LockSlice {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub role: LockRole,
+    pub lock: String,
+    /// A hold's start is where it is known to have held the lock from, not necessarily
+    /// where it took it.
+    #[serde(default)]
+    pub start_known: bool,
 }
 
 /// One contended lock (one address), worst first.
