@@ -9,6 +9,7 @@
 //! agrees with them to the digit.
 
 mod charts;
+mod timeline;
 
 use std::collections::BTreeMap;
 
@@ -443,7 +444,28 @@ fn trace_section(trace: &TraceSection) -> String {
     out.push_str(&contention_section(trace));
     out.push_str(&ipi_section(&trace.ipis));
     out.push_str(&explain_section(trace));
+    out.push_str(&timeline_section(trace));
     out
+}
+
+/// The trace around its worst wait: who ran where, who waited and who held the lock.
+fn timeline_section(trace: &TraceSection) -> String {
+    let Some(excerpt) = &trace.timeline else {
+        return String::new();
+    };
+    let mut caption = format!(
+        "{:.2} ms around {}. Lanes: the task on each CPU, then each task that waited on or \
+         held a lock (state above, lock below). Hover a bar for its task, lock and length.",
+        (excerpt.end_ns - excerpt.start_ns) as f64 / 1e6,
+        excerpt.focus
+    );
+    if excerpt.truncated {
+        caption.push_str(" Some lanes or slices were left out to keep the page small.");
+    }
+    format!(
+        "<h3 id=\"timeline\">Timeline of the worst wait</h3>\n{}",
+        figure(timeline::timeline_svg(excerpt), &caption)
+    )
 }
 
 fn contention_section(trace: &TraceSection) -> String {

@@ -10,7 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use vmscale_report::html::render_html;
-use vmscale_run::findings::{ActivityShare, Holder, HolderActivity, LockHolders};
+use vmscale_run::findings::{
+    ActivityShare, CpuLane, Holder, HolderActivity, LockHolders, LockRole, LockSlice, RunSlice,
+    StateSlice, TaskLane, TaskState, TimelineExcerpt,
+};
 use vmscale_run::{
     HostFacts, IpiPhase, IpiSender, IpiSite, LockContention, Phase, Point, RunRecord, Series,
     ToolInfo, TraceSection, WaitStack, Waiter,
@@ -184,7 +187,72 @@ fn trace() -> TraceSection {
             }],
             held_across_sleep: Vec::new(),
         }],
+        timeline: Some(timeline()),
         ..TraceSection::default()
+    }
+}
+
+/// A 2 ms window: the holder runs, then sleeps holding the mutex while two tasks wait.
+fn timeline() -> TimelineExcerpt {
+    let at = |us: u64| 5_000_000_000 + us * 1_000;
+    let state = |from: u64, to: u64, state: TaskState, cpu: Option<u32>| StateSlice {
+        start_ns: at(from),
+        end_ns: at(to),
+        state,
+        cpu,
+    };
+    let lock = |from: u64, to: u64, role: LockRole| LockSlice {
+        start_ns: at(from),
+        end_ns: at(to),
+        role,
+        lock: "kvm->slots_lock".into(),
+        start_known: true,
+    };
+    TimelineExcerpt {
+        start_ns: at(0),
+        end_ns: at(2_000),
+        focus: "the longest wait on kvm->slots_lock: vmscale 42 waited 1500.0 us".into(),
+        cpus: vec![
+            CpuLane {
+                cpu: 0,
+                slices: vec![RunSlice {
+                    start_ns: at(0),
+                    end_ns: at(300),
+                    pid: 43,
+                }],
+            },
+            CpuLane {
+                cpu: 1,
+                slices: vec![RunSlice {
+                    start_ns: at(100),
+                    end_ns: at(250),
+                    pid: 42,
+                }],
+            },
+        ],
+        tasks: vec![
+            TaskLane {
+                pid: 42,
+                comm: "vmscale".into(),
+                states: vec![
+                    state(100, 250, TaskState::Running, Some(1)),
+                    state(250, 1_750, TaskState::Asleep, None),
+                    state(1_750, 2_000, TaskState::Running, Some(1)),
+                ],
+                locks: vec![lock(200, 1_700, LockRole::Wait)],
+            },
+            TaskLane {
+                pid: 43,
+                comm: "holder".into(),
+                states: vec![
+                    state(0, 300, TaskState::Running, Some(0)),
+                    state(300, 1_650, TaskState::Asleep, None),
+                    state(1_650, 2_000, TaskState::Runnable, None),
+                ],
+                locks: vec![lock(0, 1_690, LockRole::Hold)],
+            },
+        ],
+        truncated: false,
     }
 }
 
@@ -257,6 +325,13 @@ fn run_chromium(page: &Path, extra: &[String]) -> Output {
 }
 
 /// Console messages and uncaught errors from the page, as chromium logs them.
+/// The text after `marker`, which must be there.
+fn after<'a>(text: &'a str, marker: &str) -> &'a str {
+    text.split_once(marker)
+        .unwrap_or_else(|| panic!("{marker:?} missing"))
+        .1
+}
+
 fn console_errors(stderr: &str) -> Vec<&str> {
     stderr
         .lines()
@@ -296,9 +371,16 @@ fn the_report_renders_in_a_headless_browser() {
         dump.status.success(),
         "chromium --dump-dom failed: {stderr}"
     );
-    // Scaling curve, five CDFs, one phase chart, five growth charts.
+    // Scaling curve, five CDFs, one phase chart, five growth charts, the timeline.
     let svgs = dom.matches("<svg").count();
-    assert_eq!(svgs, 12, "svg elements in the rendered DOM");
+    assert_eq!(svgs, 13, "svg elements in the rendered DOM");
+    // The timeline: two CPU lanes' runs, five states, one wait and one hold.
+    let timeline = after(&dom, "class=\"timeline\"");
+    assert_eq!(timeline.matches("class=\"run\"").count(), 2);
+    assert_eq!(timeline.matches("class=\"state\"").count(), 6);
+    assert_eq!(timeline.matches("class=\"wait\"").count(), 1);
+    assert_eq!(timeline.matches("class=\"hold\"").count(), 1);
+    assert!(timeline.contains("holder 43: holds kvm-&gt;slots_lock for 1.69 ms"));
     assert!(
         dom.contains("latency by sweep value"),
         "scaling chart title"
