@@ -21,6 +21,7 @@ use vmscale_trace::{DecodeError, DecodeSummary, Decoder, EventKind, Kallsyms};
 
 use convert::Converter;
 use names::Names;
+use vmscale_analysis::HoldersPass;
 
 /// Why a trace could not be exported.
 #[derive(Debug, thiserror::Error)]
@@ -69,8 +70,13 @@ pub fn write_perfetto<W: Write>(
         description,
     );
     let mut targets = Vec::new();
+    let mut holders = HoldersPass::capturing(0, u64::MAX);
     let decode = decoder.for_each(|event| {
         let ts = event.ts();
+        holders.observe(&event);
+        for hold in holders.drain_captured() {
+            converter.hold(hold);
+        }
         match event.kind() {
             EventKind::SchedSwitch(s) => converter.switch(
                 ts,
@@ -80,7 +86,16 @@ pub fn write_perfetto<W: Write>(
             ),
             EventKind::SchedWaking(w)
             | EventKind::SchedWakeup(w)
-            | EventKind::SchedWakeupNew(w) => converter.name_task(w.pid, &w.comm.to_str()),
+            | EventKind::SchedWakeupNew(w) => {
+                converter.name_task(w.pid, &w.comm.to_str());
+                if matches!(event.kind(), EventKind::SchedWaking(_)) {
+                    converter.waking(ts, (event.cpu(), event.pid()), w.pid);
+                }
+            }
+            EventKind::SysEnter(call) => {
+                converter.sys_enter(ts, event.pid(), vmscale_analysis::syscalls::name(call.id))
+            }
+            EventKind::SysExit(_) => converter.sys_exit(ts, event.pid()),
             EventKind::ContentionBegin(b) => {
                 converter.contention_begin(ts, event.pid(), b.lock_addr, b.flags)
             }

@@ -10,13 +10,22 @@
 //! - "ipis" / "cpu N ipis": an instant where an IPI was sent, with a flow to an instant on
 //!   each target CPU's track;
 //! - "lock waits" / "<comm> <pid>": from contention_begin to contention_end on the waiting
-//!   task's track, named "wait: <lock>".
+//!   task's track, named "wait: <lock>". When the task that released a sleeping lock woke
+//!   the waiter, a flow runs from a "wake" instant on the releaser's CPU to a "got lock"
+//!   instant where the wait ends;
+//! - "lock holds" / "<comm> <pid> holds <lock>": each hold of a sleeping lock, as the
+//!   holders analysis infers it (known only at its release, so written late: Perfetto
+//!   sorts by time);
+//! - "syscalls" / "<comm> <pid>": the traced system calls (scenario runs trace the
+//!   measuring thread's), named by call.
 //!
 //! State is what is open (the task on each CPU, each task's waits, the phases) and the
 //! names seen, never the events.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
+
+use vmscale_analysis::holders::Hold;
 
 use super::names::{lock_kind, Names};
 use super::proto::{AnnotationValue, DebugAnnotation, EventType};
@@ -30,6 +39,8 @@ const RANK_PHASES: i32 = 0;
 const RANK_CPUS: i32 = 1;
 const RANK_IPIS: i32 = 2;
 const RANK_WAITS: i32 = 3;
+const RANK_HOLDS: i32 = 4;
+const RANK_SYSCALLS: i32 = 5;
 
 /// A task's track and its open waits, innermost last.
 struct TaskTrack {
@@ -53,6 +64,16 @@ pub struct Converter<W: Write> {
     tasks: BTreeMap<i32, TaskTrack>,
     next_flow: u64,
     phase_description: Option<String>,
+    holds_group: Option<u64>,
+    /// (holder, lock) -> its holds track.
+    hold_tracks: HashMap<(i32, u64), u64>,
+    /// Per lock, the latest hold, written once no later release can extend it.
+    pending_holds: HashMap<u64, Hold>,
+    /// Waiter pid -> flow from the wakeup its releaser sent.
+    wake_flows: HashMap<i32, u64>,
+    syscalls_group: Option<u64>,
+    /// pid -> (its syscalls track, a call is open).
+    syscall_tracks: HashMap<i32, (u64, bool)>,
 }
 
 impl<W: Write> Converter<W> {
@@ -73,6 +94,12 @@ impl<W: Write> Converter<W> {
             tasks: BTreeMap::new(),
             next_flow: 1,
             phase_description: description,
+            holds_group: None,
+            hold_tracks: HashMap::new(),
+            pending_holds: HashMap::new(),
+            wake_flows: HashMap::new(),
+            syscalls_group: None,
+            syscall_tracks: HashMap::new(),
         }
     }
 
@@ -198,8 +225,131 @@ impl<W: Write> Converter<W> {
         let track = task.uuid;
         let closed = task.waits.len() - depth;
         task.waits.truncate(depth);
+        if let Some(flow) = self.wake_flows.remove(&pid) {
+            let mut got = event(
+                EventType::Instant,
+                track,
+                "lock",
+                Some(format!("got {}", self.names.lock(lock))),
+                Vec::new(),
+            );
+            got.terminating_flow_ids = vec![flow];
+            self.sink.event(ts, got);
+        }
         for _ in 0..closed {
             self.sink.end(ts, track);
+        }
+    }
+
+    /// `waker` on `cpu` woke `woken`: when `woken` waits on a lock, this is the handoff,
+    /// drawn as a flow to where its wait ends.
+    pub fn waking(&mut self, ts: u64, (cpu, waker): (u32, i32), woken: i32) {
+        self.at(ts);
+        let waiting = self.tasks.get(&woken).is_some_and(|t| !t.waits.is_empty());
+        if !waiting || waker == woken {
+            return;
+        }
+        let Some(&(track, _)) = self.cpus.get(&cpu) else {
+            return;
+        };
+        let flow = self.next_flow;
+        self.next_flow += 1;
+        let mut wake = event(
+            EventType::Instant,
+            track,
+            "lock",
+            Some(format!("wake {}", self.comm(woken))),
+            vec![DebugAnnotation::new(
+                "waker",
+                AnnotationValue::String(self.comm(waker)),
+            )],
+        );
+        wake.flow_ids = vec![flow];
+        self.sink.event(ts, wake);
+        // A later wakeup of the same wait replaces the flow (the earlier one ends nowhere,
+        // which Perfetto shows as a dangling arrow rather than a wrong one).
+        self.wake_flows.insert(woken, flow);
+    }
+
+    /// A hold the holders analysis found; the same hold may come again with a later end.
+    pub fn hold(&mut self, hold: Hold) {
+        if let Some(pending) = self.pending_holds.get_mut(&hold.lock) {
+            if pending.holder == hold.holder && pending.start == hold.start {
+                pending.end = pending.end.max(hold.end);
+                return;
+            }
+        }
+        if let Some(done) = self.pending_holds.insert(hold.lock, hold) {
+            self.write_hold(done);
+        }
+    }
+
+    fn write_hold(&mut self, hold: Hold) {
+        let group = Self::group(
+            &mut self.sink,
+            &mut self.holds_group,
+            "lock holds",
+            RANK_HOLDS,
+        );
+        let lock = self.names.lock(hold.lock).to_string();
+        let name = format!("{} holds {lock}", self.comm(hold.holder));
+        let sink = &mut self.sink;
+        let track = *self
+            .hold_tracks
+            .entry((hold.holder, hold.lock))
+            .or_insert_with(|| sink.track(&name, Some(group), Some(hold.holder)));
+        let args = vec![
+            DebugAnnotation::new("lock_addr", AnnotationValue::Pointer(hold.lock)),
+            DebugAnnotation::new(
+                "start",
+                AnnotationValue::String(
+                    if hold.start_known {
+                        "traced acquisition"
+                    } else {
+                        "held at least since here (acquisition not traced)"
+                    }
+                    .to_string(),
+                ),
+            ),
+        ];
+        self.sink
+            .begin(hold.start, track, "lock", format!("hold: {lock}"), args);
+        self.sink.end(hold.end, track);
+    }
+
+    fn syscall_track(&mut self, pid: i32) -> &mut (u64, bool) {
+        let group = Self::group(
+            &mut self.sink,
+            &mut self.syscalls_group,
+            "syscalls",
+            RANK_SYSCALLS,
+        );
+        if !self.syscall_tracks.contains_key(&pid) {
+            let uuid = self.sink.track(&self.comm(pid), Some(group), Some(pid));
+            self.syscall_tracks.insert(pid, (uuid, false));
+        }
+        self.syscall_tracks.get_mut(&pid).expect("inserted above")
+    }
+
+    pub fn sys_enter(&mut self, ts: u64, pid: i32, name: String) {
+        self.at(ts);
+        let &mut (track, open) = self.syscall_track(pid);
+        // An enter while a call is open means its exit was lost: close it here.
+        if open {
+            self.sink.end(ts, track);
+        }
+        self.sink.begin(ts, track, "syscall", name, Vec::new());
+        self.syscall_track(pid).1 = true;
+    }
+
+    pub fn sys_exit(&mut self, ts: u64, pid: i32) {
+        self.at(ts);
+        if let Some((track, open)) = self.syscall_tracks.get_mut(&pid) {
+            if *open {
+                *open = false;
+                let track = *track;
+                self.sink.end(ts, track);
+            }
         }
     }
 
@@ -313,6 +463,20 @@ impl<W: Write> Converter<W> {
         if !self.started {
             // An empty trace still says which clock it would be on.
             self.at(0);
+        }
+        let mut pending: Vec<Hold> = self.pending_holds.drain().map(|(_, h)| h).collect();
+        pending.sort_by_key(|h| (h.start, h.lock));
+        for hold in pending {
+            self.write_hold(hold);
+        }
+        let open_calls: Vec<u64> = self
+            .syscall_tracks
+            .values()
+            .filter(|(_, open)| *open)
+            .map(|(track, _)| *track)
+            .collect();
+        for track in open_calls {
+            self.sink.end(ts, track);
         }
         for (track, running) in self.cpus.values() {
             if running.is_some() {

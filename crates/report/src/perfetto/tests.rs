@@ -234,3 +234,113 @@ fn an_empty_trace_is_a_valid_file_with_its_clock() {
         Some(PacketData::ClockSnapshot(_))
     ));
 }
+
+#[test]
+fn holds_are_written_once_with_the_end_of_their_last_release() {
+    use vmscale_analysis::holders::Hold;
+    let lock = 0xffff_8881_0000_0040;
+    let trace = convert(|c| {
+        c.switch(10, 0, (0, "swapper/0"), (7, "holder"));
+        let hold = Hold {
+            lock,
+            holder: 7,
+            start: 10,
+            start_known: false,
+            end: 40,
+        };
+        c.hold(hold);
+        // The same hold released a second waiter later: one slice, to the later end.
+        c.hold(Hold { end: 55, ..hold });
+        // The next holder's hold ends the first.
+        c.hold(Hold {
+            lock,
+            holder: 8,
+            start: 55,
+            start_known: true,
+            end: 90,
+        });
+    });
+    let (tracks, events) = split(&trace);
+    let first = on(&tracks, &events, "holder 7 holds 0xffff888100000040");
+    let shape: Vec<_> = first
+        .iter()
+        .map(|(ts, e)| (*ts, kind(e), e.name.clone()))
+        .collect();
+    assert_eq!(
+        shape,
+        vec![
+            (
+                10,
+                EventType::SliceBegin,
+                Some("hold: 0xffff888100000040".into())
+            ),
+            (55, EventType::SliceEnd, None),
+        ]
+    );
+    // The last hold is written at the end, on its own track.
+    let second = on(&tracks, &events, "pid 8 holds 0xffff888100000040");
+    assert_eq!(second.len(), 2);
+    assert_eq!((second[0].0, second[1].0), (55, 90));
+}
+
+#[test]
+fn a_releaser_waking_a_waiter_is_a_flow_to_where_the_wait_ends() {
+    let lock = 0xffff_8881_0000_0040;
+    let trace = convert(|c| {
+        c.switch(10, 0, (0, "swapper/0"), (7, "holder"));
+        c.switch(11, 1, (0, "swapper/1"), (42, "waiter"));
+        c.contention_begin(20, 42, lock, contention_flags::MUTEX);
+        // A wakeup of a task that waits on nothing draws nothing.
+        c.waking(25, (0, 7), 99);
+        c.waking(30, (0, 7), 42);
+        c.contention_end(45, 42, lock);
+    });
+    let (tracks, events) = split(&trace);
+    let cpu0 = on(&tracks, &events, "cpu 0");
+    let wakes: Vec<_> = cpu0
+        .iter()
+        .filter(|(_, e)| kind(e) == EventType::Instant)
+        .collect();
+    assert_eq!(wakes.len(), 1);
+    assert_eq!(wakes[0].0, 30);
+    assert_eq!(wakes[0].1.name.as_deref(), Some("wake waiter 42"));
+    let flow = wakes[0].1.flow_ids[0];
+    let waits = on(&tracks, &events, "waiter 42");
+    let got = waits
+        .iter()
+        .find(|(_, e)| kind(e) == EventType::Instant)
+        .expect("a got-lock instant");
+    assert_eq!(got.0, 45);
+    assert_eq!(got.1.terminating_flow_ids, vec![flow]);
+}
+
+#[test]
+fn system_calls_are_slices_named_by_call_and_a_lost_exit_is_closed() {
+    let trace = convert(|c| {
+        c.switch(1, 0, (0, "swapper/0"), (42, "vmscale"));
+        c.sys_enter(10, 42, "ioctl".into());
+        c.sys_exit(30, 42);
+        c.sys_enter(40, 42, "munmap".into());
+        // The exit of munmap was lost.
+        c.sys_enter(60, 42, "ioctl".into());
+        c.sys_exit(70, 42);
+        c.sys_exit(80, 42);
+    });
+    let (tracks, events) = split(&trace);
+    let calls = on(&tracks, &events, "vmscale 42");
+    let shape: Vec<_> = calls
+        .iter()
+        .map(|(ts, e)| (*ts, kind(e), e.name.clone()))
+        .collect();
+    assert_eq!(
+        shape,
+        vec![
+            (10, EventType::SliceBegin, Some("ioctl".into())),
+            (30, EventType::SliceEnd, None),
+            (40, EventType::SliceBegin, Some("munmap".into())),
+            (60, EventType::SliceEnd, None),
+            (60, EventType::SliceBegin, Some("ioctl".into())),
+            (70, EventType::SliceEnd, None),
+        ]
+    );
+}
