@@ -118,35 +118,27 @@ impl ExcerptPass {
             return;
         }
         let pid = event.pid();
+        let cpu = event.cpu();
         let kind = event.kind();
+        // Every event is traced in the context of the task current on its CPU, so it
+        // places that task there even when its switch-in was not traced (before the
+        // trace, or while tracing was off between phases).
         if pid != 0 && !matches!(kind, EventKind::KernelStack(_)) {
-            let task = self.tasks.entry(pid).or_default();
-            if task.state.is_none() {
-                task.state = Some((TaskState::Running, ts, Some(event.cpu())));
+            let running_here = self
+                .tasks
+                .get(&pid)
+                .and_then(|t| t.state)
+                .is_some_and(|(state, _, on)| state == TaskState::Running && on == Some(cpu));
+            if !running_here {
+                self.set_state(pid, ts, TaskState::Running, Some(cpu));
+            }
+            if self.cpus.get(&cpu).and_then(|c| c.current).map(|c| c.0) != Some(pid) {
+                self.run_on(cpu, ts, Some(pid));
             }
         }
         match kind {
             EventKind::SchedSwitch(switch) => {
-                let cpu = event.cpu();
-                let previous = self.cpus.entry(cpu).or_default().current.take();
-                if let Some((running, since)) = previous {
-                    let len = self.cpus[&cpu].slices.len();
-                    if let Some((a, b)) = self.clip(since, ts, len) {
-                        self.cpus
-                            .get_mut(&cpu)
-                            .expect("entry made above")
-                            .slices
-                            .push(RunSlice {
-                                start_ns: a,
-                                end_ns: b,
-                                pid: running,
-                            });
-                    }
-                }
-                if switch.next_pid != 0 {
-                    self.cpus.get_mut(&cpu).expect("entry made above").current =
-                        Some((switch.next_pid, ts));
-                }
+                self.run_on(cpu, ts, (switch.next_pid != 0).then_some(switch.next_pid));
                 let asleep = switch.prev_state & 0xff != 0;
                 let prev_state = if asleep {
                     TaskState::Asleep
@@ -185,6 +177,27 @@ impl ExcerptPass {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// `pid` (none: idle) is on `cpu` from `ts`; what ran there before ends.
+    fn run_on(&mut self, cpu: u32, ts: u64, pid: Option<i32>) {
+        let track = self.cpus.entry(cpu).or_default();
+        let previous = track.current.take();
+        track.current = pid.map(|p| (p, ts));
+        let len = track.slices.len();
+        if let Some((running, since)) = previous {
+            if let Some((a, b)) = self.clip(since, ts, len) {
+                self.cpus
+                    .get_mut(&cpu)
+                    .expect("entry made above")
+                    .slices
+                    .push(RunSlice {
+                        start_ns: a,
+                        end_ns: b,
+                        pid: running,
+                    });
+            }
         }
     }
 
@@ -323,6 +336,12 @@ impl ExcerptPass {
             .map(|t| t.comm.clone())
             .filter(|c| !c.is_empty())
             .unwrap_or_else(|| self.focus.comm.clone());
+        let all_comms: HashMap<i32, String> = self
+            .tasks
+            .iter()
+            .filter(|(_, t)| !t.comm.is_empty())
+            .map(|(&pid, t)| (pid, t.comm.clone()))
+            .collect();
         let mut involved: Vec<(i32, TaskTrack)> = self
             .tasks
             .into_iter()
@@ -340,6 +359,13 @@ impl ExcerptPass {
         if involved.len() > MAX_TASK_LANES {
             involved.truncate(MAX_TASK_LANES);
             truncated = true;
+        }
+        // Names of every task in a lane, CPU lanes included.
+        let mut comms: BTreeMap<i32, String> = BTreeMap::new();
+        for slice in self.cpus.values().flat_map(|c| &c.slices) {
+            if let Some(t) = all_comms.get(&slice.pid) {
+                comms.insert(slice.pid, t.clone());
+            }
         }
         let tasks = involved
             .into_iter()
@@ -374,6 +400,7 @@ impl ExcerptPass {
                 })
                 .collect(),
             tasks,
+            comms,
             truncated,
         }
     }

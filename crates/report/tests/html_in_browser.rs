@@ -252,6 +252,7 @@ fn timeline() -> TimelineExcerpt {
                 locks: vec![lock(0, 1_690, LockRole::Hold)],
             },
         ],
+        comms: BTreeMap::new(),
         truncated: false,
     }
 }

@@ -53,6 +53,9 @@ pub struct TimelineExcerpt {
     pub focus: String,
     pub cpus: Vec<CpuLane>,
     pub tasks: Vec<TaskLane>,
+    /// Names of the tasks in the CPU lanes.
+    #[serde(default)]
+    pub comms: BTreeMap<i32, String>,
     /// Slices or lanes were left out to keep the excerpt small.
     pub truncated: bool,
 }

@@ -11,7 +11,6 @@ use std::fmt::Write;
 
 use vmscale_run::findings::{LockRole, TaskState, TimelineExcerpt};
 
-use super::charts::colour;
 use crate::html::escape;
 
 const WIDTH: f64 = 1160.0;
@@ -31,6 +30,11 @@ const RUNNABLE: &str = "#f9a825";
 const ASLEEP: &str = "#b0bec5";
 const WAIT: &str = "#c62828";
 const HOLD: &str = "#6a1b9a";
+/// Tasks in the CPU lanes: blues, teals, browns and pinks, apart from the state and lock
+/// colours above so a task on a CPU never reads as a state.
+const TASK_COLOURS: [&str; 8] = [
+    "#4e79a7", "#76b7b2", "#9c755f", "#d37295", "#1f5f8b", "#499894", "#7f6a5a", "#b07aa1",
+];
 
 /// Ticks at 1, 2 or 5 times a power of ten, about eight over the span.
 fn tick_step(span_ns: f64) -> f64 {
@@ -109,11 +113,12 @@ pub(crate) fn timeline_svg(excerpt: &TimelineExcerpt) -> Result<String, String> 
 
     // Each task keeps one colour in the CPU lanes, by first appearance.
     let mut colours: BTreeMap<i32, usize> = BTreeMap::new();
-    let names: BTreeMap<i32, &str> = excerpt
-        .tasks
+    let mut names: BTreeMap<i32, &str> = excerpt
+        .comms
         .iter()
-        .map(|t| (t.pid, t.comm.as_str()))
+        .map(|(&pid, comm)| (pid, comm.as_str()))
         .collect();
+    names.extend(excerpt.tasks.iter().map(|t| (t.pid, t.comm.as_str())));
     let mut y = AXIS_HEIGHT;
     for lane in &excerpt.cpus {
         label(&mut svg, y + CPU_LANE / 2.0, &format!("CPU {}", lane.cpu));
@@ -127,16 +132,13 @@ pub(crate) fn timeline_svg(excerpt: &TimelineExcerpt) -> Result<String, String> 
             } else {
                 format!("{name} {}", slice.pid)
             };
-            let c = colour(index);
+            let c = TASK_COLOURS[index % TASK_COLOURS.len()];
             let _ = write!(
                 svg,
                 "<rect class=\"run\" x=\"{x:.1}\" y=\"{:.1}\" width=\"{w:.1}\" height=\"{:.1}\" \
-                 fill=\"rgb({},{},{})\" fill-opacity=\"0.75\"><title>CPU {}: {} ran {}</title></rect>\n",
+                 fill=\"{c}\"><title>CPU {}: {} ran {}</title></rect>\n",
                 y + 2.0,
                 CPU_LANE - 4.0,
-                c.0,
-                c.1,
-                c.2,
                 lane.cpu,
                 escape(&who),
                 duration(slice.end_ns - slice.start_ns)
@@ -314,6 +316,7 @@ mod tests {
                     start_known: false,
                 }],
             }],
+            comms: BTreeMap::new(),
             truncated: false,
         }
     }
