@@ -97,16 +97,16 @@ impl Fit {
 /// contention term is refitted with contention fixed at 0.
 pub fn fit(model: Model, points: &[(f64, f64)]) -> Option<Fit> {
     let free = fit_columns(model, points, &[0, 1, 2])?;
-    if model != Model::Usl {
-        return Some(free);
+    // T1 is a cost at N = 1: a fit that needs it at or below zero (a steep line through
+    // noisy points) describes no real system, and its s and k (ratios to T1) mean nothing.
+    let physical = |f: Fit| (f.t1 > 0.0 && f.kappa >= 0.0).then_some(f);
+    match model {
+        Model::Constant => Some(free),
+        Model::Linear => physical(free),
+        Model::Usl if free.kappa < 0.0 || free.t1 <= 0.0 => None,
+        Model::Usl if free.sigma < 0.0 => physical(fit_columns(model, points, &[0, 2])?),
+        Model::Usl => Some(free),
     }
-    if free.kappa < 0.0 {
-        return None;
-    }
-    if free.sigma < 0.0 {
-        return fit_columns(model, points, &[0, 2]);
-    }
-    Some(free)
 }
 
 /// Least squares over the chosen basis columns of `model` (the others fixed at 0).
@@ -243,11 +243,54 @@ pub fn bootstrap_parameters(
     iterations: usize,
     seed: u64,
 ) -> Option<ParameterIntervals> {
+    let fits = bootstrap_fits(model, groups, statistic, iterations, seed);
+    if fits.is_empty() {
+        return None;
+    }
+    let of = |pick: fn(&Fit) -> f64| interval95(fits.iter().map(pick).collect());
+    Some(ParameterIntervals {
+        t1: of(|f| f.t1),
+        sigma: of(|f| f.sigma),
+        kappa: of(|f| f.kappa),
+    })
+}
+
+/// 95% bootstrap band of the model's prediction at each of `xs`, from the same
+/// resampling as [`bootstrap_parameters`]: (x, low, high) per x.
+pub fn bootstrap_band(
+    model: Model,
+    groups: &[(f64, &[u64])],
+    statistic: impl Fn(&mut [u64]) -> f64,
+    iterations: usize,
+    seed: u64,
+    xs: &[f64],
+) -> Option<Vec<(f64, f64, f64)>> {
+    let fits = bootstrap_fits(model, groups, statistic, iterations, seed);
+    if fits.is_empty() {
+        return None;
+    }
+    Some(
+        xs.iter()
+            .map(|&x| {
+                let (lo, hi) = interval95(fits.iter().map(|f| f.predict(x)).collect());
+                (x, lo, hi)
+            })
+            .collect(),
+    )
+}
+
+/// The model refitted to `iterations` resamples of each point's raw samples (each point's
+/// statistic recomputed with `statistic`). Seeded for repeatable output.
+fn bootstrap_fits(
+    model: Model,
+    groups: &[(f64, &[u64])],
+    statistic: impl Fn(&mut [u64]) -> f64,
+    iterations: usize,
+    seed: u64,
+) -> Vec<Fit> {
     let mut rng = fastrand::Rng::with_seed(seed);
-    let mut t1 = Vec::new();
-    let mut sigma = Vec::new();
-    let mut kappa = Vec::new();
     let mut scratch = Vec::new();
+    let mut fits = Vec::with_capacity(iterations);
     for _ in 0..iterations {
         let points: Vec<(f64, f64)> = groups
             .iter()
@@ -258,25 +301,16 @@ pub fn bootstrap_parameters(
                 (n, statistic(&mut scratch))
             })
             .collect();
-        if let Some(f) = fit(model, &points) {
-            t1.push(f.t1);
-            sigma.push(f.sigma);
-            kappa.push(f.kappa);
-        }
+        fits.extend(fit(model, &points));
     }
-    if t1.is_empty() {
-        return None;
-    }
-    let interval = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        let at = |q: f64| v[((q * v.len() as f64) as usize).min(v.len() - 1)];
-        (at(0.025), at(0.975))
-    };
-    Some(ParameterIntervals {
-        t1: interval(&mut t1),
-        sigma: interval(&mut sigma),
-        kappa: interval(&mut kappa),
-    })
+    fits
+}
+
+/// The 2.5th and 97.5th percentiles of `values` (not empty).
+fn interval95(mut values: Vec<f64>) -> (f64, f64) {
+    values.sort_by(f64::total_cmp);
+    let at = |q: f64| values[((q * values.len() as f64) as usize).min(values.len() - 1)];
+    (at(0.025), at(0.975))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -372,6 +406,22 @@ mod tests {
     }
 
     #[test]
+    fn fits_that_need_a_cost_at_or_below_zero_at_n_1_are_refused() {
+        // Flat, then a jump: the best straight line crosses zero before N = 1.
+        let points = [
+            (1.0, 1.0),
+            (2.0, 1.0),
+            (3.0, 1.0),
+            (8.0, 100.0),
+            (9.0, 101.0),
+        ];
+        let line = fit_columns(Model::Linear, &points, &[0, 1, 2]).unwrap();
+        assert!(line.t1 < 0.0, "{line:?}");
+        assert_eq!(fit(Model::Linear, &points), None);
+        assert!(select(&points).fits.iter().all(|f| f.t1 > 0.0));
+    }
+
+    #[test]
     fn noise_around_a_constant_cannot_be_told_apart_reliably() {
         let points: Vec<(f64, f64)> = [(1.0, 10.0), (2.0, 10.2), (4.0, 9.9), (8.0, 10.1)].to_vec();
         let s = select(&points);
@@ -402,6 +452,14 @@ mod tests {
             .collect();
         let mean = |s: &mut [u64]| s.iter().sum::<u64>() as f64 / s.len() as f64;
         let ci = bootstrap_parameters(Model::Linear, &groups, mean, 500, 11).unwrap();
+        // The band holds the truth at every N, and widens when extrapolating.
+        let band =
+            bootstrap_band(Model::Linear, &groups, mean, 500, 11, &[1.0, 8.0, 64.0]).unwrap();
+        for &(n, lo, hi) in &band {
+            let truth = 1_019.5 + 50.0 * (n - 1.0);
+            assert!(lo <= truth && truth <= hi, "{band:?}");
+        }
+        assert!(band[2].2 - band[2].1 > band[1].2 - band[1].1, "{band:?}");
         let slope = |t1: f64, s: f64| t1 * s;
         assert!(ci.t1.0 < 1_020.0 && ci.t1.1 > 1_018.0, "{ci:?}");
         assert!(
