@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use vmscale_run::{IpiPhase, RunRecord, Series, TraceSection};
 
 use crate::grid::{self, Grid};
-use crate::{contention, counters, explain, facts, growth, units};
+use crate::{contention, counters, explain, facts, growth, scaling, units};
 use charts::{Axis, Bar, Dash, Frame, Line};
 use plotters::chart::SeriesLabelPosition;
 
@@ -213,6 +213,87 @@ fn scaling(record: &RunRecord) -> String {
          one dot per measured point."
     );
     out.push_str(&figure(charts::lines(&frame, x, y, &lines, &[]), &caption));
+    out.push_str(&fit_charts(record, &names));
+    out
+}
+
+/// Per series: the measured p50, the best model's curve out to twice the largest N with
+/// its 95% bootstrap band, and the knee and the largest measured N as rules.
+fn fit_charts(record: &RunRecord, names: &[&str]) -> String {
+    let curves = scaling::p50_curves(record);
+    if curves.is_empty() {
+        return String::new();
+    }
+    let sweep = grid::sweep_header(record);
+    let mut out = String::from("<div class=\"charts\">\n");
+    for curve in &curves {
+        let colour = colour_of(names, &curve.series);
+        let us = |v: f64| v / 1_000.0;
+        let lines = [
+            Line {
+                label: format!("{} p50 measured", curve.series),
+                points: Vec::new(),
+                marks: curve.measured.iter().map(|&(n, v)| (n, us(v))).collect(),
+                colour,
+                dash: Dash::Solid,
+            },
+            Line {
+                label: format!("{} fit", curve.model),
+                points: curve.curve.iter().map(|&(n, v)| (n, us(v))).collect(),
+                marks: Vec::new(),
+                colour,
+                dash: Dash::Dashed,
+            },
+        ];
+        let band = charts::Band {
+            points: curve
+                .band
+                .iter()
+                .map(|&(n, lo, hi)| (n, us(lo), us(hi)))
+                .collect(),
+            colour,
+        };
+        let mut rules = vec![curve.largest];
+        rules.extend(curve.knee);
+        let xs = curve.curve.iter().map(|p| p.0);
+        let ys = lines
+            .iter()
+            .flat_map(|l| l.points.iter().chain(&l.marks).map(|p| p.1))
+            .chain(band.points.iter().flat_map(|p| [p.1, p.2]));
+        let (Some(x), Some(y)) = (Axis::fit(xs), Axis::fit(ys)) else {
+            continue;
+        };
+        let title = format!("{}: p50 fit", curve.series);
+        let frame = Frame {
+            width: 590,
+            height: 380,
+            title: &title,
+            x_desc: &sweep,
+            y_desc: "p50 latency (us)",
+            legend: SeriesLabelPosition::UpperLeft,
+        };
+        let extras = charts::Extras {
+            bands: std::slice::from_ref(&band),
+            rules: &rules,
+            ..charts::Extras::default()
+        };
+        let knee = curve
+            .knee
+            .map(|k| {
+                format!(" The knee (where growth departs from linear) is at {sweep} = {k:.1}.")
+            })
+            .unwrap_or_default();
+        let caption = format!(
+            "{}: measured p50 (dots) and the {} fit (dashed) with its 95% bootstrap band, \
+             extrapolated to twice the largest {sweep} measured (rule at {}).{knee}",
+            curve.series, curve.model, curve.largest
+        );
+        out.push_str(&format!(
+            "<div class=\"growth\">{}</div>\n",
+            figure(charts::lines_with(&frame, x, y, &lines, &extras), &caption)
+        ));
+    }
+    out.push_str("</div>\n");
     out
 }
 

@@ -3,7 +3,7 @@
 //! raw samples, the knee, and an extrapolation to twice the largest N.
 
 use vmscale_run::RunRecord;
-use vmscale_stats::fit::{bootstrap_parameters, select, Fit, Model};
+use vmscale_stats::fit::{bootstrap_band, bootstrap_parameters, select, Fit, Model};
 use vmscale_stats::knee::knee;
 
 use crate::units::micros;
@@ -34,6 +34,91 @@ fn quantile(sorted: &[u64], q: f64) -> f64 {
     sorted[rank - 1] as f64
 }
 
+/// What a chart of one series' p50 fit draws.
+pub(crate) struct FitCurve {
+    pub series: String,
+    pub model: &'static str,
+    /// Measured p50 per N.
+    pub measured: Vec<(f64, f64)>,
+    /// The best model's prediction, from N = 1 to twice the largest N measured.
+    pub curve: Vec<(f64, f64)>,
+    /// 95% bootstrap band of the prediction: (N, low, high).
+    pub band: Vec<(f64, f64, f64)>,
+    pub largest: f64,
+    /// A change of slope the data support, or the USL's own knee.
+    pub knee: Option<f64>,
+}
+
+/// Points along a curve: enough for a smooth USL, few for a small page.
+const CURVE_POINTS: usize = 60;
+
+/// The p50 fit of every series measured at three or more N, for the HTML chart.
+pub(crate) fn p50_curves(record: &RunRecord) -> Vec<FitCurve> {
+    series_groups(record)
+        .into_iter()
+        .filter_map(|(name, groups)| {
+            let measured: Vec<(f64, f64)> = groups.iter().map(|(n, s)| (*n, p50(s))).collect();
+            let selection = select(&measured);
+            let best = *selection.best()?;
+            let largest = groups.iter().map(|g| g.0).fold(0.0, f64::max);
+            let xs: Vec<f64> = (0..=CURVE_POINTS)
+                .map(|i| 1.0 + (2.0 * largest - 1.0) * i as f64 / CURVE_POINTS as f64)
+                .collect();
+            let borrowed: Vec<(f64, &[u64])> =
+                groups.iter().map(|(n, s)| (*n, s.as_slice())).collect();
+            let band = bootstrap_band(
+                best.model,
+                &borrowed,
+                |s: &mut [u64]| {
+                    s.sort_unstable();
+                    p50(s)
+                },
+                BOOTSTRAP_ITERATIONS,
+                BOOTSTRAP_SEED,
+                &xs,
+            )
+            .unwrap_or_default();
+            Some(FitCurve {
+                series: name,
+                model: best.model.name(),
+                curve: xs.iter().map(|&x| (x, best.predict(x))).collect(),
+                band,
+                largest,
+                knee: knee(&measured).map(|k| k.at).or_else(|| best.knee()),
+                measured,
+            })
+        })
+        .collect()
+}
+
+/// Each series' sorted samples per N, for series measured at three or more N.
+fn series_groups(record: &RunRecord) -> Vec<(String, Vec<(f64, Vec<u64>)>)> {
+    let mut names: Vec<&str> = Vec::new();
+    for series in record.points.iter().flat_map(|p| &p.series) {
+        if !names.contains(&series.name.as_str()) {
+            names.push(&series.name);
+        }
+    }
+    names
+        .into_iter()
+        .map(|name| (name.to_string(), groups_of(record, name)))
+        .filter(|(_, groups)| groups.len() >= 3)
+        .collect()
+}
+
+fn groups_of(record: &RunRecord, name: &str) -> Vec<(f64, Vec<u64>)> {
+    record
+        .points
+        .iter()
+        .filter_map(|p| {
+            let series = p.series.iter().find(|s| s.name == name)?;
+            let mut sorted = series.samples_ns.clone();
+            sorted.sort_unstable();
+            (!sorted.is_empty()).then_some((p.n as f64, sorted))
+        })
+        .collect()
+}
+
 /// Lines describing every series that was measured at three or more values of N; with a
 /// `deadline` (ns), where each fit's prediction first exceeds it.
 pub(crate) fn lines(record: &RunRecord, deadline: Option<f64>) -> Vec<String> {
@@ -45,16 +130,7 @@ pub(crate) fn lines(record: &RunRecord, deadline: Option<f64>) -> Vec<String> {
     }
     let mut out = Vec::new();
     for name in names {
-        let groups: Vec<(f64, Vec<u64>)> = record
-            .points
-            .iter()
-            .filter_map(|p| {
-                let series = p.series.iter().find(|s| s.name == name)?;
-                let mut sorted = series.samples_ns.clone();
-                sorted.sort_unstable();
-                (!sorted.is_empty()).then_some((p.n as f64, sorted))
-            })
-            .collect();
+        let groups = groups_of(record, name);
         if groups.len() < 3 {
             if record.points.len() > 1 {
                 out.push(format!(

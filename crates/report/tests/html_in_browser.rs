@@ -372,9 +372,14 @@ fn the_report_renders_in_a_headless_browser() {
         dump.status.success(),
         "chromium --dump-dom failed: {stderr}"
     );
-    // Scaling curve, five CDFs, one phase chart, five growth charts, the timeline.
+    // Scaling curve, a fit per series (three), five CDFs, one phase chart, five growth
+    // charts, the timeline.
     let svgs = dom.matches("<svg").count();
-    assert_eq!(svgs, 13, "svg elements in the rendered DOM");
+    assert_eq!(svgs, 16, "svg elements in the rendered DOM");
+    // Each fit chart shades its band and names its model.
+    let fits = dom.matches("p50 fit").count();
+    assert_eq!(fits, 3, "fit charts");
+    assert!(dom.contains("fit (dashed) with its 95% bootstrap band"));
     // The timeline: two CPU lanes' runs, five states, one wait and one hold.
     let timeline = after(&dom, "class=\"timeline\"");
     assert_eq!(timeline.matches("class=\"run\"").count(), 2);

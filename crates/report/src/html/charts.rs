@@ -198,11 +198,41 @@ pub(crate) fn lines(
     lines: &[Line],
     scatter: &[(f64, f64)],
 ) -> Result<String, ChartError> {
+    let extras = Extras {
+        scatter,
+        ..Extras::default()
+    };
+    lines_with(frame, x, y, lines, &extras)
+}
+
+/// A shaded range under a line: a confidence band.
+pub(crate) struct Band {
+    /// (x, low, high), in x order.
+    pub points: Vec<(f64, f64, f64)>,
+    pub colour: RGBColor,
+}
+
+/// What a line chart may draw besides its lines, bottom first.
+#[derive(Default)]
+pub(crate) struct Extras<'a> {
+    pub scatter: &'a [(f64, f64)],
+    pub bands: &'a [Band],
+    /// Vertical rules at these x values (a knee, the largest N measured).
+    pub rules: &'a [f64],
+}
+
+pub(crate) fn lines_with(
+    frame: &Frame,
+    x: Axis,
+    y: Axis,
+    lines: &[Line],
+    extras: &Extras,
+) -> Result<String, ChartError> {
     let x_desc = format!("{}{}", frame.x_desc, x.note());
     let y_desc = format!("{}{}", frame.y_desc, y.note());
     svg(frame, |root| {
         with_axes!(x, y, |xs, ys| draw_lines(
-            root, frame, &x_desc, &y_desc, xs, ys, lines, scatter
+            root, frame, &x_desc, &y_desc, xs, ys, lines, extras
         ))
     })
 }
@@ -216,7 +246,7 @@ fn draw_lines<'b, X, Y>(
     xs: X,
     ys: Y,
     lines: &[Line],
-    scatter: &[(f64, f64)],
+    extras: &Extras,
 ) -> Result<(), ChartError>
 where
     X: AsRangedCoord<Value = f64>,
@@ -246,8 +276,41 @@ where
 
     let grey = RGBColor(170, 170, 170).mix(0.5);
     chart
-        .draw_series(scatter.iter().map(|&p| Circle::new(p, 2, grey.filled())))
+        .draw_series(
+            extras
+                .scatter
+                .iter()
+                .map(|&p| Circle::new(p, 2, grey.filled())),
+        )
         .map_err(|e| err(&e))?;
+    for band in extras.bands {
+        let outline: Vec<(f64, f64)> = band
+            .points
+            .iter()
+            .map(|&(x, _, hi)| (x, hi))
+            .chain(band.points.iter().rev().map(|&(x, lo, _)| (x, lo)))
+            .collect();
+        chart
+            .draw_series(std::iter::once(Polygon::new(
+                outline,
+                band.colour.mix(0.18).filled(),
+            )))
+            .map_err(|e| err(&e))?;
+    }
+    let (y_lo, y_hi) = {
+        let range = chart.y_range();
+        (range.start, range.end)
+    };
+    for &rule in extras.rules {
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(rule, y_lo), (rule, y_hi)],
+                4,
+                4,
+                RGBColor(120, 120, 120).stroke_width(1),
+            ))
+            .map_err(|e| err(&e))?;
+    }
 
     for line in lines {
         let style = line.colour.stroke_width(2);
