@@ -96,15 +96,15 @@ fn section(record: &RunRecord, point: &Point, series: &Series) -> Growth {
 }
 
 /// Samples whose x falls in `lo..=hi`.
-struct Bin {
+pub(crate) struct Bin {
     lo: u64,
     hi: u64,
     /// The median x of the bin's samples, where its p50 belongs on the x axis. The middle
     /// of `lo..=hi` is the same for densely spread x but wrong for sparse x: samples at
     /// x = 0 and 10 fall in bins 0-5 and 6-10, whose middles are 5.5 apart, not 10. For
     /// latency that grows steadily with x, the median latency is the latency at the median x.
-    median_x: f64,
-    summary: Summary,
+    pub median_x: f64,
+    pub summary: Summary,
 }
 
 impl Bin {
@@ -132,7 +132,7 @@ impl Bin {
 ///
 /// x is a count, so bins cover whole numbers: the `span` values from min to max split into
 /// `count` runs whose lengths differ by at most one.
-fn bin(xs: &[u64], ys: &[u64]) -> Vec<Bin> {
+pub(crate) fn bin(xs: &[u64], ys: &[u64]) -> Vec<Bin> {
     let (Some(&min), Some(&max)) = (xs.iter().min(), xs.iter().max()) else {
         return Vec::new();
     };

@@ -9,7 +9,7 @@ use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::coord::Shift;
 use plotters::element::IntoDynElement;
 use plotters::prelude::*;
-use vmscale_stats::{linear_fit, Summary};
+use vmscale_stats::linear_fit;
 
 use crate::units;
 
@@ -39,8 +39,6 @@ const LOG_RATIO: f64 = 100.0;
 /// Points a CDF is drawn through: enough for a smooth curve, few enough to keep the page
 /// small however many samples a series has.
 const CDF_POINTS: usize = 400;
-/// Bins of the growth chart, as in the growth tables.
-const GROWTH_BINS: usize = 10;
 /// Raw samples drawn behind the growth chart's bins, at most.
 const SCATTER_POINTS: usize = 1_500;
 
@@ -473,34 +471,22 @@ pub(crate) struct GrowthData {
     pub fit: Vec<(f64, f64)>,
 }
 
-/// Bins (x, latency) pairs into up to [`GROWTH_BINS`] equal-width bins over the x range;
-/// `None` when x and samples do not pair up or there are none.
+/// The growth table's bins of (x, latency) pairs (so the chart and the table beside it
+/// agree bin for bin); `None` when x and samples do not pair up or there are none.
 pub(crate) fn growth(xs: &[u64], ys: &[u64]) -> Option<GrowthData> {
     if xs.len() != ys.len() || xs.is_empty() {
         return None;
     }
     let (lo, hi) = (*xs.iter().min()?, *xs.iter().max()?);
-    let width = (hi - lo) as f64 / GROWTH_BINS as f64;
-    let mut bins: Vec<(Vec<u64>, Vec<u64>)> = vec![(Vec::new(), Vec::new()); GROWTH_BINS];
-    for (&x, &y) in xs.iter().zip(ys) {
-        let index = if width > 0.0 {
-            (((x - lo) as f64 / width) as usize).min(GROWTH_BINS - 1)
-        } else {
-            0
-        };
-        bins[index].0.push(x);
-        bins[index].1.push(y);
-    }
-    let (mut p50, mut p99) = (Vec::new(), Vec::new());
-    for (mut bin_xs, bin_ys) in bins {
-        let Some(summary) = Summary::from_samples(&bin_ys) else {
-            continue;
-        };
-        bin_xs.sort_unstable();
-        let x = bin_xs[bin_xs.len() / 2] as f64;
-        p50.push((x, summary.p50_ns as f64 / 1_000.0));
-        p99.push((x, summary.p99_ns as f64 / 1_000.0));
-    }
+    let bins = crate::growth::bin(xs, ys);
+    let p50 = bins
+        .iter()
+        .map(|b| (b.median_x, b.summary.p50_ns as f64 / 1_000.0))
+        .collect();
+    let p99 = bins
+        .iter()
+        .map(|b| (b.median_x, b.summary.p99_ns as f64 / 1_000.0))
+        .collect();
     let stride = xs.len().div_ceil(SCATTER_POINTS);
     let scatter = xs
         .iter()
@@ -566,7 +552,7 @@ mod tests {
         let xs: Vec<u64> = (0..1_000).collect();
         let ys: Vec<u64> = xs.iter().map(|x| 10_000 + 5 * x).collect();
         let data = growth(&xs, &ys).unwrap();
-        assert_eq!(data.p50.len(), GROWTH_BINS);
+        assert_eq!(data.p50.len(), 10);
         assert!(data.p50.windows(2).all(|w| w[0].1 < w[1].1));
         let fit = &data.fit;
         assert!((fit[1].1 - fit[0].1 - 4.995).abs() < 1e-6, "{fit:?}");
