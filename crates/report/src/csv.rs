@@ -12,29 +12,30 @@ use vmscale_stats::Summary;
 
 use crate::contention;
 
-pub(crate) const HEADER: [&str; 15] = [
-    "scenario",
-    "sweep",
-    "n",
-    "vcpus_per_host_cpu",
-    "series",
-    "part",
-    "count",
-    "mean_ns",
-    "stdev_ns",
-    "min_ns",
-    "p50_ns",
-    "p90_ns",
-    "p99_ns",
-    "p999_ns",
-    "max_ns",
+/// The columns of a latency distribution, in the order [`distribution_fields`] fills them.
+const DISTRIBUTION: [&str; 8] = [
+    "mean_ns", "stdev_ns", "min_ns", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns",
 ];
+
+/// The latency table's columns.
+pub(crate) fn header() -> Vec<&'static str> {
+    let leading = [
+        "scenario",
+        "sweep",
+        "n",
+        "vcpus_per_host_cpu",
+        "series",
+        "part",
+        "count",
+    ];
+    [&leading[..], &DISTRIBUTION[..]].concat()
+}
 
 /// The part name of a row that describes whole samples.
 const TOTAL: &str = "total";
 
 pub(crate) fn render(record: &RunRecord) -> String {
-    let mut out = line(HEADER.iter().map(|h| h.to_string()));
+    let mut out = line(header().into_iter().map(String::from));
     for point in &record.points {
         for series in &point.series {
             let parts = std::iter::once((TOTAL, series.samples_ns.len(), &series.summary)).chain(
@@ -61,30 +62,22 @@ pub(crate) fn render(record: &RunRecord) -> String {
     out
 }
 
-pub(crate) const CONTENTION_HEADER: [&str; 16] = [
-    "scenario",
-    "lock_addr",
-    "lock",
-    "kind",
-    "modes",
-    "count",
-    "mean_ns",
-    "stdev_ns",
-    "min_ns",
-    "p50_ns",
-    "p90_ns",
-    "p99_ns",
-    "p999_ns",
-    "max_ns",
-    "total_wait_ns",
-    "open_waits",
-];
+/// The contention table's columns: the distribution is of completed waits.
+pub(crate) fn contention_header() -> Vec<&'static str> {
+    let leading = ["scenario", "lock_addr", "lock", "kind", "modes", "count"];
+    [
+        &leading[..],
+        &DISTRIBUTION[..],
+        &["total_wait_ns", "open_waits"][..],
+    ]
+    .concat()
+}
 
 /// One row per contended lock, worst first, or `None` for a run without a kernel trace.
 /// `count` and the distribution are the completed waits; open waits are counted apart.
 pub(crate) fn contention(record: &RunRecord) -> Option<String> {
     let trace = record.trace.as_ref()?;
-    let mut out = line(CONTENTION_HEADER.iter().map(|h| h.to_string()));
+    let mut out = line(contention_header().into_iter().map(String::from));
     for lock in &trace.contention {
         let mut fields = vec![
             record.scenario.clone(),
@@ -117,7 +110,7 @@ fn distribution_fields(summary: Option<&Summary>) -> Vec<String> {
             s.p999_ns.to_string(),
             s.max_ns.to_string(),
         ],
-        None => vec![String::new(); 8],
+        None => vec![String::new(); DISTRIBUTION.len()],
     }
 }
 

@@ -356,7 +356,7 @@ fn csv_has_one_row_per_part_and_constant_columns() {
     let lines: Vec<&str> = text.lines().collect();
     // Per point: direct (total) + pause-all (total and three phases).
     assert_eq!(lines.len(), 1 + 2 * (1 + 4));
-    assert_eq!(lines[0], crate::csv::HEADER.join(","));
+    assert_eq!(lines[0], crate::csv::header().join(","));
     for line in &lines {
         assert_eq!(csv_fields(line).len(), 15, "{line}");
     }
@@ -738,7 +738,7 @@ fn contention_csv_has_one_row_per_lock_in_nanoseconds() {
     let csv = render_contention_csv(&run).expect("a traced run has contention rows");
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 1 + 3);
-    assert_eq!(lines[0], crate::csv::CONTENTION_HEADER.join(","));
+    assert_eq!(lines[0], crate::csv::contention_header().join(","));
     for line in &lines {
         assert_eq!(csv_fields(line).len(), 16, "{line}");
     }
@@ -1009,7 +1009,7 @@ fn the_vcpu_ratio_column_is_hidden_only_when_no_point_ran_vcpus() {
 
     // CSV keeps its columns whatever the ratio.
     let csv = render(&irqfd_record(), Format::Csv);
-    assert_eq!(csv.lines().next().unwrap(), crate::csv::HEADER.join(","));
+    assert_eq!(csv.lines().next().unwrap(), crate::csv::header().join(","));
     assert_eq!(csv_fields(csv.lines().nth(1).unwrap())[3], "0");
 }
 
