@@ -4,7 +4,7 @@
 
 use vmscale_run::RunRecord;
 use vmscale_stats::fit::{bootstrap_band, bootstrap_parameters, select, Fit, Model};
-use vmscale_stats::knee::knee;
+use vmscale_stats::knee::{knee, MIN_DISTINCT};
 
 use crate::units::micros;
 
@@ -233,9 +233,18 @@ fn knee_clause(best: &Fit, points: &[(f64, f64)]) -> String {
     }
     match best.model {
         Model::Constant => String::new(),
-        _ if points.len() < 5 => "; too few N to look for a knee".into(),
+        _ if distinct_n(points) < MIN_DISTINCT => {
+            format!("; too few N to look for a knee (it takes {MIN_DISTINCT})")
+        }
         _ => "; no knee: the slope holds over the measured N".into(),
     }
+}
+
+fn distinct_n(points: &[(f64, f64)]) -> usize {
+    let mut ns: Vec<f64> = points.iter().map(|p| p.0).collect();
+    ns.sort_by(f64::total_cmp);
+    ns.dedup();
+    ns.len()
 }
 
 fn parameters(f: &Fit) -> String {
@@ -312,7 +321,7 @@ mod tests {
             p50.contains("deadline at N=16") || p50.contains("deadline at N=17"),
             "{p50}"
         );
-        assert!(p50.contains("no knee"), "{p50}");
+        assert!(p50.contains("too few N to look for a knee"), "{p50}");
     }
 
     #[test]

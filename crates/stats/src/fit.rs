@@ -243,10 +243,7 @@ pub fn bootstrap_parameters(
     iterations: usize,
     seed: u64,
 ) -> Option<ParameterIntervals> {
-    let fits = bootstrap_fits(model, groups, statistic, iterations, seed);
-    if fits.is_empty() {
-        return None;
-    }
+    let fits = bootstrap_fits(model, groups, statistic, iterations, seed)?;
     let of = |pick: fn(&Fit) -> f64| interval95(fits.iter().map(pick).collect());
     Some(ParameterIntervals {
         t1: of(|f| f.t1),
@@ -265,10 +262,7 @@ pub fn bootstrap_band(
     seed: u64,
     xs: &[f64],
 ) -> Option<Vec<(f64, f64, f64)>> {
-    let fits = bootstrap_fits(model, groups, statistic, iterations, seed);
-    if fits.is_empty() {
-        return None;
-    }
+    let fits = bootstrap_fits(model, groups, statistic, iterations, seed)?;
     Some(
         xs.iter()
             .map(|&x| {
@@ -279,15 +273,20 @@ pub fn bootstrap_band(
     )
 }
 
+/// Resamples whose refit may be refused (as unphysical) before the intervals would
+/// describe only the agreeable part of the data and are not given at all.
+const MAX_REFUSED_SHARE: f64 = 0.05;
+
 /// The model refitted to `iterations` resamples of each point's raw samples (each point's
-/// statistic recomputed with `statistic`). Seeded for repeatable output.
+/// statistic recomputed with `statistic`). Seeded for repeatable output. None when more
+/// than [`MAX_REFUSED_SHARE`] of the refits were refused.
 fn bootstrap_fits(
     model: Model,
     groups: &[(f64, &[u64])],
     statistic: impl Fn(&mut [u64]) -> f64,
     iterations: usize,
     seed: u64,
-) -> Vec<Fit> {
+) -> Option<Vec<Fit>> {
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut scratch = Vec::new();
     let mut fits = Vec::with_capacity(iterations);
@@ -303,7 +302,8 @@ fn bootstrap_fits(
             .collect();
         fits.extend(fit(model, &points));
     }
-    fits
+    let refused = iterations - fits.len();
+    (!fits.is_empty() && refused as f64 <= MAX_REFUSED_SHARE * iterations as f64).then_some(fits)
 }
 
 /// The 2.5th and 97.5th percentiles of `values` (not empty).

@@ -10,9 +10,14 @@
 //!
 //! slope b up to the knee K, b + c past it. For each candidate K (a measured N with at
 //! least two distinct N on each side, so neither segment is fixed by a single point) a, b
-//! and c are fitted by linear least squares; the best K is kept if its AIC, counting K as
+//! and c are fitted by linear least squares; the best K is kept if its AICc, counting K as
 //! a fourth parameter, beats the single straight line by at least 2. Otherwise the data
 //! show no knee and none is claimed.
+//!
+//! AICc rather than AIC: a sweep has a handful of N, and with so few points plain AIC let
+//! a four-parameter hinge "find" a knee in one straight line out of five (simulated with
+//! Gaussian noise); the small-sample correction brings that under one in a hundred, at the
+//! price of needing more points (seven distinct N at least) before any knee is claimed.
 
 use serde::{Deserialize, Serialize};
 
@@ -24,7 +29,7 @@ pub struct Knee {
     /// Cost per unit of N before and after the knee.
     pub slope_before: f64,
     pub slope_after: f64,
-    /// AIC of the straight line minus the hinge's (at least 2).
+    /// AICc of the straight line minus the hinge's (at least 2).
     pub aic_gain: f64,
 }
 
@@ -35,9 +40,9 @@ impl Knee {
     }
 }
 
-/// Fewer distinct N than this leave no knee with two points on each side and a degree
-/// of freedom to judge it by.
-const MIN_DISTINCT: usize = 5;
+/// Below this many distinct N the small-sample correction leaves no room for a hinge to
+/// win, so none is looked for.
+pub const MIN_DISTINCT: usize = 7;
 /// Akaike's rule of thumb: a difference below 2 cannot tell two models apart.
 const AIC_MARGIN: f64 = 2.0;
 
@@ -85,9 +90,15 @@ fn rss_floor(points: &[(f64, f64)]) -> f64 {
             .max(f64::MIN_POSITIVE)
 }
 
+/// Akaike's criterion with the small-sample correction 2k(k+1)/(n-k-1).
 fn aic(count: usize, rss: f64, parameters: usize) -> f64 {
-    let n = count as f64;
-    n * (rss / n).ln() + 2.0 * parameters as f64
+    let (n, k) = (count as f64, parameters as f64);
+    let correction = if count > parameters + 1 {
+        2.0 * k * (k + 1.0) / (n - k - 1.0)
+    } else {
+        f64::INFINITY
+    };
+    n * (rss / n).ln() + 2.0 * k + correction
 }
 
 struct LeastSquares {
@@ -143,17 +154,56 @@ mod tests {
         assert!((knee.slope_after - 200.0).abs() < 10.0, "{knee:?}");
     }
 
+    /// Gaussian noise from a seeded generator (Box-Muller), for repeatable trials.
+    fn noise(state: &mut u64) -> f64 {
+        let mut uniform = || {
+            *state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            ((*state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+        };
+        let (u, v) = (uniform(), uniform());
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+
     #[test]
-    fn a_straight_line_has_no_knee() {
-        let points: Vec<(f64, f64)> = (1..=16)
-            .map(|n| {
-                (
-                    n as f64,
-                    0.3 + 1.02 * n as f64 + if n % 2 == 0 { 0.01 } else { -0.01 },
-                )
+    fn straight_lines_with_noise_rarely_show_a_knee() {
+        let mut state = 7;
+        let ns: [f64; 8] = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0];
+        let trials = 2_000;
+        let false_knees = (0..trials)
+            .filter(|_| {
+                let points: Vec<(f64, f64)> = ns
+                    .iter()
+                    .map(|&n| (n, 10.0 + 2.0 * n + 3.0 * noise(&mut state)))
+                    .collect();
+                knee(&points).is_some()
             })
-            .collect();
-        assert_eq!(knee(&points), None);
+            .count();
+        println!("false knees: {false_knees} of {trials}");
+        assert!(false_knees * 100 < trials * 2, "{false_knees} of {trials}");
+    }
+
+    #[test]
+    fn a_noisy_bend_is_still_found() {
+        let mut state = 11;
+        let ns: [f64; 8] = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0];
+        let trials = 500;
+        let found = (0..trials)
+            .filter(|_| {
+                let points: Vec<(f64, f64)> = ns
+                    .iter()
+                    .map(|&n| {
+                        let cost = 100.0 + 10.0 * n + 190.0 * (n - 4.0).max(0.0);
+                        (n, cost * (1.0 + 0.05 * noise(&mut state)))
+                    })
+                    .collect();
+                // Noise may move the best hinge to a neighbouring N.
+                knee(&points).is_some_and(|k| (3.0..=6.0).contains(&k.at) && k.steepens())
+            })
+            .count();
+        println!("bend near 4 found: {found} of {trials}");
+        assert!(found * 5 >= trials * 4, "{found} of {trials}");
     }
 
     #[test]
@@ -164,8 +214,9 @@ mod tests {
     }
 
     #[test]
-    fn case_3_pause_all_bends_at_8_vcpus() {
-        // CASES.md case 3, pause-all commit time (ms): flat to 8 vCPUs, then steep.
+    fn case_3_has_too_few_points_for_a_hinge() {
+        // CASES.md case 3, pause-all commit time (ms): flat to 8 vCPUs, then steep. Six N
+        // cannot carry four parameters under AICc; the USL's own knee describes it instead.
         let points = [
             (1.0, 2.2),
             (2.0, 3.0),
@@ -174,10 +225,6 @@ mod tests {
             (16.0, 12.0),
             (24.0, 20.0),
         ];
-        let found = knee(&points);
-        println!("case 3 pause-all knee: {found:?}");
-        let found = found.expect("case 3 bends");
-        assert_eq!(found.at, 8.0);
-        assert!(found.slope_after > 5.0 * found.slope_before.max(0.01));
+        assert_eq!(knee(&points), None);
     }
 }
