@@ -94,7 +94,9 @@ impl ExcerptPass {
         }
     }
 
-    /// `[from, to)` clipped to the window, if anything is left and the caps allow.
+    /// `[from, to)` clipped to the window, if anything is left and the caps allow. The
+    /// global cap counts run and state slices only: lock waits and holds, the point of the
+    /// excerpt, are never crowded out by the scheduler noise of tasks that get no lane.
     fn clip(&mut self, from: u64, to: u64, lane_len: usize) -> Option<(u64, u64)> {
         let (a, b) = (from.max(self.start), to.min(self.end));
         if a >= b {
@@ -105,6 +107,19 @@ impl ExcerptPass {
             return None;
         }
         self.slices += 1;
+        Some((a, b))
+    }
+
+    /// [`ExcerptPass::clip`] for a lock slice: only the per-lane cap applies.
+    fn clip_lock(&mut self, from: u64, to: u64, lane_len: usize) -> Option<(u64, u64)> {
+        let (a, b) = (from.max(self.start), to.min(self.end));
+        if a >= b {
+            return None;
+        }
+        if lane_len >= MAX_SLICES_PER_LANE {
+            self.truncated = true;
+            return None;
+        }
         Some((a, b))
     }
 
@@ -133,6 +148,17 @@ impl ExcerptPass {
                 self.set_state(pid, ts, TaskState::Running, Some(cpu));
             }
             if self.cpus.get(&cpu).and_then(|c| c.current).map(|c| c.0) != Some(pid) {
+                // A task runs on one CPU at a time: where it was seen before, its switch
+                // out was missed.
+                let elsewhere: Vec<u32> = self
+                    .cpus
+                    .iter()
+                    .filter(|(&c, t)| c != cpu && t.current.is_some_and(|(p, _)| p == pid))
+                    .map(|(&c, _)| c)
+                    .collect();
+                for other in elsewhere {
+                    self.run_on(other, ts, None);
+                }
                 self.run_on(cpu, ts, Some(pid));
             }
         }
@@ -236,7 +262,7 @@ impl ExcerptPass {
 
     fn wait_slice(&mut self, pid: i32, lock: u64, from: u64, to: u64) {
         let len = self.tasks.get(&pid).map_or(0, |t| t.locks.len());
-        if let Some((a, b)) = self.clip(from, to, len) {
+        if let Some((a, b)) = self.clip_lock(from, to, len) {
             let name = self.lock_name(lock);
             self.tasks
                 .get_mut(&pid)
@@ -307,7 +333,7 @@ impl ExcerptPass {
         let holds = self.holders.captured().to_vec();
         for hold in holds {
             let len = self.tasks.get(&hold.holder).map_or(0, |t| t.locks.len());
-            if let Some((a, b)) = self.clip(hold.start, hold.end, len) {
+            if let Some((a, b)) = self.clip_lock(hold.start, hold.end, len) {
                 let name = self.lock_name(hold.lock);
                 self.tasks
                     .entry(hold.holder)

@@ -107,11 +107,11 @@ fn focus(
     contention: &ContentionFindings,
     holders: &[vmscale_run::findings::LockHolders],
 ) -> Option<excerpt::Focus> {
-    let (addr, name) = holders
-        .first()
+    let (addr, name, longest) = holders
+        .iter()
         .map(|h| (h.lock_addr, &h.name))
-        .or_else(|| contention.locks.first().map(|l| (l.lock_addr, &l.name)))?;
-    let longest = contention.longest_waits.get(&addr)?;
+        .chain(contention.locks.iter().map(|l| (l.lock_addr, &l.name)))
+        .find_map(|(addr, name)| Some((addr, name, contention.longest_waits.get(&addr)?)))?;
     Some(excerpt::Focus {
         lock: addr,
         lock_name: name.clone(),

@@ -107,3 +107,66 @@ fn locks_are_named_by_stack_and_stacks_cost_is_measured() {
     assert!(cost.n > 0 && cost.p50_ns > 0);
     assert_eq!(analysis.corrupt_pages, 0);
 }
+
+#[test]
+fn the_timeline_excerpt_centres_on_the_longest_wait_and_its_lanes_are_consistent() {
+    use vmscale_run::findings::LockRole;
+    let analysis = vmscale_analysis::analyse(&fixture()).unwrap();
+    let timeline = analysis.timeline.expect("a contended trace has an excerpt");
+    let top = analysis
+        .holders
+        .iter()
+        .map(|h| h.name.clone())
+        .chain(analysis.contention.locks.iter().map(|l| l.name.clone()))
+        .next()
+        .unwrap();
+    assert!(timeline.focus.contains(&top), "{} vs {top}", timeline.focus);
+    let lock = analysis
+        .contention
+        .locks
+        .iter()
+        .find(|l| l.name == top)
+        .unwrap();
+    let longest = lock.waits.as_ref().unwrap().max_ns;
+    // The focused waiter's lane comes first and holds that very wait, whole.
+    let first = &timeline.tasks[0];
+    let wait = first
+        .locks
+        .iter()
+        .filter(|l| l.role == LockRole::Wait && l.lock == top)
+        .map(|l| l.end_ns - l.start_ns)
+        .max()
+        .expect("the focused wait");
+    assert_eq!(wait, longest, "{first:?}");
+    assert!(timeline.focus.contains(&first.pid.to_string()));
+
+    let inside = |a: u64, b: u64| a < b && a >= timeline.start_ns && b <= timeline.end_ns;
+    // A CPU runs one task at a time, and a task runs on one CPU at a time.
+    let mut runs: Vec<(i32, u64, u64)> = Vec::new();
+    for lane in &timeline.cpus {
+        for pair in lane.slices.windows(2) {
+            assert!(pair[0].end_ns <= pair[1].start_ns, "cpu {}", lane.cpu);
+        }
+        for s in &lane.slices {
+            assert!(inside(s.start_ns, s.end_ns));
+            runs.push((s.pid, s.start_ns, s.end_ns));
+        }
+    }
+    for (i, a) in runs.iter().enumerate() {
+        for b in &runs[i + 1..] {
+            assert!(
+                a.0 != b.0 || a.2 <= b.1 || b.2 <= a.1,
+                "pid {} on two CPUs at once: {a:?} {b:?}",
+                a.0
+            );
+        }
+    }
+    for task in &timeline.tasks {
+        for pair in task.states.windows(2) {
+            assert!(pair[0].end_ns <= pair[1].start_ns, "{task:?}");
+        }
+        assert!(task.states.iter().all(|s| inside(s.start_ns, s.end_ns)));
+        assert!(task.locks.iter().all(|l| inside(l.start_ns, l.end_ns)));
+        assert!(!task.locks.is_empty(), "a lane without a wait or hold");
+    }
+}

@@ -253,8 +253,12 @@ fn fit_charts(record: &RunRecord, names: &[&str]) -> String {
                 .collect(),
             colour,
         };
+        // A knee past the drawn range would be clamped to the chart's edge by plotters.
+        let knee = curve
+            .knee
+            .filter(|&k| k >= 1.0 && k <= curve.curve.last().map_or(0.0, |p| p.0));
         let mut rules = vec![curve.largest];
-        rules.extend(curve.knee);
+        rules.extend(knee);
         let xs = curve.curve.iter().map(|p| p.0);
         let ys = lines
             .iter()
@@ -277,14 +281,18 @@ fn fit_charts(record: &RunRecord, names: &[&str]) -> String {
             rules: &rules,
             ..charts::Extras::default()
         };
-        let knee = curve
-            .knee
+        let knee = knee
             .map(|k| {
                 format!(" The knee (where growth departs from linear) is at {sweep} = {k:.1}.")
             })
             .unwrap_or_default();
+        let band_note = if curve.band.is_empty() {
+            " (no band: too many resamples refit to an unphysical model)"
+        } else {
+            " with its 95% bootstrap band"
+        };
         let caption = format!(
-            "{}: measured p50 (dots) and the {} fit (dashed) with its 95% bootstrap band, \
+            "{}: measured p50 (dots) and the {} fit (dashed){band_note}, \
              extrapolated to twice the largest {sweep} measured (rule at {}).{knee}",
             curve.series, curve.model, curve.largest
         );
@@ -536,8 +544,8 @@ fn timeline_section(trace: &TraceSection) -> String {
     };
     let mut caption = format!(
         "{:.2} ms around {}. Lanes: the task on each CPU, then each task that waited on or \
-         held a lock (state above, lock below). Hover a bar for its task, lock and length.",
-        (excerpt.end_ns - excerpt.start_ns) as f64 / 1e6,
+         held a lock (state, then waits, then holds). Hover a bar for its task, lock and length.",
+        excerpt.end_ns.saturating_sub(excerpt.start_ns) as f64 / 1e6,
         excerpt.focus
     );
     if excerpt.truncated {

@@ -19,7 +19,7 @@ const LABEL_WIDTH: f64 = 190.0;
 const RIGHT_MARGIN: f64 = 20.0;
 const AXIS_HEIGHT: f64 = 44.0;
 const CPU_LANE: f64 = 20.0;
-const TASK_LANE: f64 = 30.0;
+const TASK_LANE: f64 = 36.0;
 const GROUP_GAP: f64 = 14.0;
 const LEGEND_HEIGHT: f64 = 30.0;
 /// Bars narrower than this get no text inside.
@@ -103,11 +103,11 @@ pub(crate) fn timeline_svg(excerpt: &TimelineExcerpt) -> Result<String, String> 
         + excerpt.tasks.len() as f64 * TASK_LANE
         + LEGEND_HEIGHT;
     let mut svg = String::new();
-    let _ = write!(
+    let _ = writeln!(
         svg,
         "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"timeline\" width=\"{WIDTH}\" \
          height=\"{height}\" viewBox=\"0 0 {WIDTH} {height}\" font-family=\"sans-serif\" \
-         font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n"
+         font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>"
     );
     axis(&mut svg, &plot, height - LEGEND_HEIGHT);
 
@@ -133,15 +133,15 @@ pub(crate) fn timeline_svg(excerpt: &TimelineExcerpt) -> Result<String, String> 
                 format!("{name} {}", slice.pid)
             };
             let c = TASK_COLOURS[index % TASK_COLOURS.len()];
-            let _ = write!(
+            let _ = writeln!(
                 svg,
                 "<rect class=\"run\" x=\"{x:.1}\" y=\"{:.1}\" width=\"{w:.1}\" height=\"{:.1}\" \
-                 fill=\"{c}\"><title>CPU {}: {} ran {}</title></rect>\n",
+                 fill=\"{c}\"><title>CPU {}: {} ran {}</title></rect>",
                 y + 2.0,
                 CPU_LANE - 4.0,
                 lane.cpu,
                 escape(&who),
-                duration(slice.end_ns - slice.start_ns)
+                duration(slice.end_ns.saturating_sub(slice.start_ns))
             );
             inside_text(&mut svg, x, w, y + CPU_LANE / 2.0 + 4.0, &who);
         }
@@ -168,7 +168,7 @@ pub(crate) fn timeline_svg(excerpt: &TimelineExcerpt) -> Result<String, String> 
                  fill=\"{fill}\"><title>{}: {word}{on} for {}</title></rect>",
                 y + 3.0,
                 escape(&who),
-                duration(state.end_ns - state.start_ns)
+                duration(state.end_ns.saturating_sub(state.start_ns))
             );
         }
         for lock in &task.locks {
@@ -184,14 +184,16 @@ pub(crate) fn timeline_svg(excerpt: &TimelineExcerpt) -> Result<String, String> 
             let (x, w) = plot.bar(lock.start_ns, lock.end_ns);
             let _ = writeln!(
                 svg,
-                "<rect class=\"{}\" x=\"{x:.1}\" y=\"{:.1}\" width=\"{w:.1}\" height=\"9\" \
+                "<rect class=\"{}\" x=\"{x:.1}\" y=\"{:.1}\" width=\"{w:.1}\" height=\"8\" \
                  fill=\"{fill}\" fill-opacity=\"{}\"><title>{}: {word} {} for {}{since}</title></rect>",
                 if lock.role == LockRole::Wait { "wait" } else { "hold" },
-                y + 17.0,
+                // Waits and holds get rows of their own: a holder often waits for another
+                // lock while it holds one.
+                if lock.role == LockRole::Wait { y + 17.0 } else { y + 26.0 },
                 if lock.start_known { "0.9" } else { "0.55" },
                 escape(&who),
                 escape(&lock.lock),
-                duration(lock.end_ns - lock.start_ns)
+                duration(lock.end_ns.saturating_sub(lock.start_ns))
             );
         }
         y += TASK_LANE;
@@ -330,7 +332,7 @@ mod tests {
         let w = plot_width / 2.0;
         assert!(
             svg.contains(&format!("class=\"hold\" x=\"{x:.1}\""))
-                && svg.contains(&format!("width=\"{w:.1}\" height=\"9\"")),
+                && svg.contains(&format!("width=\"{w:.1}\" height=\"8\"")),
             "{svg}"
         );
         assert!(svg.contains(
