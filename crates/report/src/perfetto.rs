@@ -99,7 +99,9 @@ pub fn write_perfetto<W: Write>(
             EventKind::ContentionBegin(b) => {
                 converter.contention_begin(ts, event.pid(), b.lock_addr, b.flags)
             }
-            EventKind::ContentionEnd(e) => converter.contention_end(ts, event.pid(), e.lock_addr),
+            EventKind::ContentionEnd(e) => {
+                converter.contention_end(ts, event.pid(), e.lock_addr, e.ret)
+            }
             EventKind::IpiSendCpu(ipi) => converter.ipi(
                 ts,
                 (event.cpu(), event.pid()),

@@ -69,8 +69,8 @@ pub struct Converter<W: Write> {
     hold_tracks: HashMap<(i32, u64), u64>,
     /// Per lock, the latest hold, written once no later release can extend it.
     pending_holds: HashMap<u64, Hold>,
-    /// Waiter pid -> flow from the wakeup its releaser sent.
-    wake_flows: HashMap<i32, u64>,
+    /// Waiter pid -> flows from the wakeups sent to it during its wait.
+    wake_flows: HashMap<i32, Vec<u64>>,
     syscalls_group: Option<u64>,
     /// pid -> (its syscalls track, a call is open).
     syscall_tracks: HashMap<i32, (u64, bool)>,
@@ -212,7 +212,9 @@ impl<W: Write> Converter<W> {
         self.sink.begin(ts, track, "lock", name, args);
     }
 
-    pub fn contention_end(&mut self, ts: u64, pid: i32, lock: u64) {
+    /// `ret` is the wait's result: 0 when the lock was taken, a negative errno when the
+    /// wait gave up (interrupted).
+    pub fn contention_end(&mut self, ts: u64, pid: i32, lock: u64, ret: i32) {
         self.at(ts);
         let Some(task) = self.tasks.get_mut(&pid) else {
             return;
@@ -225,15 +227,18 @@ impl<W: Write> Converter<W> {
         let track = task.uuid;
         let closed = task.waits.len() - depth;
         task.waits.truncate(depth);
-        if let Some(flow) = self.wake_flows.remove(&pid) {
+        if let Some(flows) = self.wake_flows.remove(&pid) {
+            // Every wakeup during the wait ends here: a waiter woken more than once (a
+            // spurious or stolen wakeup) shows each arrow.
+            let outcome = if ret == 0 { "got" } else { "gave up on" };
             let mut got = event(
                 EventType::Instant,
                 track,
                 "lock",
-                Some(format!("got {}", self.names.lock(lock))),
+                Some(format!("{outcome} {}", self.names.lock(lock))),
                 Vec::new(),
             );
-            got.terminating_flow_ids = vec![flow];
+            got.terminating_flow_ids = flows;
             self.sink.event(ts, got);
         }
         for _ in 0..closed {
@@ -246,7 +251,8 @@ impl<W: Write> Converter<W> {
     pub fn waking(&mut self, ts: u64, (cpu, waker): (u32, i32), woken: i32) {
         self.at(ts);
         let waiting = self.tasks.get(&woken).is_some_and(|t| !t.waits.is_empty());
-        if !waiting || waker == woken {
+        // pid 0 is an interrupt on an idle CPU, not a releaser.
+        if !waiting || waker == woken || waker == 0 {
             return;
         }
         let Some(&(track, _)) = self.cpus.get(&cpu) else {
@@ -266,9 +272,7 @@ impl<W: Write> Converter<W> {
         );
         wake.flow_ids = vec![flow];
         self.sink.event(ts, wake);
-        // A later wakeup of the same wait replaces the flow (the earlier one ends nowhere,
-        // which Perfetto shows as a dangling arrow rather than a wrong one).
-        self.wake_flows.insert(woken, flow);
+        self.wake_flows.entry(woken).or_default().push(flow);
     }
 
     /// A hold the holders analysis found; the same hold may come again with a later end.

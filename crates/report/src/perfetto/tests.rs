@@ -112,10 +112,10 @@ fn lock_waits_nest_on_the_task_track_with_the_address() {
         // The mutex's second begin (spinning gave way to sleeping) is the same wait.
         c.contention_begin(25, 42, 0xffff_8881_0000_0040, contention_flags::MUTEX);
         c.contention_begin(30, 42, 0xffff_ffff_8200_0048, contention_flags::SPIN);
-        c.contention_end(35, 42, 0xffff_ffff_8200_0048);
-        c.contention_end(40, 42, 0xffff_8881_0000_0040);
+        c.contention_end(35, 42, 0xffff_ffff_8200_0048, 0);
+        c.contention_end(40, 42, 0xffff_8881_0000_0040, 0);
         // Its begin was before the trace.
-        c.contention_end(45, 42, 0x1234);
+        c.contention_end(45, 42, 0x1234, 0);
     });
     let (tracks, events) = split(&trace);
     let waits = on(&tracks, &events, "vcpu 42");
@@ -292,8 +292,14 @@ fn a_releaser_waking_a_waiter_is_a_flow_to_where_the_wait_ends() {
         c.contention_begin(20, 42, lock, contention_flags::MUTEX);
         // A wakeup of a task that waits on nothing draws nothing.
         c.waking(25, (0, 7), 99);
+        // An interrupt on an idle CPU is no releaser.
+        c.waking(28, (1, 0), 42);
         c.waking(30, (0, 7), 42);
-        c.contention_end(45, 42, lock);
+        c.contention_end(45, 42, lock, 0);
+        // A wait that gives up (a signal) says so.
+        c.contention_begin(50, 42, lock, contention_flags::MUTEX);
+        c.waking(55, (0, 7), 42);
+        c.contention_end(60, 42, lock, -4);
     });
     let (tracks, events) = split(&trace);
     let cpu0 = on(&tracks, &events, "cpu 0");
@@ -301,7 +307,10 @@ fn a_releaser_waking_a_waiter_is_a_flow_to_where_the_wait_ends() {
         .iter()
         .filter(|(_, e)| kind(e) == EventType::Instant)
         .collect();
-    assert_eq!(wakes.len(), 1);
+    assert_eq!(wakes.len(), 2);
+    assert!(on(&tracks, &events, "cpu 1")
+        .iter()
+        .all(|(_, e)| kind(e) != EventType::Instant));
     assert_eq!(wakes[0].0, 30);
     assert_eq!(wakes[0].1.name.as_deref(), Some("wake waiter 42"));
     let flow = wakes[0].1.flow_ids[0];
@@ -312,6 +321,14 @@ fn a_releaser_waking_a_waiter_is_a_flow_to_where_the_wait_ends() {
         .expect("a got-lock instant");
     assert_eq!(got.0, 45);
     assert_eq!(got.1.terminating_flow_ids, vec![flow]);
+    let gave_up = waits
+        .iter()
+        .filter(|(_, e)| kind(e) == EventType::Instant)
+        .nth(1)
+        .expect("a gave-up instant");
+    assert_eq!(gave_up.0, 60);
+    assert!(gave_up.1.name.as_deref().unwrap().starts_with("gave up on"));
+    assert_eq!(gave_up.1.terminating_flow_ids, wakes[1].1.flow_ids);
 }
 
 #[test]
