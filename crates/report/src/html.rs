@@ -272,7 +272,7 @@ fn fit_charts(record: &RunRecord, names: &[&str]) -> String {
             width: 590,
             height: 380,
             title: &title,
-            x_desc: &sweep,
+            x_desc: sweep,
             y_desc: "p50 latency (us)",
             legend: SeriesLabelPosition::UpperLeft,
         };

@@ -91,8 +91,11 @@ pub(crate) fn p50_curves(record: &RunRecord) -> Vec<FitCurve> {
         .collect()
 }
 
+/// One series' sorted samples per N.
+type Groups = Vec<(f64, Vec<u64>)>;
+
 /// Each series' sorted samples per N, for series measured at three or more N.
-fn series_groups(record: &RunRecord) -> Vec<(String, Vec<(f64, Vec<u64>)>)> {
+fn series_groups(record: &RunRecord) -> Vec<(String, Groups)> {
     let mut names: Vec<&str> = Vec::new();
     for series in record.points.iter().flat_map(|p| &p.series) {
         if !names.contains(&series.name.as_str()) {
@@ -106,7 +109,7 @@ fn series_groups(record: &RunRecord) -> Vec<(String, Vec<(f64, Vec<u64>)>)> {
         .collect()
 }
 
-fn groups_of(record: &RunRecord, name: &str) -> Vec<(f64, Vec<u64>)> {
+fn groups_of(record: &RunRecord, name: &str) -> Groups {
     record
         .points
         .iter()
