@@ -145,7 +145,14 @@ mod tests {
         let cost = |n: f64| 100.0 + 10.0 * n + 190.0 * (n - 4.0).max(0.0);
         let points: Vec<(f64, f64)> = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0]
             .iter()
-            .map(|&n| (n, cost(n) * if (n as u64).is_multiple_of(2) { 1.01 } else { 0.99 }))
+            .map(|&n| {
+                let wobble = if (n as u64).is_multiple_of(2) {
+                    1.01
+                } else {
+                    0.99
+                };
+                (n, cost(n) * wobble)
+            })
             .collect();
         let knee = knee(&points).expect("a knee at 4");
         assert_eq!(knee.at, 4.0, "{knee:?}");
