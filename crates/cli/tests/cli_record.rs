@@ -274,14 +274,18 @@ fn a_traced_run_exports_to_perfetto_and_writes_its_html_report() {
     // A trace with a completed lock wait gets a timeline excerpt around the longest one,
     // drawn on the page; one without has neither.
     let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).unwrap()).unwrap();
     let waited = run["trace"]["contention"]
         .as_array()
         .unwrap()
         .iter()
         .any(|l| l["waits"].is_object());
-    assert_eq!(run["trace"]["timeline"].is_object(), waited, "{}", run["trace"]);
+    assert_eq!(
+        run["trace"]["timeline"].is_object(),
+        waited,
+        "{}",
+        run["trace"]
+    );
     assert_eq!(html.contains("class=\"timeline\""), waited);
     let e = vmscale()
         .args(["export", "--perfetto"])
