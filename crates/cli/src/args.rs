@@ -46,13 +46,19 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         html: Option<PathBuf>,
     },
-    /// Export a run's kernel trace for other tools
+    /// Export a run's kernel trace for other tools (one of --perfetto, --dat)
     Export {
         /// Write a Perfetto trace (protobuf) to open in ui.perfetto.dev
-        #[arg(long, required = true)]
+        #[arg(long)]
         perfetto: bool,
+        /// Write a trace-cmd .dat file (version 7) for trace-cmd report and KernelShark
+        #[arg(long)]
+        dat: bool,
+        /// With --dat: none or zstd
+        #[arg(long, value_name = "ALGORITHM")]
+        compression: Option<String>,
         run: PathBuf,
-        /// Output file (default RUN_DIR/trace.perfetto-trace)
+        /// Output file (default RUN_DIR/trace.perfetto-trace or RUN_DIR/trace.dat)
         #[arg(long, short)]
         output: Option<PathBuf>,
     },

@@ -33,7 +33,13 @@ fn main() {
             format,
             html,
         } => commands::compare::compare(&a, &b, noise, fail_above, format, html.as_deref()),
-        Command::Export { run, output, .. } => commands::export::perfetto(&run, output),
+        Command::Export {
+            perfetto,
+            dat,
+            compression,
+            run,
+            output,
+        } => commands::export::export(perfetto, dat, compression.as_deref(), &run, output),
         Command::Report {
             run,
             format,

@@ -1,11 +1,45 @@
-//! `vmscale export --perfetto RUN_DIR`: the run's kernel trace as a Perfetto trace, to open
-//! in ui.perfetto.dev (tracks per CPU, lock waits per task, IPIs as flows, phases).
+//! `vmscale export --perfetto|--dat RUN_DIR`: the run's kernel trace for other tools.
+//!
+//! * `--perfetto`: a Perfetto trace, to open in ui.perfetto.dev (tracks per CPU, lock waits
+//!   per task, IPIs as flows, phases);
+//! * `--dat`: a trace-cmd .dat file (version 7), for `trace-cmd report` and KernelShark.
 
 use std::path::{Path, PathBuf};
 
+use vmscale_run::RunRecord;
+use vmscale_trace::dat::Algorithm;
+use vmscale_trace::dat_write::{write_dat, DatWriteOptions};
+
 use crate::failure::Failure;
 
-pub fn perfetto(run: &Path, out: Option<PathBuf>) -> Result<(), Failure> {
+/// Dispatches on the format flags: exactly one of them.
+pub fn export(
+    perfetto: bool,
+    dat: bool,
+    compression: Option<&str>,
+    run: &Path,
+    out: Option<PathBuf>,
+) -> Result<(), Failure> {
+    match (perfetto, dat) {
+        (true, false) if compression.is_some() => Err(Failure::usage(
+            "--compression applies to --dat only (a Perfetto trace is not compressed)",
+        )),
+        (true, false) => export_perfetto(run, out),
+        (false, true) => export_dat(run, out, compression),
+        _ => Err(Failure::usage(
+            "export needs exactly one of --perfetto and --dat",
+        )),
+    }
+}
+
+/// A run, its directory, and the directory of its kernel trace.
+struct Traced {
+    record: RunRecord,
+    run_dir: PathBuf,
+    trace_dir: PathBuf,
+}
+
+fn traced(run: &Path) -> Result<Traced, Failure> {
     let record = vmscale_run::load_run(run)?;
     let run_dir = if run.is_dir() {
         run
@@ -19,6 +53,19 @@ pub fn perfetto(run: &Path, out: Option<PathBuf>) -> Result<(), Failure> {
         )));
     };
     let trace_dir = run_dir.join(&section.dir);
+    Ok(Traced {
+        run_dir: run_dir.to_path_buf(),
+        trace_dir,
+        record,
+    })
+}
+
+fn export_perfetto(run: &Path, out: Option<PathBuf>) -> Result<(), Failure> {
+    let Traced {
+        record,
+        run_dir,
+        trace_dir,
+    } = traced(run)?;
     let target = out.unwrap_or_else(|| run_dir.join("trace.perfetto-trace"));
     let file = std::fs::File::create(&target)
         .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", target.display())))?;
@@ -39,6 +86,40 @@ pub fn perfetto(run: &Path, out: Option<PathBuf>) -> Result<(), Failure> {
         summary.slices,
         summary.instants,
         summary.flows
+    );
+    Ok(())
+}
+
+fn export_dat(run: &Path, out: Option<PathBuf>, compression: Option<&str>) -> Result<(), Failure> {
+    // zlib is left out: Debian's trace-cmd (and so KernelShark) cannot read it.
+    let compression = match compression.unwrap_or("none") {
+        "none" => None,
+        "zstd" => Some(Algorithm::Zstd),
+        other => {
+            return Err(Failure::usage(format!(
+                "--compression {other}: use none or zstd"
+            )))
+        }
+    };
+    let Traced {
+        run_dir, trace_dir, ..
+    } = traced(run)?;
+    let target = out.unwrap_or_else(|| run_dir.join("trace.dat"));
+    let written = write_dat(&trace_dir, &target, &DatWriteOptions { compression })
+        .map_err(|e| Failure::runtime(format!("cannot export {}: {e}", trace_dir.display())))?;
+    let damaged = match written.corrupt_pages {
+        0 => String::new(),
+        n => format!(", {n} damaged pages copied as recorded"),
+    };
+    eprintln!(
+        "wrote {} ({} bytes, {} events on {} CPUs, {} pages, {} task names{damaged}): open it with `trace-cmd report -i {}` or KernelShark",
+        target.display(),
+        written.bytes,
+        written.events,
+        written.cpus,
+        written.pages,
+        written.comms,
+        target.display()
     );
     Ok(())
 }

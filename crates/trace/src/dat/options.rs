@@ -20,6 +20,9 @@ pub const VERSION: u16 = 9;
 pub const TRACEID: u16 = 11;
 pub const TIME_SHIFT: u16 = 12;
 pub const TSC2NSEC: u16 = 14;
+/// A section of strings (section descriptions); found by scanning the sections, no option
+/// points to it.
+pub const STRINGS: u16 = 15;
 pub const HEADER_INFO: u16 = 16;
 pub const FTRACE_EVENTS: u16 = 17;
 pub const EVENT_FORMATS: u16 = 18;

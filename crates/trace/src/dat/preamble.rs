@@ -5,7 +5,7 @@ use super::compress::Compression;
 use super::error::DatError;
 use super::source::{Cursor, Endian, Source};
 
-const MAGIC: &[u8] = b"\x17\x08\x44tracing";
+pub(crate) const MAGIC: &[u8] = b"\x17\x08\x44tracing";
 
 /// Which of the two layouts the file uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,653 @@
+//! vmscale's own recordings written as trace-cmd .dat files (version 7) by
+//! `vmscale_trace::dat_write`, then read back two ways: by vmscale's `DatFile` reader (the
+//! events must equal the directory's, byte for byte) and by Debian's `trace-cmd report`
+//! (every event's time, CPU, pid, name and fields must equal vmscale's decode of the
+//! directory, its task names must come from the written command lines, its clock must be
+//! `mono`).
+//!
+//! Needs root, tracefs and trace-cmd; fails (never skips) without them.
+
+#[path = "support/report.rs"]
+mod report;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use report::{compare, parse_report, symbol_addresses, Decoded, Reported, Value};
+use vmscale_trace::dat::{extract_to_trace_dir, Algorithm, DatFile};
+use vmscale_trace::dat_write::{write_dat, DatWriteError, DatWriteOptions, Written};
+use vmscale_trace::format::FieldLayout;
+use vmscale_trace::recorder::{RecordConfig, Recording, TraceMeta};
+use vmscale_trace::{tracefs, Decoder, EventKind, Kallsyms};
+
+const OVERRUN_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/overrun");
+
+/// This run's directory under target/tmp; directories of earlier runs whose process is
+/// gone are removed first.
+fn scratch() -> PathBuf {
+    static CLEANED: OnceLock<PathBuf> = OnceLock::new();
+    CLEANED
+        .get_or_init(|| {
+            let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
+            for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if let Some(pid) = name.strip_prefix("dat-write-") {
+                    if !Path::new("/proc").join(pid).exists() {
+                        let _ = std::fs::remove_dir_all(entry.path());
+                    }
+                }
+            }
+            let dir = root.join(format!("dat-write-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            dir
+        })
+        .clone()
+}
+
+// ---------------------------------------------------------------------------------------
+// A live recording by vmscale's recorder.
+
+struct Live {
+    dir: PathBuf,
+    meta: TraceMeta,
+    /// Pids of the children the workload ran (all called `true`).
+    children: Vec<i32>,
+}
+
+/// One recording shared by the tests: the scenarios' events (with stacks on lock
+/// contention and system calls of this thread only, as a scenario records them) while
+/// this thread forks short processes.
+fn live() -> &'static Live {
+    static LIVE: OnceLock<Live> = OnceLock::new();
+    LIVE.get_or_init(|| {
+        let mount = tracefs::mount_point()
+            .unwrap_or_else(|e| panic!("this test needs tracefs as root: {e}"));
+        let dir = scratch().join("live");
+        let _ = std::fs::remove_dir_all(&dir);
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        let config = RecordConfig {
+            syscall_tids: vec![tid as u32],
+            ..RecordConfig::default()
+        };
+        let mut recording = Recording::prepare(&mount, &dir, config).unwrap();
+        recording.set_on(true).unwrap();
+        recording.mark("dat write start").unwrap();
+        let mut children = Vec::new();
+        for _ in 0..3 {
+            let spawned: Vec<_> = (0..20)
+                .map(|_| Command::new("true").spawn().unwrap())
+                .collect();
+            for mut child in spawned {
+                children.push(child.id() as i32);
+                child.wait().unwrap();
+            }
+        }
+        recording.mark("dat write end").unwrap();
+        recording.set_on(false).unwrap();
+        let meta = recording.finish().unwrap();
+        Live {
+            dir,
+            meta,
+            children,
+        }
+    })
+}
+
+fn write(dir: &Path, label: &str, compression: Option<Algorithm>) -> (PathBuf, Written) {
+    let out = scratch().join(format!("{label}.dat"));
+    let written = write_dat(dir, &out, &DatWriteOptions { compression })
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    assert_eq!(
+        std::fs::metadata(&out).unwrap().len(),
+        written.bytes,
+        "{label}"
+    );
+    (out, written)
+}
+
+// ---------------------------------------------------------------------------------------
+// Decoding a directory.
+
+/// An event exactly as it was recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RawEvent {
+    ts: u64,
+    cpu: u32,
+    pid: i32,
+    id: u16,
+    record: Vec<u8>,
+}
+
+fn raw_events(dir: &Path) -> Vec<RawEvent> {
+    let decoder = Decoder::open(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let mut events = Vec::new();
+    decoder
+        .for_each(|e| {
+            events.push(RawEvent {
+                ts: e.ts(),
+                cpu: e.cpu(),
+                pid: e.pid(),
+                id: e.id(),
+                record: e.record().to_vec(),
+            })
+        })
+        .unwrap();
+    events
+}
+
+/// Every event with its non-common fields, the way `trace-cmd report -R` prints them.
+fn decoded_events(dir: &Path) -> Vec<Decoded> {
+    let decoder = Decoder::open(dir).unwrap();
+    let mut events = Vec::new();
+    let summary = decoder
+        .for_each(|event| {
+            let mut fields = Vec::new();
+            for field in event
+                .event_type()
+                .format
+                .fields
+                .iter()
+                .filter(|f| !f.is_common())
+            {
+                let is_char =
+                    field.type_text.ends_with("char") || field.type_text.ends_with("char[]");
+                let value = match field.layout {
+                    FieldLayout::Scalar => Value::Int {
+                        value: event.u64(&field.name).expect("scalar in the record"),
+                        size: field.size,
+                    },
+                    _ if is_char => Value::Str(
+                        String::from_utf8_lossy(event.str(&field.name).expect("string"))
+                            .into_owned(),
+                    ),
+                    FieldLayout::Array { .. } => {
+                        // A record may end inside a fixed array (kernel_stack's caller[8]
+                        // for short stacks): keep what the record holds.
+                        let rest = event.record().get(field.offset..).unwrap_or(&[]);
+                        Value::Bytes {
+                            bytes: rest[..rest.len().min(field.size)].to_vec(),
+                            declared: field.size,
+                        }
+                    }
+                    _ => {
+                        let bytes = event.bytes(&field.name).expect("data in the record");
+                        Value::Bytes {
+                            bytes: bytes.to_vec(),
+                            declared: bytes.len(),
+                        }
+                    }
+                };
+                fields.push((field.name.clone(), value));
+            }
+            events.push(Decoded {
+                ts: event.ts(),
+                cpu: event.cpu(),
+                pid: event.pid(),
+                name: event.name().to_string(),
+                fields,
+            });
+        })
+        .unwrap();
+    assert_eq!(summary.corrupt_pages(), 0, "{:?}", summary.errors);
+    events
+}
+
+/// The latest comm of every pid that sched events name, as the writer collects them.
+fn comms_in(dir: &Path) -> HashMap<i32, String> {
+    let mut comms = HashMap::new();
+    Decoder::open(dir)
+        .unwrap()
+        .for_each(|event| match event.kind() {
+            EventKind::SchedSwitch(s) => {
+                comms.insert(s.prev_pid, s.prev_comm.to_string());
+                comms.insert(s.next_pid, s.next_comm.to_string());
+            }
+            EventKind::SchedWaking(w)
+            | EventKind::SchedWakeup(w)
+            | EventKind::SchedWakeupNew(w) => {
+                comms.insert(w.pid, w.comm.to_string());
+            }
+            _ => {}
+        })
+        .unwrap();
+    comms.remove(&0);
+    comms
+}
+
+// ---------------------------------------------------------------------------------------
+// trace-cmd.
+
+fn trace_cmd(args: &[&str], dat: &Path) -> String {
+    let output = Command::new("trace-cmd")
+        .args(args)
+        .arg("-i")
+        .arg(dat)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run trace-cmd (is it installed?): {e}"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "trace-cmd {args:?} -i {} failed: {stderr}",
+        dat.display()
+    );
+    // trace-cmd warns on stderr about anything it does not understand in a file.
+    assert!(
+        !stderr.to_lowercase().contains("warning") && !stderr.contains("unknown"),
+        "trace-cmd {args:?} complained about {}: {stderr}",
+        dat.display()
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Lines trace-cmd prints where the kernel reported lost events, and the rest.
+fn split_dropped(report: &str) -> (Vec<String>, String) {
+    let (dropped, rest): (Vec<&str>, Vec<&str>) =
+        report.lines().partition(|l| l.contains("EVENTS DROPPED]"));
+    (
+        dropped.into_iter().map(str::to_string).collect(),
+        rest.join("\n"),
+    )
+}
+
+/// Event name -> its non-common field names, in format order, from the written file.
+fn fields_of(dat: &DatFile) -> HashMap<String, Vec<String>> {
+    dat.metadata
+        .event_formats
+        .iter()
+        .chain(&dat.metadata.ftrace_formats)
+        .map(|f| {
+            let format =
+                vmscale_trace::format::EventFormat::parse(&String::from_utf8_lossy(&f.text))
+                    .unwrap();
+            let names = format
+                .fields
+                .iter()
+                .filter(|x| !x.is_common())
+                .map(|x| x.name.clone())
+                .collect();
+            (f.name.clone(), names)
+        })
+        .collect()
+}
+
+/// trace-cmd prints some pointers as a bare symbol name (`%ps`: csd's `func`, print's
+/// `ip`) and NULL as `(nil)`, which `report::compare` does not read. A bare name is taken
+/// when the decoded address lies inside a symbol of that name, and is then compared as
+/// that address; events pair per CPU in order, as `compare` pairs them.
+fn resolve_bare_symbols(decoded: &[Decoded], reported: &mut [Reported], kallsyms: &Kallsyms) {
+    let cpus: BTreeSet<u32> = decoded.iter().map(|e| e.cpu).collect();
+    for cpu in cpus {
+        let ours = decoded.iter().filter(|e| e.cpu == cpu);
+        let theirs = reported.iter_mut().filter(|e| e.cpu == cpu);
+        for (d, r) in ours.zip(theirs) {
+            for ((_, value), (_, text)) in d.fields.iter().zip(&mut r.fields) {
+                let Value::Int { value, .. } = value else {
+                    continue;
+                };
+                let inside = |name: &str| {
+                    kallsyms
+                        .symbolize(*value)
+                        .is_some_and(|s| s.name == name && !name.contains("+0x"))
+                };
+                if text == "(nil)" || inside(text) {
+                    *text = format!("{value:#x}");
+                }
+            }
+        }
+    }
+}
+
+/// `trace-cmd report -R -t` of `dat` against vmscale's decode of `dir`; returns the events
+/// per name and the lost-events lines.
+fn crosscheck(dir: &Path, dat: &Path, label: &str) -> (BTreeMap<String, usize>, Vec<String>) {
+    let file = DatFile::open(dat).unwrap();
+    let (dropped, report) = split_dropped(&trace_cmd(&["report", "-R", "-t"], dat));
+    let symbols = symbol_addresses(&file.metadata.kallsyms);
+    let mut reported = parse_report(&report, "", &fields_of(&file));
+    let mut decoded = decoded_events(dir);
+    for event in &mut decoded {
+        for (_, value) in &mut event.fields {
+            // trace_marker's text ends in the newline that ends trace-cmd's line.
+            if let Value::Str(text) = value {
+                if let Some(line) = text.strip_suffix('\n') {
+                    *text = line.to_string();
+                }
+            }
+        }
+    }
+    let kallsyms = Decoder::open(dir).unwrap().kallsyms().unwrap();
+    resolve_bare_symbols(&decoded, &mut reported, &kallsyms);
+    let result = compare(&decoded, &reported, &symbols);
+    println!(
+        "{label}: {} events ({:?}), {} field values compared with trace-cmd report, {} mismatches",
+        result.events,
+        result.by_name,
+        result.fields,
+        result.mismatches.len()
+    );
+    assert!(
+        result.mismatches.is_empty(),
+        "{label}: trace-cmd disagrees with the directory:\n{}",
+        result.mismatches[..result.mismatches.len().min(20)].join("\n")
+    );
+    assert!(result.events > 0, "{label}: no events");
+    (result.by_name, dropped)
+}
+
+// ---------------------------------------------------------------------------------------
+// The tests.
+
+#[test]
+fn written_files_read_back_in_vmscale_with_the_same_events_and_pages() {
+    let live = live();
+    let original = raw_events(&live.dir);
+    assert!(original.len() > 100, "only {} events", original.len());
+    let comms = comms_in(&live.dir);
+    for (label, compression) in [
+        ("live-none", None),
+        ("live-zstd", Some(Algorithm::Zstd)),
+        ("live-zlib", Some(Algorithm::Zlib)),
+    ] {
+        let (path, written) = write(&live.dir, label, compression);
+        println!(
+            "{label}: {} bytes, {} pages, {} events, {} comms",
+            written.bytes, written.pages, written.events, written.comms
+        );
+        assert_eq!(written.events, original.len() as u64, "{label}");
+        assert_eq!(written.comms, comms.len(), "{label}");
+        assert_eq!(written.corrupt_pages, 0, "{label}");
+        assert_eq!(written.cpus, live.meta.cpus.len(), "{label}");
+        assert_eq!(
+            written.pages,
+            live.meta.pages.values().sum::<u64>(),
+            "{label}"
+        );
+
+        let dat = DatFile::open(&path).unwrap_or_else(|e| panic!("{label}: {e}"));
+        assert_eq!(dat.version, 7, "{label}");
+        assert_eq!(
+            dat.compression.as_ref().map(|c| c.algorithm),
+            compression,
+            "{label}"
+        );
+        assert_eq!(dat.page_size as usize, live.meta.page_size, "{label}");
+        assert_eq!(
+            dat.cpu_count,
+            live.meta.cpus.iter().max().unwrap() + 1,
+            "{label}"
+        );
+        assert_eq!(dat.options.selected_clock().as_deref(), Some("mono"));
+        let buffer = dat.data_buffer().unwrap();
+        assert_eq!(buffer.name, "", "{label}: data in the top-level buffer");
+        assert_eq!(dat.clock(buffer).as_deref(), Some("mono"), "{label}");
+        assert_eq!(buffer.compression, compression, "{label}");
+        if compression.is_some() {
+            for data in &buffer.cpus {
+                assert!(
+                    data.size == 0 || data.stored_size < data.size,
+                    "{label}: cpu{} not compressed",
+                    data.cpu
+                );
+            }
+        }
+        // The command lines are the pids and names the sched events carry.
+        let cmdlines = String::from_utf8(dat.metadata.cmdlines.clone()).unwrap();
+        let parsed: HashMap<i32, String> = cmdlines
+            .lines()
+            .map(|l| {
+                let (pid, comm) = l.split_once(' ').unwrap();
+                (pid.parse().unwrap(), comm.to_string())
+            })
+            .collect();
+        assert_eq!(parsed, comms, "{label}: command lines");
+
+        // Extracted again, the directory holds the same files and the same events.
+        let back = scratch().join(format!("{label}-back"));
+        let _ = std::fs::remove_dir_all(&back);
+        let extracted = extract_to_trace_dir(&path, &back).unwrap();
+        assert_eq!(extracted.meta.cpus, live.meta.cpus, "{label}");
+        assert_eq!(extracted.meta.lost, live.meta.lost, "{label}: CPUSTAT");
+        assert_eq!(extracted.meta.clock, "mono", "{label}");
+        assert_eq!(extracted.meta.stacks, live.meta.stacks, "{label}");
+        assert_eq!(extracted.meta.pages, live.meta.pages, "{label}");
+        let mut events = extracted.meta.events.clone();
+        let mut expected = live.meta.events.clone();
+        events.sort();
+        expected.sort();
+        assert_eq!(events, expected, "{label}: event formats");
+        for name in ["header_page", "header_event", "kallsyms"] {
+            assert!(
+                std::fs::read(back.join(name)).unwrap()
+                    == std::fs::read(live.dir.join(name)).unwrap(),
+                "{label}: {name} differs"
+            );
+        }
+        for cpu in &live.meta.cpus {
+            let name = format!("cpu{cpu}.raw");
+            assert!(
+                std::fs::read(back.join(&name)).unwrap()
+                    == std::fs::read(live.dir.join(&name)).unwrap(),
+                "{label}: {name} differs"
+            );
+        }
+        assert_eq!(
+            tree(&back.join("formats")),
+            tree(&live.dir.join("formats")),
+            "{label}: formats"
+        );
+        assert!(raw_events(&back) == original, "{label}: events differ");
+    }
+}
+
+/// Relative path -> bytes of every file under `dir`.
+fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(at) = stack.pop() {
+        for entry in std::fs::read_dir(&at).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let name = path.strip_prefix(dir).unwrap().display().to_string();
+                files.insert(name, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn trace_cmd_reports_every_event_of_a_written_recording() {
+    let live = live();
+    for (label, compression) in [
+        ("report-none", None),
+        ("report-zstd", Some(Algorithm::Zstd)),
+    ] {
+        let (path, _) = write(&live.dir, label, compression);
+        // trace-cmd's own validation of the container.
+        trace_cmd(&["dump", "-v"], &path);
+        let (by_name, dropped) = crosscheck(&live.dir, &path, label);
+        assert!(dropped.is_empty(), "{label}: {dropped:?}");
+        // The recording's kinds of events all reach trace-cmd.
+        for name in [
+            "sched_switch",
+            "sched_waking",
+            "sys_enter",
+            "sys_exit",
+            "print",
+        ] {
+            assert!(
+                by_name.contains_key(name),
+                "{label}: no {name}: {by_name:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn trace_cmd_shows_task_names_and_mono_time_from_a_written_recording() {
+    let live = live();
+    let (path, _) = write(&live.dir, "names", None);
+    assert!(
+        trace_cmd(&["dump", "--clock"], &path).contains("mono"),
+        "the file's clock is not mono"
+    );
+
+    let comms = comms_in(&live.dir);
+    let report = trace_cmd(&["report", "-t"], &path);
+    let (mut named, mut unknown, mut children_seen) = (0, 0, 0);
+    let mut times = Vec::new();
+    // Kernel stacks print their frames as `=> symbol` lines of their own.
+    for line in report
+        .lines()
+        .filter(|l| !l.starts_with("cpus=") && !l.trim_start().starts_with("=>"))
+    {
+        let (comm, pid, ts) =
+            comm_pid_time(line).unwrap_or_else(|| panic!("unparsed report line {line:?}"));
+        times.push(ts);
+        match comms.get(&pid) {
+            Some(expected) => {
+                assert_eq!(&comm, expected, "pid {pid} in {line:?}");
+                named += 1;
+                if live.children.contains(&pid) {
+                    assert_eq!(comm, "true", "{line:?}");
+                    children_seen += 1;
+                }
+            }
+            None if pid == 0 => assert_eq!(comm, "<idle>", "{line:?}"),
+            None => {
+                assert_eq!(comm, "<...>", "pid {pid} without a name: {line:?}");
+                unknown += 1;
+            }
+        }
+    }
+    println!("names: {named} events named from the command lines, {unknown} unnamed");
+    assert!(named > 0 && children_seen > 0, "no names from CMDLINES");
+
+    // The clock: trace-cmd shows the raw mono nanoseconds, every one inside the window in
+    // which tracing was on, in the same order vmscale decodes them.
+    let mut decoded: Vec<u64> = raw_events(&live.dir).iter().map(|e| e.ts).collect();
+    assert!(times
+        .iter()
+        .all(|ts| (live.meta.started_ns..=live.meta.stopped_ns).contains(ts)));
+    times.sort_unstable();
+    decoded.sort_unstable();
+    assert_eq!(
+        times, decoded,
+        "trace-cmd's timestamps differ from vmscale's"
+    );
+
+    // Without -t trace-cmd prints microseconds, rounded as the kernel prints them.
+    let first = raw_events(&live.dir)[0].ts;
+    let usecs = (first + 500) / 1000;
+    let expected = format!("{}.{:06}:", usecs / 1_000_000, usecs % 1_000_000);
+    let report = trace_cmd(&["report"], &path);
+    let line = report.lines().find(|l| !l.starts_with("cpus=")).unwrap();
+    assert!(line.contains(&expected), "{expected} not in {line:?}");
+}
+
+/// `comm-pid [cpu] secs.nsecs: ...` -> (comm, pid, ns).
+fn comm_pid_time(line: &str) -> Option<(String, i32, u64)> {
+    let open = line.match_indices(" [").find_map(|(i, _)| {
+        let close = line[i + 2..].find(']')?;
+        line[i + 2..i + 2 + close]
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+            .then_some((i, i + 2 + close))
+    })?;
+    let (comm, pid) = line[..open.0].trim_start().rsplit_once('-')?;
+    let rest = line[open.1 + 1..].trim_start();
+    let (time, _) = rest.split_once(": ")?;
+    let (secs, nanos) = time.split_once('.')?;
+    let ts = secs.parse::<u64>().ok()? * 1_000_000_000 + nanos.parse::<u64>().ok()?;
+    Some((comm.to_string(), pid.trim().parse().ok()?, ts))
+}
+
+#[test]
+fn a_recording_that_lost_events_keeps_its_losses_in_trace_cmd() {
+    // Pages after an overrun, with the count the kernel stored in them.
+    let fixture = Path::new(OVERRUN_FIXTURE);
+    let meta: TraceMeta =
+        serde_json::from_slice(&std::fs::read(fixture.join("meta.json")).unwrap()).unwrap();
+    for (label, compression) in [
+        ("overrun-none", None),
+        ("overrun-zstd", Some(Algorithm::Zstd)),
+    ] {
+        let (path, written) = write(fixture, label, compression);
+        assert_eq!(written.pages, 6, "{label}");
+        let (by_name, dropped) = crosscheck(fixture, &path, label);
+        assert!(by_name.contains_key("sched_switch"), "{label}: {by_name:?}");
+        // One line per page that starts after a loss.
+        assert!(!dropped.is_empty(), "{label}: no losses reported");
+        // The CPUSTAT options carry the counters of meta.json.
+        let stats = trace_cmd(&["report", "--stat"], &path);
+        for (cpu, lost) in &meta.lost {
+            assert!(
+                stats.contains(&format!("CPU: {cpu}\noverrun: {}\n", lost.overrun)),
+                "{label}: cpu{cpu} overrun {} not in:\n{stats}",
+                lost.overrun
+            );
+        }
+    }
+}
+
+#[test]
+fn a_broken_directory_is_an_error_and_leaves_no_file() {
+    let fixture = Path::new(OVERRUN_FIXTURE);
+    let broken = scratch().join("broken");
+    let _ = std::fs::remove_dir_all(&broken);
+    copy_dir(fixture, &broken);
+    // Half a page at the end of cpu1.raw.
+    let mut pages = std::fs::read(broken.join("cpu1.raw")).unwrap();
+    pages.truncate(pages.len() - 2048);
+    std::fs::write(broken.join("cpu1.raw"), pages).unwrap();
+
+    let out = scratch().join("broken.dat");
+    let _ = std::fs::remove_file(&out);
+    let error = write_dat(&broken, &out, &DatWriteOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            DatWriteError::PartialPage {
+                cpu: 1,
+                size: 10240,
+                page_size: 4096
+            }
+        ),
+        "{error}"
+    );
+    assert!(!error.to_string().contains('\n'), "{error}");
+    let leftovers: Vec<_> = std::fs::read_dir(scratch())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("broken.dat"))
+        .collect();
+    assert!(leftovers.is_empty(), "left behind: {leftovers:?}");
+
+    // Not a trace directory at all.
+    let error = write_dat(
+        &scratch().join("no-such-dir"),
+        &out,
+        &DatWriteOptions::default(),
+    )
+    .unwrap_err();
+    assert!(error.to_string().contains("meta.json"), "{error}");
+    assert!(!out.exists());
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
