@@ -1,10 +1,10 @@
-//! One CPU's `cpu<N>.raw`, read a chunk of pages at a time and decoded record by record.
+//! One CPU's pages, read a chunk of pages at a time and decoded record by record.
 //!
-//! Memory is one chunk buffer, whatever the file's length.
+//! The pages come from any byte stream: a `cpu<N>.raw` file of a trace directory, a range
+//! of a .dat file, or a .dat's compressed chunks decompressed as the stream advances
+//! (`crate::dat`). Memory is one chunk buffer, whatever the stream's length.
 
-use std::fs::File;
 use std::io::Read;
-use std::path::Path;
 
 use crate::catalog::EventCatalog;
 use crate::decode::DecodeError;
@@ -12,8 +12,9 @@ use crate::event::Event;
 use crate::field::read_uint;
 use crate::page::{Missed, Page, PageLayout, RecordCursor, RecordSpan};
 
-/// Pages read per `read` call: large enough that syscalls cost little per event.
-const CHUNK_BYTES: usize = 256 * 1024;
+/// The first read of a stream: the buffer grows from here (doubling) only while data keeps
+/// filling it, so a CPU with little or no data costs little memory.
+const FIRST_READ: usize = 4096;
 
 /// Loss points kept per CPU (all of them are counted).
 const KEPT_LOSSES: usize = 256;
@@ -43,6 +44,22 @@ pub struct CpuSummary {
     pub missed_events: u64,
     /// Where the losses were (the first 256 of them).
     pub losses: Vec<LossPoint>,
+    /// Records of `ftrace:kernel_stack` (a stack the kernel recorded after an event).
+    pub kernel_stacks: u64,
+}
+
+/// What every CPU stream of one decode shares.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StreamSetup {
+    pub layout: PageLayout,
+    /// Bytes a record needs to hold the common fields.
+    pub common_len: usize,
+    /// Where a record keeps its type id.
+    pub common_type_offset: usize,
+    /// The buffer each stream reads pages into grows up to this many bytes (whole pages).
+    pub buffer_bytes: usize,
+    /// The type id of `ftrace:kernel_stack`, when the trace has that format.
+    pub stack_id: Option<u16>,
 }
 
 struct PageCursor {
@@ -52,12 +69,11 @@ struct PageCursor {
     cursor: RecordCursor,
 }
 
-pub(crate) struct CpuStream {
+pub(crate) struct CpuStream<'d> {
     cpu: u32,
-    file: Option<File>,
-    layout: PageLayout,
-    /// Bytes a record needs to hold the common fields.
-    common_len: usize,
+    /// `None` once the stream ended or failed.
+    input: Option<Box<dyn Read + Send + 'd>>,
+    setup: StreamSetup,
     buf: Vec<u8>,
     filled: usize,
     next_page_at: usize,
@@ -68,24 +84,17 @@ pub(crate) struct CpuStream {
     summary: CpuSummary,
 }
 
-impl CpuStream {
-    pub(crate) fn open(
-        path: &Path,
+impl<'d> CpuStream<'d> {
+    pub(crate) fn new(
+        input: Box<dyn Read + Send + 'd>,
         cpu: u32,
-        layout: PageLayout,
-        common_len: usize,
-    ) -> Result<CpuStream, DecodeError> {
-        let file = File::open(path).map_err(|source| DecodeError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
-        let pages_per_chunk = (CHUNK_BYTES / layout.page_size).max(1);
-        Ok(CpuStream {
+        setup: StreamSetup,
+    ) -> CpuStream<'d> {
+        CpuStream {
             cpu,
-            file: Some(file),
-            layout,
-            common_len,
-            buf: vec![0; pages_per_chunk * layout.page_size],
+            input: Some(input),
+            setup,
+            buf: Vec::new(),
             filled: 0,
             next_page_at: 0,
             next_page_index: 0,
@@ -99,7 +108,7 @@ impl CpuStream {
                 cpu,
                 ..CpuSummary::default()
             },
-        })
+        }
     }
 
     pub(crate) fn summary(&self) -> &CpuSummary {
@@ -139,7 +148,7 @@ impl CpuStream {
                 let data = &self.buf[page.data_start..page.data_end];
                 match page.cursor.next_record(data) {
                     Some(Ok(span)) => {
-                        if span.end - span.start < self.common_len {
+                        if span.end - span.start < self.setup.common_len {
                             let error = DecodeError::ShortRecord {
                                 cpu: self.cpu,
                                 page: page.index,
@@ -156,6 +165,12 @@ impl CpuStream {
                             end: page.data_start + span.end,
                         };
                         self.summary.events += 1;
+                        if let Some(stack_id) = self.setup.stack_id {
+                            let at = self.current.start + self.setup.common_type_offset;
+                            if self.buf.get(at..at + 2) == Some(&stack_id.to_le_bytes()[..]) {
+                                self.summary.kernel_stacks += 1;
+                            }
+                        }
                         return Some(Ok(()));
                     }
                     Some(Err(source)) => {
@@ -179,9 +194,10 @@ impl CpuStream {
         }
     }
 
-    /// Loads the next page's header; false at the end of the file.
+    /// Loads the next page's header; false at the end of the stream.
     fn next_page(&mut self) -> Result<bool, DecodeError> {
-        let page_size = self.layout.page_size;
+        let layout = self.setup.layout;
+        let page_size = layout.page_size;
         if self.filled - self.next_page_at < page_size {
             self.refill()?;
             let left = self.filled - self.next_page_at;
@@ -189,7 +205,7 @@ impl CpuStream {
                 return Ok(false);
             }
             if left < page_size {
-                self.file = None;
+                self.input = None;
                 self.next_page_at = self.filled;
                 return Err(DecodeError::PartialPage {
                     cpu: self.cpu,
@@ -202,7 +218,7 @@ impl CpuStream {
         self.next_page_at += page_size;
         self.next_page_index += 1;
         self.summary.pages += 1;
-        match Page::parse(&self.layout, &self.buf[start..start + page_size]) {
+        match Page::parse(&layout, &self.buf[start..start + page_size]) {
             Ok(page) => {
                 let missed = match page.missed {
                     Missed::None => None,
@@ -222,7 +238,7 @@ impl CpuStream {
                         });
                     }
                 }
-                let data_start = start + self.layout.data_offset;
+                let data_start = start + layout.data_offset;
                 self.page = Some(PageCursor {
                     index,
                     data_start,
@@ -242,32 +258,46 @@ impl CpuStream {
         }
     }
 
-    /// Moves the unread tail to the front and reads until the buffer is full or the file
-    /// ends.
+    /// Moves the unread tail to the front and reads until the buffer is full or the stream
+    /// ends; the buffer grows towards its full size while the data keeps coming.
     fn refill(&mut self) -> Result<(), DecodeError> {
         self.buf.copy_within(self.next_page_at..self.filled, 0);
         self.filled -= self.next_page_at;
         self.next_page_at = 0;
-        let Some(file) = &mut self.file else {
-            return Ok(());
-        };
-        while self.filled < self.buf.len() {
-            match file.read(&mut self.buf[self.filled..]) {
+        let full = self.setup.buffer_bytes;
+        loop {
+            if self.filled == self.buf.len() {
+                if self.buf.len() >= full {
+                    break;
+                }
+                let grown = (self.buf.len() * 2).clamp(FIRST_READ.min(full), full);
+                self.buf.resize(grown, 0);
+            }
+            let Some(input) = self.input.as_mut() else {
+                break;
+            };
+            match input.read(&mut self.buf[self.filled..]) {
                 Ok(0) => {
-                    self.file = None;
+                    self.input = None;
                     break;
                 }
                 Ok(n) => self.filled += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(source) => {
-                    self.file = None;
-                    return Err(DecodeError::Read {
-                        cpu: self.cpu,
-                        source,
-                    });
+                    self.input = None;
+                    return Err(read_error(self.cpu, source));
                 }
             }
         }
         Ok(())
+    }
+}
+
+/// A failed read: the .dat error behind it when the pages come out of a .dat file (the
+/// same error an extraction of the file would give), else the I/O error.
+fn read_error(cpu: u32, source: std::io::Error) -> DecodeError {
+    match source.downcast::<crate::dat::DatError>() {
+        Ok(dat) => DecodeError::Dat(dat),
+        Err(source) => DecodeError::Read { cpu, source },
     }
 }

@@ -13,6 +13,9 @@
 //! let decoder = Decoder::open("trace")?;
 //! ```
 //!
+//! A [`crate::Decoder`] can also read one buffer where it lies ([`crate::Decoder::from_dat`]):
+//! each CPU's pages are streamed out of the file, decompressed a chunk at a time.
+//!
 //! Every size, count and offset read from the file is checked against the file (or the
 //! decompressed section) before it is used: corrupt input gives a [`DatError`].
 
@@ -20,9 +23,11 @@ mod buffer;
 mod compress;
 mod error;
 mod extract;
+mod in_place;
 mod metadata;
-mod options;
-mod preamble;
+// The writer (crate::dat_write) shares the ids, flags and magic of the format.
+pub(crate) mod options;
+pub(crate) mod preamble;
 mod source;
 mod stack_scan;
 mod v6;
@@ -38,6 +43,8 @@ pub use extract::{extract_buffer_to_trace_dir, extract_to_trace_dir, Extracted};
 pub use metadata::{FormatFile, Metadata};
 pub use options::{BufferOption, CpuStat, Options, TimeShift, TimeShiftSample, Tsc2Nsec};
 pub use source::Endian;
+
+pub(crate) use v7::FLAG_COMPRESSED;
 
 use preamble::{Layout, Preamble};
 use source::Source;

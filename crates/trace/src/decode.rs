@@ -1,8 +1,9 @@
-//! Opening a trace directory (docs/trace-dir.md) and decoding it into one time-ordered
-//! event stream.
+//! Opening a trace directory (docs/trace-dir.md), or one buffer of a trace-cmd .dat file
+//! where it lies, and decoding it into one time-ordered event stream.
 //!
 //! ```ignore
 //! let decoder = Decoder::open(run_dir.join("trace"))?;
+//! // or: Decoder::from_dat(Arc::new(DatFile::open(path)?), None)?
 //! let summary = decoder.for_each(|event| match event.kind() {
 //!     EventKind::ContentionBegin(begin) => { /* begin.lock_addr, event.ts(), event.pid() */ }
 //!     EventKind::SchedSwitch(switch) => { /* switch.next_pid */ }
@@ -10,14 +11,17 @@
 //! })?;
 //! ```
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
 
-use crate::catalog::{CatalogError, EventCatalog};
-use crate::cpu_stream::{CpuStream, CpuSummary};
+use crate::catalog::{CatalogError, EventCatalog, EventType};
+use crate::cpu_stream::{CpuStream, CpuSummary, StreamSetup};
+use crate::dat::{Buffer, DatError, DatFile};
 use crate::event::Event;
-use crate::format::{FormatError, HeaderEvent, HeaderPage};
+use crate::format::{EventFormat, FormatError, HeaderEvent, HeaderPage};
 use crate::kallsyms::{Kallsyms, KallsymsError};
 use crate::merge::EventStream;
 use crate::page::{PageError, PageLayout};
@@ -27,6 +31,14 @@ use crate::page::{PageError, PageLayout};
 const MAX_PAGE_SIZE: usize = 16 << 20;
 /// Page errors kept in a [`DecodeSummary`] (the rest are only counted).
 const KEPT_ERRORS: usize = 16;
+/// Bytes each CPU reads at a time: large enough that reads cost little per event.
+const CHUNK_BYTES: usize = 256 << 10;
+/// The read buffers of all CPUs together: every CPU reads [`CHUNK_BYTES`] at a time up to
+/// 256 CPUs with data, fewer pages each beyond.
+const BUFFER_BUDGET: usize = 64 << 20;
+/// The merge holds at least one whole page of every CPU with data; a trace that would need
+/// more than this at once is refused rather than allocated.
+const MAX_PAGES_IN_MEMORY: usize = 256 << 20;
 
 /// A trace directory that cannot be decoded, or a part of it that did not decode.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +84,17 @@ pub enum DecodeError {
     Read { cpu: u32, source: std::io::Error },
     #[error(transparent)]
     Kallsyms(#[from] KallsymsError),
+    /// A .dat file decoded in place: its container, or its pages as they are read.
+    #[error(transparent)]
+    Dat(#[from] DatError),
+    #[error(
+        "{cpus} CPUs with {page_size}-byte pages need more than {limit} bytes of pages at once"
+    )]
+    TooManyPages {
+        cpus: usize,
+        page_size: usize,
+        limit: usize,
+    },
 }
 
 impl DecodeError {
@@ -96,14 +119,25 @@ struct DirMeta {
     clock: Option<String>,
 }
 
-/// An opened trace directory: its layout, event types and CPUs.
+/// Where the pages are.
+#[derive(Debug)]
+enum Origin {
+    /// A trace directory: `cpu<N>.raw` files.
+    Dir(PathBuf),
+    /// `dat.buffers[buffer]` of a .dat file, read in place.
+    Dat { dat: Arc<DatFile>, buffer: usize },
+}
+
+/// An opened trace: its layout, event types and CPUs.
 #[derive(Debug)]
 pub struct Decoder {
-    dir: PathBuf,
+    origin: Origin,
     layout: PageLayout,
     cpus: Vec<u32>,
     clock: Option<String>,
     catalog: EventCatalog,
+    /// What the last complete [`Decoder::for_each`] saw.
+    last: Mutex<Option<DecodeSummary>>,
 }
 
 /// What a whole decode saw.
@@ -126,6 +160,11 @@ impl DecodeSummary {
     /// Events the kernel reported dropping (stored counts on pages after a loss).
     pub fn missed_events(&self) -> u64 {
         self.cpus.iter().map(|c| c.missed_events).sum()
+    }
+
+    /// Records of `ftrace:kernel_stack`: nonzero exactly when kernel stacks were recorded.
+    pub fn kernel_stacks(&self) -> u64 {
+        self.cpus.iter().map(|c| c.kernel_stacks).sum()
     }
 }
 
@@ -150,9 +189,7 @@ impl Decoder {
                 path: dir.join("meta.json").display().to_string(),
                 source,
             })?;
-        if !meta.page_size.is_power_of_two() || !(64..=MAX_PAGE_SIZE).contains(&meta.page_size) {
-            return Err(DecodeError::PageSize(meta.page_size));
-        }
+        check_page_size(meta.page_size)?;
         let mut cpus = meta.cpus.clone();
         cpus.sort_unstable();
         if let Some(pair) = cpus.windows(2).find(|pair| pair[0] == pair[1]) {
@@ -167,16 +204,77 @@ impl Decoder {
             .map_err(header_error("header_event"))?;
         let catalog = EventCatalog::load(&dir.join("formats"))?;
         Ok(Decoder {
-            dir,
+            origin: Origin::Dir(dir),
             layout,
             cpus,
             clock: meta.clock,
             catalog,
+            last: Mutex::new(None),
         })
     }
 
+    /// Decodes one buffer of a trace-cmd .dat file where it lies: `buffer` by name, or the
+    /// one that holds data ([`DatFile::data_buffer`]). It decodes exactly what an
+    /// extraction of the buffer into a trace directory would ([`DatFile::extract`]), but
+    /// each CPU's pages are read out of the file as the stream advances, compressed ones
+    /// decompressed a chunk at a time, so neither disk nor memory grows with the file.
+    /// Headers, formats and kallsyms come from the file's metadata.
+    pub fn from_dat(dat: Arc<DatFile>, buffer: Option<&str>) -> Result<Decoder, DecodeError> {
+        let selected = dat.decodable_buffer(buffer)?;
+        // An extraction refuses these before it writes a page, so they come first here too.
+        let formats = dat.trace_formats()?;
+        let page_size = selected.page_size as usize;
+        check_page_size(page_size)?;
+        let header_page = HeaderPage::parse(utf8("header_page", dat.header_page()?)?)
+            .map_err(header_error("header_page"))?;
+        let layout = PageLayout::new(&header_page, page_size)
+            .ok_or(DecodeError::HeaderPageDoesNotFit(page_size))?;
+        HeaderEvent::parse(utf8("header_event", dat.header_event()?)?)
+            .and_then(|header| header.check_supported())
+            .map_err(header_error("header_event"))?;
+        let mut types = Vec::with_capacity(formats.len());
+        for format in formats {
+            let path = format!("formats/{}/{}", format.system, format.name);
+            let text = std::str::from_utf8(&format.text).map_err(|_| CatalogError::Io {
+                path: path.clone(),
+                source: not_utf8(),
+            })?;
+            let parsed =
+                EventFormat::parse(text).map_err(|source| CatalogError::Format { path, source })?;
+            types.push(EventType::new(&format.system, parsed));
+        }
+        let catalog = EventCatalog::new(types)?;
+        let cpus = dat.trace_cpus(selected);
+        let clock = dat.clock(selected).unwrap_or_else(|| "local".to_string());
+        let index = dat
+            .buffers
+            .iter()
+            .position(|b| std::ptr::eq(b, selected))
+            .ok_or(DatError::NoData)?;
+        Ok(Decoder {
+            origin: Origin::Dat { dat, buffer: index },
+            layout,
+            cpus,
+            clock: Some(clock),
+            catalog,
+            last: Mutex::new(None),
+        })
+    }
+
+    /// The trace directory, or the .dat file the trace is read from.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        match &self.origin {
+            Origin::Dir(dir) => dir,
+            Origin::Dat { dat, .. } => &dat.path,
+        }
+    }
+
+    /// The .dat file and its buffer, for a decoder made by [`Decoder::from_dat`].
+    pub fn dat(&self) -> Option<(&DatFile, &Buffer)> {
+        match &self.origin {
+            Origin::Dir(_) => None,
+            Origin::Dat { dat, buffer } => Some((dat, dat.buffers.get(*buffer)?)),
+        }
     }
 
     /// CPUs with a `cpu<N>.raw`, ascending.
@@ -200,7 +298,17 @@ impl Decoder {
 
     /// The trace's kallsyms snapshot.
     pub fn kallsyms(&self) -> Result<Kallsyms, DecodeError> {
-        Ok(Kallsyms::load(&self.dir.join("kallsyms"))?)
+        match &self.origin {
+            Origin::Dir(dir) => Ok(Kallsyms::load(&dir.join("kallsyms"))?),
+            Origin::Dat { dat, .. } => {
+                let text =
+                    std::str::from_utf8(&dat.metadata.kallsyms).map_err(|_| KallsymsError::Io {
+                        path: "kallsyms".into(),
+                        source: not_utf8(),
+                    })?;
+                Ok(Kallsyms::parse(text)?)
+            }
+        }
     }
 
     /// All CPUs' events merged in time order.
@@ -213,17 +321,68 @@ impl Decoder {
         let mut wanted = cpus.to_vec();
         wanted.sort_unstable();
         wanted.dedup();
-        let streams = wanted
+        let inputs = wanted
             .into_iter()
             .map(|cpu| {
                 if !self.cpus.contains(&cpu) {
                     return Err(DecodeError::NoSuchCpu(cpu));
                 }
-                let path = self.dir.join(format!("cpu{cpu}.raw"));
-                CpuStream::open(&path, cpu, self.layout, self.catalog.common().len)
+                let (input, has_data) = self.pages_of(cpu)?;
+                Ok((cpu, input, has_data))
             })
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, DecodeError>>()?;
+        let with_data = inputs.iter().filter(|(_, _, has_data)| *has_data).count();
+        let setup = StreamSetup {
+            layout: self.layout,
+            common_len: self.catalog.common().len,
+            common_type_offset: self.catalog.common().common_type.offset,
+            buffer_bytes: self.buffer_bytes(with_data)?,
+            stack_id: self
+                .catalog
+                .find("ftrace", "kernel_stack")
+                .map(|t| t.format.id),
+        };
+        let streams = inputs
+            .into_iter()
+            .map(|(cpu, input, _)| CpuStream::new(input, cpu, setup))
+            .collect();
         Ok(EventStream::new(&self.catalog, streams))
+    }
+
+    /// One CPU's pages as a byte stream, and whether there are any.
+    fn pages_of(&self, cpu: u32) -> Result<(Box<dyn Read + Send + '_>, bool), DecodeError> {
+        match &self.origin {
+            Origin::Dir(dir) => {
+                let path = dir.join(format!("cpu{cpu}.raw"));
+                let file = std::fs::File::open(&path).map_err(|source| DecodeError::Io {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+                let has_data = file.metadata().map_or(true, |m| m.len() > 0);
+                Ok((Box::new(file), has_data))
+            }
+            Origin::Dat { dat, buffer } => {
+                let buffer = dat.buffers.get(*buffer).ok_or(DatError::NoData)?;
+                let has_data = buffer.cpu(cpu).is_some_and(|data| data.size > 0);
+                Ok((dat.cpu_pages(buffer, cpu)?, has_data))
+            }
+        }
+    }
+
+    /// The read buffer of each CPU: [`CHUNK_BYTES`] while the CPUs with data fit the
+    /// budget, fewer whole pages each beyond it, never less than one page.
+    fn buffer_bytes(&self, with_data: usize) -> Result<usize, DecodeError> {
+        let page_size = self.layout.page_size;
+        if with_data.saturating_mul(page_size) > MAX_PAGES_IN_MEMORY {
+            return Err(DecodeError::TooManyPages {
+                cpus: with_data,
+                page_size,
+                limit: MAX_PAGES_IN_MEMORY,
+            });
+        }
+        let most = (CHUNK_BYTES / page_size).max(1);
+        let pages = (BUFFER_BUDGET / with_data.max(1) / page_size).clamp(1, most);
+        Ok(pages * page_size)
     }
 
     /// Calls `f` for every event in time order. Damaged pages are skipped and counted in
@@ -242,9 +401,47 @@ impl Decoder {
                 }
             }
         }
-        Ok(DecodeSummary {
+        let summary = DecodeSummary {
             cpus: stream.summaries(),
             errors,
-        })
+        };
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(summary.clone());
+        Ok(summary)
     }
+
+    /// What the last complete [`Decoder::for_each`] saw, for a caller that decoded through
+    /// a function that keeps the summary to itself.
+    pub fn last_summary(&self) -> Option<DecodeSummary> {
+        self.last.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+fn check_page_size(page_size: usize) -> Result<(), DecodeError> {
+    if !page_size.is_power_of_two() || !(64..=MAX_PAGE_SIZE).contains(&page_size) {
+        return Err(DecodeError::PageSize(page_size));
+    }
+    Ok(())
+}
+
+fn header_error(name: &'static str) -> impl Fn(FormatError) -> DecodeError {
+    move |source| DecodeError::Header {
+        path: name.to_string(),
+        source,
+    }
+}
+
+/// Text from a .dat's metadata, refused when not UTF-8 as reading the extracted file
+/// would refuse it.
+fn utf8<'a>(name: &str, bytes: &'a [u8]) -> Result<&'a str, DecodeError> {
+    std::str::from_utf8(bytes).map_err(|_| DecodeError::Io {
+        path: name.to_string(),
+        source: not_utf8(),
+    })
+}
+
+fn not_utf8() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        "stream did not contain valid UTF-8",
+    )
 }

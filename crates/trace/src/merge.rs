@@ -25,7 +25,7 @@ use crate::event::Event;
 /// ```
 pub struct EventStream<'d> {
     catalog: &'d EventCatalog,
-    cpus: Vec<CpuStream>,
+    cpus: Vec<CpuStream<'d>>,
     /// (time of the CPU's current record, index into `cpus`).
     heap: BinaryHeap<Reverse<(u64, usize)>>,
     /// CPUs that have not reached their first record yet.
@@ -37,7 +37,7 @@ pub struct EventStream<'d> {
 
 impl<'d> EventStream<'d> {
     /// Merges `cpus`, which must be in ascending CPU order.
-    pub(crate) fn new(catalog: &'d EventCatalog, cpus: Vec<CpuStream>) -> EventStream<'d> {
+    pub(crate) fn new(catalog: &'d EventCatalog, cpus: Vec<CpuStream<'d>>) -> EventStream<'d> {
         EventStream {
             catalog,
             heap: BinaryHeap::with_capacity(cpus.len()),
@@ -95,7 +95,7 @@ impl<'d> EventStream<'d> {
         Some(Ok(self.cpus[index].event(self.catalog)))
     }
 
-    /// What each CPU's file held so far (complete once the stream is exhausted).
+    /// What each CPU's pages held so far (complete once the stream is exhausted).
     pub fn summaries(&self) -> Vec<CpuSummary> {
         self.cpus.iter().map(|c| c.summary().clone()).collect()
     }

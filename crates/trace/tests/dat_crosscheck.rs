@@ -18,7 +18,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use dat_writer::{Codec, DatWriter};
 use report::{compare, parse_report, symbol_addresses, Decoded, Value};
@@ -46,13 +46,16 @@ const NAMED_EVENTS: [&str; 4] = [
 // ---------------------------------------------------------------------------------------
 // Allocation watch: the corrupt-input test proves that no size read from a file is
 // allocated before it is checked, by recording the largest single allocation its thread
-// makes while parsing.
+// makes while parsing; the in-place decode test proves that memory does not grow with the
+// file, by recording the most bytes its thread held at once.
 
 struct WatchedAlloc;
 
 static LARGEST_WATCHED: AtomicUsize = AtomicUsize::new(0);
 thread_local! {
     static WATCHING: Cell<bool> = const { Cell::new(false) };
+    /// Bytes allocated minus bytes freed while watching, and the highest it got.
+    static HELD: Cell<(i64, i64)> = const { Cell::new((0, 0)) };
 }
 
 fn note(size: usize) {
@@ -61,23 +64,47 @@ fn note(size: usize) {
     }
 }
 
-// SAFETY: forwards every call to the system allocator unchanged.
+fn hold(change: i64) {
+    if WATCHING.with(Cell::get) {
+        HELD.with(|held| {
+            let (now, peak) = held.get();
+            held.set((now + change, peak.max(now + change)));
+        });
+    }
+}
+
+// SAFETY: forwards every call to the system allocator unchanged; the bookkeeping touches
+// only atomics and thread-locals without destructors, which never allocate.
 unsafe impl GlobalAlloc for WatchedAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         note(layout.size());
+        hold(layout.size() as i64);
         unsafe { System.alloc(layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         note(layout.size());
+        hold(layout.size() as i64);
         unsafe { System.alloc_zeroed(layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         note(new_size);
+        hold(new_size as i64 - layout.size() as i64);
         unsafe { System.realloc(ptr, layout, new_size) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        hold(-(layout.size() as i64));
         unsafe { System.dealloc(ptr, layout) }
     }
+}
+
+/// Runs `f` with this thread's allocations counted; returns its result and the most bytes
+/// it held at once beyond what it started with.
+fn peak_held<T>(f: impl FnOnce() -> T) -> (T, i64) {
+    HELD.with(|held| held.set((0, 0)));
+    WATCHING.with(|w| w.set(true));
+    let result = f();
+    WATCHING.with(|w| w.set(false));
+    (result, HELD.with(Cell::get).1)
 }
 
 #[global_allocator]
@@ -800,6 +827,158 @@ fn every_container_of_one_recording_yields_the_same_trace_directory() {
 }
 
 // ---------------------------------------------------------------------------------------
+// Decoding in place: `Decoder::from_dat` against the extraction of the same file.
+
+/// Steps both decoders' streams together; every event (time, CPU, pid, type, record bytes)
+/// and every page error must be the same. Returns the number of events.
+fn same_events(extracted: &Decoder, in_place: &Decoder, label: &str) -> u64 {
+    let mut a = extracted
+        .events()
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    let mut b = in_place.events().unwrap_or_else(|e| panic!("{label}: {e}"));
+    let mut events = 0u64;
+    loop {
+        match (a.next_event(), b.next_event()) {
+            (None, None) => break,
+            (Some(Ok(x)), Some(Ok(y))) => {
+                assert_eq!(
+                    (x.ts(), x.cpu(), x.pid(), x.id(), x.name(), x.record()),
+                    (y.ts(), y.cpu(), y.pid(), y.id(), y.name(), y.record()),
+                    "{label}: event {events}"
+                );
+                events += 1;
+            }
+            (Some(Err(x)), Some(Err(y))) => {
+                assert_eq!(
+                    x.to_string(),
+                    y.to_string(),
+                    "{label}: after event {events}"
+                )
+            }
+            (x, y) => panic!(
+                "{label}: after event {events}: extracted {:?}, in place {:?}",
+                x.map(|r| r.map(|e| e.ts())),
+                y.map(|r| r.map(|e| e.ts()))
+            ),
+        }
+    }
+    assert_eq!(a.summaries(), b.summaries(), "{label}: summaries");
+    events
+}
+
+/// The zlib file this machine's trace-cmd cannot write, made from the v6 recording.
+fn written_zlib() -> PathBuf {
+    let original = DatFile::open(&recording(Kind::V6).dat).unwrap();
+    let mut writer = DatWriter::from_dat(&original);
+    writer.version = 7;
+    writer.codec = Some(Codec::Zlib);
+    let path = scratch().join("in-place-v7-zlib.dat");
+    std::fs::write(&path, writer.to_bytes()).unwrap();
+    path
+}
+
+#[test]
+fn decoding_in_place_equals_decoding_the_extraction() {
+    let mut files: Vec<(String, PathBuf)> =
+        [Kind::V6, Kind::V7Uncompressed, Kind::V7Zstd, Kind::V6Stacks]
+            .into_iter()
+            .map(|kind| (kind.name().to_string(), recording(kind).dat.clone()))
+            .collect();
+    files.push(("written-v7-zlib".into(), written_zlib()));
+    for (label, path) in &files {
+        let dir = scratch().join(format!("in-place-{label}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let extracted = extract_to_trace_dir(path, &dir).unwrap_or_else(|e| panic!("{label}: {e}"));
+        let from_dir = Decoder::open(&dir).unwrap();
+        let dat = Arc::new(DatFile::open(path).unwrap());
+        let in_place =
+            Decoder::from_dat(Arc::clone(&dat), None).unwrap_or_else(|e| panic!("{label}: {e}"));
+
+        assert_eq!(in_place.cpus(), from_dir.cpus(), "{label}");
+        assert_eq!(in_place.clock(), from_dir.clock(), "{label}");
+        assert_eq!(in_place.page_layout(), from_dir.page_layout(), "{label}");
+        let types = |d: &Decoder| -> Vec<(String, String, u16)> {
+            d.catalog()
+                .iter()
+                .map(|t| (t.system.clone(), t.name().to_string(), t.format.id))
+                .collect()
+        };
+        assert_eq!(types(&in_place), types(&from_dir), "{label}: event types");
+        assert_eq!(
+            in_place.kallsyms().unwrap().len(),
+            from_dir.kallsyms().unwrap().len(),
+            "{label}: kallsyms"
+        );
+        assert_eq!(in_place.dir(), path.as_path(), "{label}");
+        assert_eq!(in_place.dat().unwrap().1.name, extracted.buffer, "{label}");
+
+        let events = same_events(&from_dir, &in_place, label);
+        assert!(events > 100, "{label}: {events} events");
+
+        // What the import reports beside the findings: the meta.json an extraction writes,
+        // with kernel stacks found by the decode itself.
+        let summary = in_place.for_each(|_| {}).unwrap();
+        assert_eq!(in_place.last_summary().unwrap().events(), summary.events());
+        let stacks = summary.kernel_stacks() > 0;
+        assert_eq!(stacks, extracted.meta.stacks, "{label}: stacks");
+        assert_eq!(stacks, label.contains("stacks"), "{label}: stacks");
+        let buffer = dat.decodable_buffer(None).unwrap();
+        assert_eq!(
+            serde_json::to_value(dat.trace_meta(buffer, stacks)).unwrap(),
+            serde_json::to_value(&extracted.meta).unwrap(),
+            "{label}: meta"
+        );
+        assert_eq!(dat.has_kernel_stacks(buffer).unwrap(), stacks, "{label}");
+        println!("{label}: {events} events decoded in place, identical to the extraction");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn decoding_in_place_holds_a_bounded_amount_of_memory() {
+    // Each CPU's recorded pages repeated to 24 MiB: the in-place decode must hold about the
+    // same few MiB for this file as for the original, compressed or not.
+    let original = DatFile::open(&recording(Kind::V6).dat).unwrap();
+    let mut writer = DatWriter::from_dat(&original);
+    const PER_CPU: usize = 24 << 20;
+    for pages in &mut writer.cpus {
+        if !pages.is_empty() {
+            let copies = PER_CPU.div_ceil(pages.len());
+            *pages = pages.repeat(copies);
+        }
+    }
+    let data: usize = writer.cpus.iter().map(Vec::len).sum();
+    for (label, version, codec) in [
+        ("v6", 6, None),
+        ("v7-zstd", 7, Some(Codec::Zstd)),
+        ("v7-zlib", 7, Some(Codec::Zlib)),
+    ] {
+        writer.version = version;
+        writer.codec = codec;
+        let path = scratch().join(format!("big-{label}.dat"));
+        std::fs::write(&path, writer.to_bytes()).unwrap();
+        let dat = Arc::new(DatFile::open(&path).unwrap());
+        let decoder = Decoder::from_dat(dat, None).unwrap();
+        let (summary, peak) = peak_held(|| decoder.for_each(|_| {}).unwrap());
+        let _ = std::fs::remove_file(&path);
+        println!(
+            "{label}: {} MiB of pages, {} events, at most {} KiB held while decoding",
+            data >> 20,
+            summary.events(),
+            peak >> 10
+        );
+        assert!(summary.events() > 100_000, "{label}");
+        assert_eq!(summary.corrupt_pages(), 0, "{label}");
+        // Per CPU: a 256 KiB page buffer and one chunk's decoder state.
+        let bound = writer.cpus.len() as i64 * (2 << 20);
+        assert!(
+            peak < bound,
+            "{label}: {peak} bytes held for {data} bytes of pages (bound {bound})"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // Options that change what a trace directory says.
 
 #[test]
@@ -925,8 +1104,65 @@ fn small_files() -> Vec<(String, Vec<u8>)> {
     files
 }
 
-/// Parses `bytes` (and extracts them when `extract_to` is given) on this thread, with
-/// allocations watched; panics are caught and returned as text.
+/// Damage that makes an extraction fail makes decoding in place fail with the same error
+/// (so `vmscale report FILE.dat` refuses the same files it refused when it extracted them),
+/// and damage an extraction accepts never fails the decode in place.
+#[test]
+fn decoding_in_place_fails_exactly_where_extraction_fails() {
+    let dir = scratch().join("in-place-damage");
+    let (mut cases, mut refused) = (0, 0);
+    for (label, bytes) in small_files() {
+        for at in (0..bytes.len()).step_by(23) {
+            for value in [0xffu8, bytes[at] ^ 0x80] {
+                let mut damaged = bytes.clone();
+                damaged[at] = value;
+                let Ok(dat) = DatFile::from_bytes(damaged) else {
+                    continue;
+                };
+                cases += 1;
+                let _ = std::fs::remove_dir_all(&dir);
+                let extracted = dat.extract(None, &dir).map_err(|e| e.to_string());
+                let in_place = Decoder::from_dat(Arc::new(dat), None)
+                    .and_then(|decoder| decoder.for_each(|_| {}));
+                let in_place_refusal = match in_place {
+                    Err(vmscale_trace::DecodeError::Dat(e)) => Some(e.to_string()),
+                    _ => None,
+                };
+                assert_eq!(
+                    in_place_refusal,
+                    extracted.err(),
+                    "{label}: byte {at} = {value:#04x}"
+                );
+                refused += in_place_refusal.is_some() as usize;
+            }
+        }
+    }
+    println!("{cases} damaged files, {refused} refused by both");
+    assert!(refused > 100, "{refused} of {cases} refused");
+}
+
+/// The small files decode in place with events, and are the seeds of the `dat_reader`
+/// fuzz target: crates/trace/fuzz/seed.sh runs this test with VMSCALE_DAT_SEEDS set to the
+/// corpus directory to write them there.
+#[test]
+fn small_files_decode_in_place_and_seed_the_fuzzer() {
+    let seeds = std::env::var_os("VMSCALE_DAT_SEEDS").map(PathBuf::from);
+    for (label, bytes) in small_files() {
+        let dat = Arc::new(DatFile::from_bytes(bytes.clone()).unwrap());
+        let decoder = Decoder::from_dat(dat, None).unwrap_or_else(|e| panic!("{label}: {e}"));
+        let summary = decoder.for_each(|_| {}).unwrap();
+        assert!(summary.events() > 0, "{label}");
+        assert_eq!(summary.corrupt_pages(), 0, "{label}: {:?}", summary.errors);
+        if let Some(dir) = &seeds {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(dir.join(format!("small-{label}.dat")), &bytes).unwrap();
+            println!("{label}: {} bytes", bytes.len());
+        }
+    }
+}
+
+/// Parses `bytes`, decodes them in place (and extracts them when `extract_to` is given)
+/// on this thread, with allocations watched; panics are caught and returned as text.
 fn parse_watched(bytes: Vec<u8>, extract_to: Option<&Path>) -> Result<(), String> {
     WATCHING.with(|w| w.set(true));
     let result = catch_unwind(AssertUnwindSafe(|| {
@@ -934,6 +1170,9 @@ fn parse_watched(bytes: Vec<u8>, extract_to: Option<&Path>) -> Result<(), String
             if let Some(dir) = extract_to {
                 let _ = std::fs::remove_dir_all(dir);
                 let _ = dat.extract(None, dir);
+            }
+            if let Ok(decoder) = Decoder::from_dat(Arc::new(dat), None) {
+                let _ = decoder.for_each(|_| {});
             }
         }
     }));

@@ -2,8 +2,11 @@
 //! raw trace, or analyse a trace-cmd .dat recorded elsewhere.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use vmscale_run::{HostFacts, RunRecord, ToolInfo, TraceSection, SCHEMA_VERSION};
+use vmscale_trace::dat::{DatError, DatFile};
+use vmscale_trace::{DecodeError, Decoder};
 
 use crate::failure::Failure;
 
@@ -17,6 +20,9 @@ pub fn report(
 ) -> Result<(), Failure> {
     if is_dat(run) {
         return import_dat(run, format);
+    }
+    if crate::commands::report_text::is_text_trace(run) {
+        return crate::commands::report_text::import_text(run, format);
     }
     let options = vmscale_report::Options {
         deadline_ns: deadline.map(|d| d.as_nanos() as f64),
@@ -47,36 +53,60 @@ fn is_dat(path: &Path) -> bool {
         && head == DAT_MAGIC
 }
 
-/// Extracts the .dat's trace buffer into a scratch trace directory, analyses it like a
-/// recorded run, and removes the scratch directory again.
+/// Analyses the .dat's trace buffer like a recorded run, decoding it where it lies in the
+/// file: nothing is extracted, and memory does not grow with the file.
 fn import_dat(path: &Path, format: vmscale_report::Format) -> Result<(), Failure> {
-    let dat =
-        vmscale_trace::dat::DatFile::open(path).map_err(|e| Failure::runtime(e.to_string()))?;
-    let scratch = std::env::temp_dir().join(format!("vmscale-import-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&scratch);
-    let extracted = dat.extract(None, &scratch);
-    let result = extracted
-        .map_err(|e| Failure::runtime(e.to_string()))
-        .map(|extracted| {
-            let mut warnings = Vec::new();
-            let mut section = TraceSection {
-                dir: ".".into(),
-                events: extracted.meta.events.clone(),
-                stacks: extracted.meta.stacks,
-                lost_per_cpu: extracted
-                    .meta
-                    .lost
-                    .iter()
-                    .map(|(c, l)| (c.clone(), l.total()))
-                    .collect(),
-                ..TraceSection::default()
-            };
-            warnings.extend(extracted.meta.lost_warnings());
-            crate::trace_analysis::reanalyse(&scratch, &mut section, &mut warnings);
-            imported_record(path, &dat, &extracted.buffer, section, warnings)
-        });
-    let _ = std::fs::remove_dir_all(&scratch);
-    print!("{}", vmscale_report::render(&result?, format));
+    let failed = |e: DatError| Failure::runtime(e.to_string());
+    let dat = Arc::new(DatFile::open(path).map_err(failed)?);
+    let buffer = dat.decodable_buffer(None).map_err(failed)?;
+    let analysed = Decoder::from_dat(Arc::clone(&dat), None).and_then(|decoder| {
+        // A missing or unreadable snapshot only costs names, not the analysis.
+        let symbols = decoder.kallsyms().unwrap_or_default();
+        let analysis = vmscale_analysis::analyse_with(&decoder, &symbols)?;
+        let stacks = decoder
+            .last_summary()
+            .is_some_and(|summary| summary.kernel_stacks() > 0);
+        Ok((analysis, stacks))
+    });
+    // A file whose pages cannot be read fails the import; a trace that does not decode
+    // costs the findings, as it does for a recorded run.
+    let (analysis, stacks) = match analysed {
+        Ok((analysis, stacks)) => (Ok(analysis), stacks),
+        Err(DecodeError::Dat(e)) => return Err(failed(e)),
+        Err(e) => (Err(e), dat.has_kernel_stacks(buffer).map_err(failed)?),
+    };
+    let meta = dat.trace_meta(buffer, stacks);
+    let mut section = TraceSection {
+        dir: ".".into(),
+        events: meta.events.clone(),
+        stacks: meta.stacks,
+        lost_per_cpu: meta
+            .lost
+            .iter()
+            .map(|(c, l)| (c.clone(), l.total()))
+            .collect(),
+        ..TraceSection::default()
+    };
+    let mut warnings = meta.lost_warnings();
+    match analysis {
+        Ok(analysis) => {
+            if analysis.corrupt_pages > 0 {
+                warnings.push(format!(
+                    "{} damaged trace pages were skipped (first: {})",
+                    analysis.corrupt_pages,
+                    analysis
+                        .decode_errors
+                        .first()
+                        .map(String::as_str)
+                        .unwrap_or("?")
+                ));
+            }
+            analysis.fill(&mut section);
+        }
+        Err(e) => warnings.push(format!("the kernel trace could not be analysed: {e}")),
+    }
+    let record = imported_record(path, &dat, &buffer.name, section, warnings);
+    print!("{}", vmscale_report::render(&record, format));
     Ok(())
 }
 

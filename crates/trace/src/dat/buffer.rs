@@ -1,10 +1,13 @@
 //! Flyrecord buffers: where each CPU's ring-buffer pages are in the file.
 
-use std::io::Write;
+use std::io::{Read, Write};
 
-use super::compress::{self, Algorithm};
+use super::compress::{self, Algorithm, ChunkReader};
 use super::error::DatError;
-use super::source::{Cursor, Endian, Source};
+use super::source::{dat_error, Cursor, Endian, Source, SourceRange};
+
+/// Bytes copied per step when writing a CPU's pages out.
+const COPY_BYTES: usize = 256 << 10;
 
 /// More CPUs than any kernel configuration has (NR_CPUS is at most 8192): a larger count
 /// read from a file is corruption, and would otherwise size tables and create files.
@@ -73,6 +76,31 @@ impl Buffer {
     }
 }
 
+/// One CPU's pages as a byte stream: a range of the file as it is, or its compressed chunks
+/// decompressed one at a time as the stream is read. Errors while reading are
+/// [`DatError`]s inside the `io::Error` (see [`super::source::dat_error`]).
+pub(super) fn cpu_reader<'s>(
+    source: &'s Source,
+    buffer: &Buffer,
+    data: &CpuData,
+    endian: Endian,
+) -> Result<Box<dyn Read + Send + 's>, DatError> {
+    if let Some(algorithm) = buffer.compression {
+        let chunks = compress::chunks(source, data.offset, data.stored_size, endian)?;
+        return Ok(Box::new(ChunkReader::new(source, algorithm, chunks)));
+    }
+    // An empty CPU's offset may point past the end of the file (see read_v6_table).
+    if data.stored_size == 0 {
+        return Ok(Box::new(std::io::empty()));
+    }
+    Ok(Box::new(SourceRange::new(
+        source,
+        "cpu data",
+        data.offset,
+        data.stored_size,
+    )?))
+}
+
 /// Writes one CPU's pages, decompressing if needed. Returns the bytes written.
 pub(super) fn copy_cpu_data(
     source: &Source,
@@ -81,25 +109,23 @@ pub(super) fn copy_cpu_data(
     endian: Endian,
     out: &mut dyn Write,
 ) -> Result<u64, DatError> {
-    const WHAT: &str = "cpu data";
-    if let Some(algorithm) = buffer.compression {
-        let chunks = compress::list_chunks(source, data.offset, data.stored_size, endian)?;
-        return compress::copy_chunks(source, &chunks, algorithm, out);
-    }
-    if data.stored_size == 0 {
-        return Ok(0);
-    }
-    source.check(WHAT, data.offset, data.stored_size)?;
-    let mut chunk = vec![0u8; (1 << 20).min(data.stored_size) as usize];
+    let mut reader = cpu_reader(source, buffer, data, endian)?;
+    let mut chunk = vec![0u8; COPY_BYTES];
     let mut done = 0u64;
-    while done < data.stored_size {
-        let n = chunk.len().min((data.stored_size - done) as usize);
-        source.read_exact_at(WHAT, data.offset + done, &mut chunk[..n])?;
+    loop {
+        let n = match reader.read(&mut chunk) {
+            Ok(0) => return Ok(done),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(dat_error(e)),
+        };
         out.write_all(&chunk[..n])
-            .map_err(|source| DatError::Write { what: WHAT, source })?;
+            .map_err(|source| DatError::Write {
+                what: "cpu data",
+                source,
+            })?;
         done += n as u64;
     }
-    Ok(done)
 }
 
 /// A version 6 `flyrecord\0` table: `count` pairs of (u64 offset, u64 size), then the

@@ -5,17 +5,27 @@
 //! * compressed trace data: `u32 chunk count`, then per chunk the same three fields.
 //!
 //! Each block is one zlib stream (zlib's `compress2`) or one zstd frame. Decompression is
-//! streamed and stops at the size the file claims, so a corrupt size cannot make it
-//! allocate more than the data really expands to, and metadata sections are capped.
+//! streamed from the file and stops at the size the file claims, so a corrupt size cannot
+//! make it allocate more than the data really expands to, and metadata sections are capped.
+//! Trace data is decompressed a chunk at a time as it is read ([`ChunkReader`]), so memory
+//! does not grow with a CPU's data.
 
-use std::io::{Read, Write};
+use std::io::Read;
 
 use super::error::DatError;
-use super::source::{Cursor, Endian, Source};
+use super::source::{Cursor, Endian, Source, SourceRange};
 
 /// The largest decompressed metadata section accepted (kallsyms of a large kernel with
 /// modules is tens of MiB).
 pub const METADATA_LIMIT: u64 = 256 << 20;
+
+/// The largest zstd window accepted. The decoder keeps up to a window of output in memory,
+/// so the frame header would otherwise decide how much; trace-cmd compresses each chunk of a
+/// few pages in one call that knows its size, so its frames' windows are at most a chunk.
+pub const ZSTD_WINDOW_LIMIT: u64 = 16 << 20;
+
+/// The zstd frame magic number (RFC 8878, "Zstandard Frames").
+const ZSTD_MAGIC: u32 = 0xFD2F_B528;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Algorithm {
@@ -70,10 +80,23 @@ pub fn read_block(
             limit: METADATA_LIMIT,
         });
     }
-    let compressed = cursor.bytes(what, compressed_size)?;
+    let chunk = Chunk {
+        offset: cursor.pos,
+        compressed_size,
+        size,
+    };
+    let mut block = Block::open(cursor.source, chunk, algorithm, what)?;
+    cursor.pos += compressed_size;
+    // Grows with what the data really expands to, never with the size it claims.
     let mut out = Vec::new();
-    decompress(algorithm, &compressed, size, &mut out, what)?;
-    Ok(out)
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = block.read(&mut buf)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
 }
 
 /// One compressed chunk of a CPU's trace data.
@@ -85,118 +108,367 @@ pub struct Chunk {
     pub size: u64,
 }
 
-/// The chunks of one CPU's compressed trace data: `u32 count`, then per chunk `u32
-/// compressed size, u32 size, data`. Only the headers are read.
+/// The chunks of one CPU's compressed trace data (`u32 count`, then per chunk `u32
+/// compressed size, u32 size, data`), their headers read one at a time.
 ///
 /// The stored size in the BUFFER option leaves out the 4-byte count in files written by
 /// trace-cmd 3.1 and includes it in later ones, so chunks may end up to 4 bytes past it.
-pub fn list_chunks(
+#[derive(Debug)]
+pub struct Chunks<'s> {
+    cursor: Cursor<'s>,
+    left: u32,
+    end: u64,
+}
+
+const CHUNKS: &str = "compressed cpu data";
+
+/// The chunks of the compressed data at `offset`; nothing is read beyond the count yet.
+pub fn chunks(
     source: &Source,
     offset: u64,
     stored_size: u64,
     endian: Endian,
-) -> Result<Vec<Chunk>, DatError> {
-    const WHAT: &str = "compressed cpu data";
-    if stored_size == 0 {
-        return Ok(Vec::new());
-    }
-    source.check(WHAT, offset, stored_size)?;
-    let end = (offset + stored_size).saturating_add(4).min(source.len());
+) -> Result<Chunks<'_>, DatError> {
     let mut cursor = Cursor::new(source, offset, endian);
-    let count = cursor.u32(WHAT)?;
-    // Each chunk takes at least its 8 header bytes inside the CPU's data: the loop stops
-    // there long before a corrupt count could make the list large.
-    let mut chunks = Vec::new();
-    for _ in 0..count {
-        if cursor.pos.saturating_add(8) > end {
+    if stored_size == 0 {
+        return Ok(Chunks {
+            cursor,
+            left: 0,
+            end: offset,
+        });
+    }
+    source.check(CHUNKS, offset, stored_size)?;
+    let end = (offset + stored_size).saturating_add(4).min(source.len());
+    let left = cursor.u32(CHUNKS)?;
+    Ok(Chunks { cursor, left, end })
+}
+
+impl Chunks<'_> {
+    fn read_header(&mut self) -> Result<Chunk, DatError> {
+        let at = self.cursor.pos;
+        if at.saturating_add(8) > self.end {
             return Err(DatError::Truncated {
-                what: WHAT,
-                offset: cursor.pos,
+                what: CHUNKS,
+                offset: at,
                 len: 8,
-                end,
+                end: self.end,
             });
         }
-        let compressed_size = cursor.u32(WHAT)? as u64;
-        let size = cursor.u32(WHAT)? as u64;
-        if cursor.pos.saturating_add(compressed_size) > end {
+        let mut header = [0u8; 8];
+        self.cursor.source.read_exact_at(CHUNKS, at, &mut header)?;
+        let mut sizes = super::source::Slice::new(&header, self.cursor.endian);
+        // Both present: the slice holds exactly 8 bytes.
+        let compressed_size = sizes.u32().unwrap_or(0) as u64;
+        let size = sizes.u32().unwrap_or(0) as u64;
+        let data = at + 8;
+        if data.saturating_add(compressed_size) > self.end {
             return Err(DatError::Truncated {
-                what: WHAT,
-                offset: cursor.pos,
+                what: CHUNKS,
+                offset: data,
                 len: compressed_size,
-                end,
+                end: self.end,
             });
         }
-        chunks.push(Chunk {
-            offset: cursor.pos,
+        self.cursor.pos = data + compressed_size;
+        Ok(Chunk {
+            offset: data,
             compressed_size,
             size,
-        });
-        cursor.pos += compressed_size;
+        })
     }
-    Ok(chunks)
 }
 
-/// Decompresses the chunked trace data of one CPU into `out`. Returns the bytes written.
-pub fn copy_chunks(
-    source: &Source,
-    chunks: &[Chunk],
-    algorithm: Algorithm,
-    out: &mut dyn Write,
-) -> Result<u64, DatError> {
-    let mut written = 0u64;
+impl Iterator for Chunks<'_> {
+    type Item = Result<Chunk, DatError>;
+
+    /// Each chunk takes at least its 8 header bytes inside the CPU's data, so a corrupt
+    /// count ends in an error at the end of the data rather than in a long walk.
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let chunk = self.read_header();
+        if chunk.is_err() {
+            self.left = 0;
+        }
+        Some(chunk)
+    }
+}
+
+/// The decompressed size of compressed trace data: the sum of its chunks' stated sizes.
+pub fn chunks_size(chunks: Chunks<'_>) -> Result<u64, DatError> {
+    let mut total = 0u64;
     for chunk in chunks {
-        let compressed =
-            source.bytes_at("compressed chunk", chunk.offset, chunk.compressed_size)?;
-        written += decompress(algorithm, &compressed, chunk.size, out, "compressed chunk")?;
+        total = total.saturating_add(chunk?.size);
     }
-    Ok(written)
+    Ok(total)
 }
 
-/// Decompresses one block into `out`, which must come to exactly `expected` bytes.
-fn decompress(
+/// One CPU's compressed trace data as a byte stream, decompressed a chunk at a time as it
+/// is read: memory is one chunk's decoder, whatever the size of the data.
+pub struct ChunkReader<'s> {
+    source: &'s Source,
     algorithm: Algorithm,
-    input: &[u8],
-    expected: u64,
-    out: &mut dyn Write,
+    chunks: Chunks<'s>,
+    current: Option<Block<'s>>,
+}
+
+impl<'s> ChunkReader<'s> {
+    pub fn new(source: &'s Source, algorithm: Algorithm, chunks: Chunks<'s>) -> ChunkReader<'s> {
+        ChunkReader {
+            source,
+            algorithm,
+            chunks,
+            current: None,
+        }
+    }
+
+    fn fill(&mut self, buf: &mut [u8]) -> Result<usize, DatError> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            if let Some(block) = &mut self.current {
+                let n = block.read(buf)?;
+                if n > 0 {
+                    return Ok(n);
+                }
+                self.current = None;
+            }
+            match self.chunks.next() {
+                None => return Ok(0),
+                Some(chunk) => {
+                    let block =
+                        Block::open(self.source, chunk?, self.algorithm, "compressed chunk")?;
+                    self.current = Some(block);
+                }
+            }
+        }
+    }
+}
+
+impl Read for ChunkReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.fill(buf).map_err(|error| {
+            // Nothing after a damaged chunk can be trusted: the stream ends here.
+            self.current = None;
+            self.chunks.left = 0;
+            std::io::Error::other(error)
+        })
+    }
+}
+
+/// One compressed block (a metadata section or a chunk of trace data) as a byte stream
+/// that must come to exactly the size the file states.
+pub struct Block<'s> {
+    reader: Box<dyn Read + Send + 's>,
+    algorithm: Algorithm,
     what: &'static str,
-) -> Result<u64, DatError> {
-    let failed = |message: String| DatError::Decompress {
+    size: u64,
+    done: u64,
+}
+
+impl<'s> Block<'s> {
+    pub fn open(
+        source: &'s Source,
+        chunk: Chunk,
+        algorithm: Algorithm,
+        what: &'static str,
+    ) -> Result<Block<'s>, DatError> {
+        let input = SourceRange::new(source, what, chunk.offset, chunk.compressed_size)?;
+        let reader: Box<dyn Read + Send + 's> = match algorithm {
+            Algorithm::Zlib => Box::new(flate2::read::ZlibDecoder::new(input)),
+            Algorithm::Zstd => {
+                check_zstd_window(source, chunk, what)?;
+                let decoder = ruzstd::decoding::StreamingDecoder::new(input)
+                    .map_err(|e| failed(algorithm, what, e.to_string()))?;
+                Box::new(decoder)
+            }
+        };
+        Ok(Block {
+            reader,
+            algorithm,
+            what,
+            size: chunk.size,
+            done: 0,
+        })
+    }
+
+    /// Up to `buf.len()` decompressed bytes; 0 when the block is done, which is an error
+    /// unless it came to exactly its stated size.
+    pub fn read(&mut self, buf: &mut [u8]) -> Result<usize, DatError> {
+        // One byte more than stated reveals data that runs past the stated size.
+        let room = (self.size + 1 - self.done).min(buf.len() as u64) as usize;
+        if room == 0 {
+            return Ok(0);
+        }
+        let n = loop {
+            match self.reader.read(&mut buf[..room]) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(failed(self.algorithm, self.what, e.to_string())),
+            }
+        };
+        self.done += n as u64;
+        if self.done > self.size || (n == 0 && self.done != self.size) {
+            return Err(DatError::DecompressedSize {
+                what: self.what,
+                found: self.done,
+                expected: self.size,
+            });
+        }
+        Ok(n)
+    }
+}
+
+fn failed(algorithm: Algorithm, what: &'static str, message: String) -> DatError {
+    DatError::Decompress {
         what,
         algorithm: algorithm.name(),
         message,
-    };
-    let mut zstd_input = input;
-    let mut reader: Box<dyn Read + '_> = match algorithm {
-        Algorithm::Zlib => Box::new(flate2::read::ZlibDecoder::new(input)),
-        Algorithm::Zstd => Box::new(
-            ruzstd::decoding::StreamingDecoder::new(&mut zstd_input)
-                .map_err(|e| failed(e.to_string()))?,
-        ),
-    };
-    // One byte more than claimed reveals data that runs past the stated size.
-    let mut limited = (&mut reader).take(expected + 1);
-    let mut buf = vec![0u8; 64 << 10];
-    let mut total = 0u64;
-    loop {
-        let n = match limited.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(failed(e.to_string())),
-        };
-        total += n as u64;
-        if total > expected {
-            break;
-        }
-        out.write_all(&buf[..n])
-            .map_err(|source| DatError::Write { what, source })?;
     }
-    if total != expected {
-        return Err(DatError::DecompressedSize {
+}
+
+/// Refuses a zstd frame whose header asks for a window beyond [`ZSTD_WINDOW_LIMIT`].
+fn check_zstd_window(source: &Source, chunk: Chunk, what: &'static str) -> Result<(), DatError> {
+    // A frame header is at most 14 bytes (RFC 8878, "Frame_Header").
+    let mut header = [0u8; 14];
+    let len = chunk.compressed_size.min(header.len() as u64) as usize;
+    source.read_exact_at(what, chunk.offset, &mut header[..len])?;
+    match zstd_window(&header[..len]) {
+        Some(window) if window > ZSTD_WINDOW_LIMIT => Err(DatError::WindowTooLarge {
             what,
-            found: total,
-            expected,
-        });
+            window,
+            limit: ZSTD_WINDOW_LIMIT,
+        }),
+        _ => Ok(()),
     }
-    Ok(total)
+}
+
+/// The window a zstd frame header asks for: the window descriptor, or the content size of
+/// a single-segment frame. `None` when the bytes are no frame header (the decoder then says
+/// what is wrong).
+fn zstd_window(header: &[u8]) -> Option<u64> {
+    let magic = u32::from_le_bytes(header.get(..4)?.try_into().ok()?);
+    if magic != ZSTD_MAGIC {
+        return None;
+    }
+    let descriptor = *header.get(4)?;
+    let single_segment = descriptor & 0x20 != 0;
+    if !single_segment {
+        let window = *header.get(5)?;
+        let base = 1u64 << (10 + (window >> 3));
+        return Some(base + base / 8 * (window & 7) as u64);
+    }
+    let dictionary_len = [0, 1, 2, 4][(descriptor & 3) as usize];
+    let size_len = [1, 2, 4, 8][(descriptor >> 6) as usize];
+    let start = 5 + dictionary_len;
+    let bytes = header.get(start..start + size_len)?;
+    let size = bytes.iter().rev().fold(0u64, |acc, &b| acc << 8 | b as u64);
+    // A 2-byte content size counts from 256.
+    Some(if size_len == 2 { size + 256 } else { size })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `u32 count`, then per chunk `u32 compressed size, u32 stated size, zlib data`.
+    fn zlib_chunks(chunks: &[(&[u8], u32)]) -> Vec<u8> {
+        use std::io::Write;
+        let mut out = (chunks.len() as u32).to_le_bytes().to_vec();
+        for (data, stated) in chunks {
+            let mut encoder =
+                flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+            encoder.write_all(data).unwrap();
+            let packed = encoder.finish().unwrap();
+            out.extend_from_slice(&(packed.len() as u32).to_le_bytes());
+            out.extend_from_slice(&stated.to_le_bytes());
+            out.extend_from_slice(&packed);
+        }
+        out
+    }
+
+    fn read_all(bytes: Vec<u8>) -> (Vec<u8>, Option<DatError>) {
+        let len = bytes.len() as u64;
+        let source = Source::Memory(bytes);
+        let chunks = chunks(&source, 0, len, Endian::Little).unwrap();
+        let mut reader = ChunkReader::new(&source, Algorithm::Zlib, chunks);
+        let mut out = Vec::new();
+        // Small reads: chunk boundaries fall inside them.
+        let mut buf = [0u8; 7];
+        loop {
+            match reader.read(&mut buf) {
+                Ok(0) => return (out, None),
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+                Err(e) => {
+                    // The stream ends after an error.
+                    assert_eq!(reader.read(&mut buf).unwrap(), 0);
+                    return (out, e.downcast::<DatError>().ok());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn chunks_decompress_one_after_another() {
+        let (out, error) = read_all(zlib_chunks(&[(b"first chunk ", 12), (b"second", 6)]));
+        assert!(error.is_none(), "{error:?}");
+        assert_eq!(out, b"first chunk second");
+    }
+
+    #[test]
+    fn a_chunk_that_is_not_its_stated_size_ends_the_stream() {
+        for stated in [11, 13] {
+            let (out, error) = read_all(zlib_chunks(&[(b"first chunk ", stated), (b"second", 6)]));
+            assert!(out.len() <= 12, "{stated}: {out:?}");
+            match error {
+                Some(DatError::DecompressedSize {
+                    found, expected, ..
+                }) => {
+                    assert_eq!(expected, stated as u64);
+                    assert_eq!(found, 12.min(stated as u64 + 1));
+                }
+                other => panic!("{stated}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_zstd_frame_asking_for_a_huge_window_is_refused_before_decoding() {
+        // Window descriptor exponent 20: a 1 GiB window.
+        let frame = [&ZSTD_MAGIC.to_le_bytes()[..], &[0x00, 20 << 3], &[0; 8]].concat();
+        let len = frame.len() as u64;
+        let source = Source::Memory(frame);
+        let chunk = Chunk {
+            offset: 0,
+            compressed_size: len,
+            size: 4096,
+        };
+        let opened = Block::open(&source, chunk, Algorithm::Zstd, "chunk");
+        match opened.err() {
+            Some(DatError::WindowTooLarge { window, .. }) => assert_eq!(window, 1 << 30),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn zstd_windows_come_from_the_descriptor_or_the_content_size() {
+        let magic = ZSTD_MAGIC.to_le_bytes();
+        // Window descriptor: exponent 3, mantissa 2 -> 8 KiB + 2 KiB.
+        let framed = [&magic[..], &[0x00, 3 << 3 | 2]].concat();
+        assert_eq!(zstd_window(&framed), Some(10 << 10));
+        // Single segment, 4-byte content size 40960.
+        let single = [&magic[..], &[0xa0], &40960u32.to_le_bytes()].concat();
+        assert_eq!(zstd_window(&single), Some(40960));
+        // Single segment, 2-byte content size: counted from 256.
+        let two = [&magic[..], &[0x60], &[0x00, 0x01]].concat();
+        assert_eq!(zstd_window(&two), Some(256 + 256));
+        // Single segment with a 1-byte dictionary id before a 1-byte content size.
+        let dict = [&magic[..], &[0x21, 7, 200]].concat();
+        assert_eq!(zstd_window(&dict), Some(200));
+        assert_eq!(zstd_window(&magic[..]), None);
+        assert_eq!(zstd_window(b"not zstd at all"), None);
+    }
 }

@@ -62,6 +62,18 @@ pub enum DatError {
         size: u64,
         limit: u64,
     },
+    #[error("{what} claims {size} bytes, more than the {limit}-byte limit for metadata")]
+    MetadataTooLarge {
+        what: &'static str,
+        size: u64,
+        limit: u64,
+    },
+    #[error("{what}: a zstd frame with a {window}-byte window, more than the {limit} bytes a chunk of pages needs")]
+    WindowTooLarge {
+        what: &'static str,
+        window: u64,
+        limit: u64,
+    },
     #[error("section at offset {offset} has id {found}, its option says {expected}")]
     SectionId {
         offset: u64,

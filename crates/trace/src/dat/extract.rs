@@ -61,9 +61,11 @@ impl DatFile {
         }
     }
 
-    /// Writes `out` as a trace directory holding `buffer` (or [`DatFile::data_buffer`]).
-    pub fn extract(&self, buffer: Option<&str>, out: &Path) -> Result<Extracted, DatError> {
-        let buffer = match buffer {
+    /// The buffer called `name` (or [`DatFile::data_buffer`]), after the checks that every
+    /// reader of its pages needs: little-endian data, both ring-buffer headers, and whole
+    /// pages on every CPU.
+    pub fn decodable_buffer(&self, name: Option<&str>) -> Result<&Buffer, DatError> {
+        let buffer = match name {
             Some(name) => self
                 .buffer(name)
                 .ok_or_else(|| DatError::NoSuchBuffer(name.to_string()))?,
@@ -73,16 +75,8 @@ impl DatFile {
         if self.endian != Endian::Little {
             return Err(DatError::BigEndianData);
         }
-        let header_page = self
-            .metadata
-            .header_page
-            .as_ref()
-            .ok_or(DatError::Missing("header_page"))?;
-        let header_event = self
-            .metadata
-            .header_event
-            .as_ref()
-            .ok_or(DatError::Missing("header_event"))?;
+        self.header_page()?;
+        self.header_event()?;
         for data in &buffer.cpus {
             if data.size % buffer.page_size as u64 != 0 {
                 return Err(DatError::PartialPage {
@@ -92,49 +86,58 @@ impl DatFile {
                 });
             }
         }
+        Ok(buffer)
+    }
 
-        // Leftovers of another trace (format files above all) would be read as this one's.
-        if std::fs::read_dir(out).is_ok_and(|mut entries| entries.next().is_some()) {
-            return Err(DatError::OutputNotEmpty(out.to_path_buf()));
-        }
-        create_dir(out)?;
-        write_file(&out.join("header_page"), header_page)?;
-        write_file(&out.join("header_event"), header_event)?;
-        let formats = self.write_formats(out)?;
-        write_file(&out.join("kallsyms"), &self.metadata.kallsyms)?;
+    /// events/header_page of the recording machine.
+    pub fn header_page(&self) -> Result<&[u8], DatError> {
+        self.metadata
+            .header_page
+            .as_deref()
+            .ok_or(DatError::Missing("header_page"))
+    }
 
-        let stack_id = self
-            .metadata
-            .ftrace_formats
-            .iter()
-            .find(|f| f.name == "kernel_stack")
-            .and_then(|f| f.id);
+    /// events/header_event of the recording machine.
+    pub fn header_event(&self) -> Result<&[u8], DatError> {
+        self.metadata
+            .header_event
+            .as_deref()
+            .ok_or(DatError::Missing("header_event"))
+    }
+
+    /// The CPUs of a trace of `buffer`: every CPU of the recording machine, and any other
+    /// the buffer has data for, ascending.
+    pub fn trace_cpus(&self, buffer: &Buffer) -> Vec<u32> {
         let mut cpus: Vec<u32> = (0..self.cpu_count)
             .chain(buffer.cpus.iter().map(|c| c.cpu))
             .collect();
         cpus.sort_unstable();
         cpus.dedup();
-        let mut stacks = false;
-        let mut pages = BTreeMap::new();
-        for &cpu in &cpus {
-            let path = out.join(format!("cpu{cpu}.raw"));
-            let file = File::create(&path).map_err(io_at(&path))?;
-            let mut writer = StackScan::new(
-                BufWriter::with_capacity(1 << 20, file),
-                header_page,
-                buffer.page_size as usize,
-                stack_id.filter(|_| !stacks),
-            );
-            let written = match buffer.cpu(cpu) {
-                Some(data) => self.copy_cpu_data(buffer, data, &mut writer)?,
-                None => 0,
-            };
-            stacks |= writer.found();
-            writer.into_inner().flush().map_err(io_at(&path))?;
-            pages.insert(cpu.to_string(), written / buffer.page_size as u64);
-        }
+        cpus
+    }
 
-        let meta = TraceMeta {
+    /// The id of `ftrace:kernel_stack` records, when the file has that format.
+    pub(super) fn kernel_stack_id(&self) -> Option<u32> {
+        self.metadata
+            .ftrace_formats
+            .iter()
+            .find(|f| f.name == "kernel_stack")
+            .and_then(|f| f.id)
+    }
+
+    /// What an extraction of `buffer` writes to meta.json, without the extra `dat` fields.
+    /// `stacks` is whether an `ftrace:kernel_stack` record is among the pages, which only a
+    /// pass over them tells.
+    pub fn trace_meta(&self, buffer: &Buffer, stacks: bool) -> TraceMeta {
+        let cpus = self.trace_cpus(buffer);
+        let pages = cpus
+            .iter()
+            .map(|&cpu| {
+                let size = buffer.cpu(cpu).map_or(0, |data| data.size);
+                (cpu.to_string(), size / buffer.page_size as u64)
+            })
+            .collect();
+        TraceMeta {
             page_size: buffer.page_size as usize,
             cpus: cpus.clone(),
             clock: self.clock(buffer).unwrap_or_else(|| "local".to_string()),
@@ -151,7 +154,43 @@ impl DatFile {
             stopped_ns: 0,
             windows: Vec::new(),
             pages,
-        };
+        }
+    }
+
+    /// Writes `out` as a trace directory holding `buffer` (or [`DatFile::data_buffer`]).
+    pub fn extract(&self, buffer: Option<&str>, out: &Path) -> Result<Extracted, DatError> {
+        let buffer = self.decodable_buffer(buffer)?;
+        let header_page = self.header_page()?;
+
+        // Leftovers of another trace (format files above all) would be read as this one's.
+        if std::fs::read_dir(out).is_ok_and(|mut entries| entries.next().is_some()) {
+            return Err(DatError::OutputNotEmpty(out.to_path_buf()));
+        }
+        create_dir(out)?;
+        write_file(&out.join("header_page"), header_page)?;
+        write_file(&out.join("header_event"), self.header_event()?)?;
+        let formats = self.write_formats(out)?;
+        write_file(&out.join("kallsyms"), &self.metadata.kallsyms)?;
+
+        let stack_id = self.kernel_stack_id();
+        let mut stacks = false;
+        for cpu in self.trace_cpus(buffer) {
+            let path = out.join(format!("cpu{cpu}.raw"));
+            let file = File::create(&path).map_err(io_at(&path))?;
+            let mut writer = StackScan::new(
+                BufWriter::with_capacity(1 << 20, file),
+                header_page,
+                buffer.page_size as usize,
+                stack_id.filter(|_| !stacks),
+            );
+            if let Some(data) = buffer.cpu(cpu) {
+                self.copy_cpu_data(buffer, data, &mut writer)?;
+            }
+            stacks |= writer.found();
+            writer.into_inner().flush().map_err(io_at(&path))?;
+        }
+
+        let meta = self.trace_meta(buffer, stacks);
         let mut json = serde_json::to_value(&meta)?;
         if let Some(map) = json.as_object_mut() {
             map.insert("dat".into(), self.dat_facts(buffer));
@@ -238,7 +277,7 @@ impl DatFile {
 
 /// A name from the file used as one path component: nothing that could leave the
 /// directory or hide in it.
-fn path_component(name: &str) -> Result<&str, DatError> {
+pub(super) fn path_component(name: &str) -> Result<&str, DatError> {
     let bad = name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']);
     if bad {
         return Err(DatError::BadName(name.to_string()));

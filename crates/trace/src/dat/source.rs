@@ -5,9 +5,11 @@
 //! [`DatError::Truncated`] instead of a panic or an allocation of the size it claims.
 
 use std::fs::File;
+use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use super::compress::METADATA_LIMIT;
 use super::error::DatError;
 
 /// Byte order of the numbers in the file (its first bytes say which).
@@ -85,12 +87,67 @@ impl Source {
         }
     }
 
-    /// `len` bytes at `offset`, allocated only once they are known to exist.
+    /// `len` bytes at `offset`, allocated only once they are known to exist. Only metadata
+    /// is read this way (trace data is streamed, see [`SourceRange`]), so a size beyond
+    /// [`METADATA_LIMIT`] is corruption even in a file large enough to hold it.
     pub fn bytes_at(&self, what: &'static str, offset: u64, len: u64) -> Result<Vec<u8>, DatError> {
         self.check(what, offset, len)?;
+        if len > METADATA_LIMIT {
+            return Err(DatError::MetadataTooLarge {
+                what,
+                size: len,
+                limit: METADATA_LIMIT,
+            });
+        }
         let mut buf = vec![0; len as usize];
         self.read_exact_at(what, offset, &mut buf)?;
         Ok(buf)
+    }
+}
+
+/// A byte range of a [`Source`] read front to back, a piece at a time: how trace data and
+/// compressed chunks are read without holding them in memory.
+#[derive(Debug)]
+pub struct SourceRange<'s> {
+    source: &'s Source,
+    what: &'static str,
+    pos: u64,
+    end: u64,
+}
+
+impl<'s> SourceRange<'s> {
+    /// Fails unless the whole range exists, so a read never comes up short.
+    pub fn new(
+        source: &'s Source,
+        what: &'static str,
+        offset: u64,
+        len: u64,
+    ) -> Result<SourceRange<'s>, DatError> {
+        source.check(what, offset, len)?;
+        Ok(SourceRange {
+            source,
+            what,
+            pos: offset,
+            end: offset + len,
+        })
+    }
+
+    /// Bytes not read yet.
+    pub fn left(&self) -> u64 {
+        self.end - self.pos
+    }
+}
+
+impl Read for SourceRange<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf
+            .len()
+            .min(usize::try_from(self.left()).unwrap_or(usize::MAX));
+        self.source
+            .read_exact_at(self.what, self.pos, &mut buf[..n])
+            .map_err(std::io::Error::other)?;
+        self.pos += n as u64;
+        Ok(n)
     }
 }
 
@@ -195,6 +252,17 @@ impl<'s> Cursor<'s> {
         }
         Ok(())
     }
+}
+
+/// The [`DatError`] inside an `io::Error` from one of this module's readers (they carry
+/// one), or the `io::Error` itself as an error reading trace data.
+pub fn dat_error(error: std::io::Error) -> DatError {
+    error
+        .downcast::<DatError>()
+        .unwrap_or_else(|source| DatError::Io {
+            path: PathBuf::from("(trace data)"),
+            source,
+        })
 }
 
 /// Reads numbers of the file's byte order out of an option's bytes.

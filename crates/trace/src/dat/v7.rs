@@ -14,7 +14,7 @@ use super::source::{Cursor, Slice, Source};
 use super::Contents;
 
 /// Section flag: the section's data is compressed.
-const FLAG_COMPRESSED: u16 = 1;
+pub(crate) const FLAG_COMPRESSED: u16 = 1;
 
 /// A section header: u16 id, u16 flags, u32 description (a string id), u64 size.
 struct SectionHeader {
@@ -181,10 +181,12 @@ fn read_buffer(
             source.check("flyrecord cpu data", offset, stored_size)?;
         }
         let size = match compression {
-            Some(_) => compress::list_chunks(source, offset, stored_size, preamble.endian)?
-                .iter()
-                .map(|c| c.size)
-                .sum(),
+            Some(_) => compress::chunks_size(compress::chunks(
+                source,
+                offset,
+                stored_size,
+                preamble.endian,
+            )?)?,
             None => stored_size,
         };
         cpus.push(CpuData {
