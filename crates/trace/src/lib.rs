@@ -11,6 +11,7 @@ pub mod tracefs;
 pub mod catalog;
 mod cpu_stream;
 pub mod dat;
+pub mod dat_write;
 pub mod decode;
 pub mod event;
 pub mod field;
@@ -19,6 +20,7 @@ pub mod kallsyms;
 pub mod merge;
 pub mod page;
 pub mod text_import;
+pub mod text_trace_dir;
 pub mod views;
 
 pub use catalog::{EventCatalog, EventType};

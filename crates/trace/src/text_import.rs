@@ -1,46 +1,88 @@
-//! Importer for ftrace's text output: the `trace` and `trace_pipe` files, as pasted into bug
-//! reports when no binary recording exists.
+//! Importer for ftrace's text output (the `trace` and `trace_pipe` files) as pasted into bug
+//! reports and mailing lists when no binary recording exists.
 //!
-//! One event line looks like
+//! It reads event lines in the kernel's three layouts (default, `latency-format` and
+//! `latency-format` + `verbose`; with or without irq-info and record-tgid, see
+//! `event_line.rs`), `<stack trace>` blocks with their ` => frame` lines, the kernel's
+//! `CPU:N [LOST M EVENTS]` notes, and the function_graph tracer's output (see
+//! `graph_line.rs`), whose entries and returns become calls with durations and whose
+//! `/* event */` comments become events. Both kinds may be mixed in one text.
 //!
-//! ```text
-//!             bash-16113   [000] d..3.  1104.104052: contention_begin: ffff888627c2ba80 (flags=SPIN)
+//! [`TextReader`] streams: it holds one line, the stack being read, and the function_graph
+//! calls still in progress (bounded, see [`MAX_DEPTH`] and [`MAX_TASKS`]), never the text
+//! or its events. Whatever it does not understand comes out as [`Item::Skipped`] with the
+//! line number and a [`SkipReason`]; it never fails and never sizes anything from numbers in
+//! the text, so hostile input costs only its own length.
+//!
+//! ```ignore
+//! let reader = TextReader::new(BufReader::new(File::open("trace.txt")?));
+//! for item in reader {
+//!     match item {
+//!         Item::Event(event) => { /* event.name, event.field("lock_addr") */ }
+//!         Item::Stack(stack) => { /* stack.frames */ }
+//!         Item::Call(call) => { /* call.name, call.duration_ns */ }
+//!         Item::Lost(lost) | Item::Skipped(_) => {}
+//!     }
+//! }
 //! ```
-//!
-//! that is `COMM-PID [CPU] IRQ-INFO SECS.USECS: NAME: BODY`, where the irq-info column is only
-//! there when the `irq-info` option was on. A `<stack trace>` line followed by ` => frame`
-//! lines carries the stack of the previous event of the same task on the same CPU.
-//!
-//! The importer is lenient line by line: whatever it does not understand is reported in
-//! [`TextImport::skipped`] with its line number, and the rest is still imported. It never
-//! sizes anything from numbers in the input, so hostile text costs only its own length.
 
-use std::collections::HashMap;
+mod body;
+mod calls;
+mod event_line;
+mod graph_line;
+mod lines;
 
-/// The result of [`import_text`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TextImport {
-    /// Events in the order of the text (which is time order for `trace`).
-    pub events: Vec<TextEvent>,
-    /// Lines that were neither comments, blank, nor understood.
-    pub skipped: Vec<Skipped>,
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::io::{self, BufRead};
+
+pub use calls::{MAX_DEPTH, MAX_TASKS};
+pub use lines::MAX_LINE;
+
+use calls::CallTracker;
+use graph_line::{GraphBody, GraphLine};
+use lines::LineReader;
+
+/// CPU numbers at or above this are refused (the limit .dat files have too).
+pub const MAX_CPUS: u32 = crate::dat::MAX_CPUS;
+/// Frames kept per stack; deeper ones are counted in [`TextStack::dropped_frames`].
+pub const MAX_FRAMES: usize = 256;
+/// Bytes kept of one frame.
+const MAX_FRAME_LEN: usize = 512;
+/// Bytes of the offending text kept in a [`Skipped`].
+const DETAIL_LEN: usize = 120;
+
+/// What the times of a line count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TextClock {
+    /// The trace clock, printed as `SECS.FRACTION`; `resolution_ns` is what the printed
+    /// digits resolve (1000 for `trace`'s six digits).
+    Absolute { resolution_ns: u32 },
+    /// Microseconds since the trace buffer started (`latency-format`).
+    SinceStart,
+    /// A counter clock (`x86-tsc`, `counter`) printed as a bare integer: units unknown.
+    Counter,
 }
 
-/// One event line, with the stack that followed it if any.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// One event line.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TextEvent {
-    /// Nanoseconds; text usually has microseconds only, so the last three digits are 0.
+    /// 1-based, as editors count.
+    pub line: usize,
+    /// Nanoseconds on [`TextEvent::clock`].
     pub ts_ns: u64,
+    pub clock: TextClock,
     pub cpu: u32,
     pub comm: String,
     pub pid: i32,
-    /// The irq-info column (e.g. `d..3.`), when the text has one.
+    /// The irq-info or latency flags column (e.g. `d..3.`), when the text has one.
     pub irq_info: Option<String>,
     /// Event name, e.g. `contention_begin` or `tracing_mark_write`.
     pub name: String,
     /// `name=value` pairs in print order; a body in any other format is one `("text", body)`.
     pub fields: Vec<(String, String)>,
-    /// Frames of the `<stack trace>` recorded right after this event, outermost last.
+    /// Frames of the `<stack trace>` that followed the event. Only [`import_text`] fills
+    /// this; [`TextReader`] gives stacks as their own [`Item::Stack`].
     pub stack: Vec<String>,
 }
 
@@ -54,286 +96,477 @@ impl TextEvent {
     }
 }
 
-/// A line the importer did not understand.
+/// A `<stack trace>` line and its ` => frame` lines: the kernel records it right after the
+/// event it belongs to, on the same CPU and in the same task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextStack {
+    pub line: usize,
+    pub ts_ns: u64,
+    pub clock: TextClock,
+    pub cpu: u32,
+    pub comm: String,
+    pub pid: i32,
+    /// Innermost first, as printed (`name`, `name+0x8e/0xd0`, `name+0x8e/0xd0 [kvm]`,
+    /// optionally followed by `<address>`).
+    pub frames: Vec<String>,
+    /// Frames beyond [`MAX_FRAMES`].
+    pub dropped_frames: usize,
+}
+
+/// When a function_graph call started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallStart {
+    /// funcgraph-abstime: the trace clock, ns.
+    Absolute(u64),
+    /// The relative-time column: ns since the trace buffer started.
+    SinceStart(u64),
+}
+
+/// One completed function_graph call: a leaf line, or an entry paired with its return.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GraphCall {
+    /// The line that gave the duration (the leaf or the return).
+    pub line: usize,
+    pub cpu: Option<u32>,
+    /// From the funcgraph-proc column, or the CPU's last context-switch line.
+    pub pid: Option<i32>,
+    pub comm: Option<String>,
+    /// As printed (`%ps`), e.g. `kvm_mmu_zap_all` or `vmx_vcpu_run [kvm_intel]`.
+    pub name: String,
+    /// Call depth, 0 for the outermost traced call.
+    pub depth: u32,
+    pub duration_ns: u64,
+    /// When the line (the entry's, for a nested call) has a time column.
+    pub start: Option<CallStart>,
+}
+
+/// The kernel's `CPU:N [LOST M EVENTS]`: events it dropped at this point of the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lost {
+    pub line: usize,
+    pub cpu: u32,
+    pub events: u64,
+}
+
+/// Why a line was not imported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SkipReason {
+    NotTrace,
+    LongLine,
+    Task,
+    Cpu,
+    Time,
+    EventName,
+    Body,
+    FunctionTracer,
+    OrphanFrame,
+    UserStack,
+    /// [`import_text`] only: a stack with no event of its task on its CPU to attach to.
+    StackOwner,
+    GraphBody,
+    GraphNoDuration,
+    GraphUnmatched,
+    GraphUnreturned,
+    GraphTooDeep,
+    GraphTooManyTasks,
+    GraphEventNoTime,
+    GraphEventNoTask,
+    /// A known event whose field values cannot be read (raised when converting events).
+    Field,
+    /// An event too large for a ring-buffer page (raised when converting events).
+    TooLarge,
+}
+
+impl SkipReason {
+    pub fn describe(self) -> &'static str {
+        match self {
+            SkipReason::NotTrace => "not ftrace output",
+            SkipReason::LongLine => "line longer than 64 KiB",
+            SkipReason::Task => "no COMM-PID task column",
+            SkipReason::Cpu => "CPU column missing or beyond the CPU limit",
+            SkipReason::Time => "timestamp missing or out of range",
+            SkipReason::EventName => "no event name after the timestamp",
+            SkipReason::Body => "event body not in the event's print format",
+            SkipReason::FunctionTracer => "function tracer line (calls without durations)",
+            SkipReason::OrphanFrame => "stack frame without a <stack trace> line before it",
+            SkipReason::UserStack => "user-space stack (not analysed)",
+            SkipReason::StackOwner => "<stack trace> with no earlier event of its task on its CPU",
+            SkipReason::GraphBody => "function_graph line not understood",
+            SkipReason::GraphNoDuration => "function_graph call without a duration (funcgraph-duration off)",
+            SkipReason::GraphUnmatched => "function_graph return whose entry is not in the text",
+            SkipReason::GraphUnreturned => "function_graph entry whose return is not in the text",
+            SkipReason::GraphTooDeep => "function_graph calls nested deeper than 128",
+            SkipReason::GraphTooManyTasks => "function_graph calls in progress in more than 1024 tasks",
+            SkipReason::GraphEventNoTime => "event in function_graph output without a time (funcgraph-abstime off)",
+            SkipReason::GraphEventNoTask => "event in function_graph output without its task (funcgraph-proc off, no context switch seen yet)",
+            SkipReason::Field => "event field value not understood",
+            SkipReason::TooLarge => "event larger than a ring-buffer page",
+        }
+    }
+}
+
+impl fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+/// A line that was not imported.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skipped {
     /// 1-based, as editors count.
     pub line: usize,
-    pub reason: String,
+    pub reason: SkipReason,
+    /// The part of the line at fault, cut to a few dozen characters, on one line.
+    pub detail: String,
 }
 
-/// Imports ftrace text output. Never fails: see [`TextImport::skipped`].
-pub fn import_text(text: &str) -> TextImport {
-    let mut importer = Importer::default();
-    for (index, line) in text.lines().enumerate() {
-        if let Err(reason) = importer.line(line) {
-            importer.out.skipped.push(Skipped {
-                line: index + 1,
-                reason,
-            });
-        }
+impl fmt::Display for Skipped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {} ({:?})", self.line, self.reason, self.detail)
     }
-    importer.out
 }
 
-#[derive(Default)]
-struct Importer {
-    out: TextImport,
-    /// Index of the last event per (cpu, pid): where a `<stack trace>` belongs. Kept as a
-    /// map so finding it does not scan back through the events.
-    last_event: HashMap<(u32, i32), usize>,
-    /// The event that ` => frame` lines are appended to, set by a `<stack trace>` line and
-    /// cleared by any other line so frames never attach across unrelated lines.
-    stack_target: Option<usize>,
+/// A refusal before its line number is known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Reject {
+    pub reason: SkipReason,
+    pub detail: String,
 }
 
-impl Importer {
-    fn line(&mut self, line: &str) -> Result<(), String> {
-        let trimmed = line.trim();
-        if let Some(frame) = trimmed.strip_prefix("=>") {
-            return self.frame(frame.trim());
-        }
-        self.stack_target = None;
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            return Ok(());
-        }
-        let header = parse_header(line)?;
-        match header.name {
-            "<stack trace>" => self.stack_start(&header),
-            _ => self.event(header),
+impl Reject {
+    pub(crate) fn new(reason: SkipReason, detail: &str) -> Reject {
+        Reject {
+            reason,
+            detail: cut_to(detail, DETAIL_LEN).replace(['\n', '\r'], " "),
         }
     }
 
-    fn frame(&mut self, frame: &str) -> Result<(), String> {
-        let target = self
-            .stack_target
-            .ok_or("stack frame without a <stack trace> line for a known event before it")?;
-        self.out.events[target].stack.push(frame.to_string());
-        Ok(())
-    }
-
-    fn stack_start(&mut self, header: &Header<'_>) -> Result<(), String> {
-        let target = self
-            .last_event
-            .get(&(header.cpu, header.pid))
-            .copied()
-            .ok_or("<stack trace> with no earlier event of the same cpu and pid")?;
-        self.stack_target = Some(target);
-        Ok(())
-    }
-
-    fn event(&mut self, header: Header<'_>) -> Result<(), String> {
-        let fields = parse_body(header.name, header.body)?;
-        self.last_event
-            .insert((header.cpu, header.pid), self.out.events.len());
-        self.out.events.push(TextEvent {
-            ts_ns: header.ts_ns,
-            cpu: header.cpu,
-            comm: header.comm.to_string(),
-            pid: header.pid,
-            irq_info: header.irq_info.map(str::to_string),
-            name: header.name.to_string(),
-            fields,
-            stack: Vec::new(),
-        });
-        Ok(())
+    pub(crate) fn at(self, line: usize) -> Skipped {
+        Skipped {
+            line,
+            reason: self.reason,
+            detail: self.detail,
+        }
     }
 }
 
-/// The columns every event line starts with, borrowed from the line.
-struct Header<'a> {
-    comm: &'a str,
-    pid: i32,
-    cpu: u32,
-    irq_info: Option<&'a str>,
-    ts_ns: u64,
-    name: &'a str,
-    body: &'a str,
+/// What the reader makes of the text, in text order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    Event(TextEvent),
+    Stack(TextStack),
+    Call(GraphCall),
+    Lost(Lost),
+    Skipped(Skipped),
 }
 
-fn parse_header(line: &str) -> Result<Header<'_>, String> {
-    let (task, cpu, rest) = split_at_cpu(line).ok_or("no [CPU] column")?;
-    let (comm, pid) = parse_task(task)?;
-    let (irq_info, ts_ns, rest) = parse_info_and_time(rest)?;
-    // The name ends at the first ": "; `<stack trace>` is the one name with a space, and
-    // has no colon after it.
-    let rest = rest.trim_end();
-    let (name, body) = match rest.split_once(": ") {
-        _ if rest == "<stack trace>" => (rest, ""),
-        Some((name, body)) => (name, body),
-        None => (
-            rest.strip_suffix(':')
-                .ok_or("no `name:` after the timestamp")?,
-            "",
-        ),
-    };
-    if name.is_empty() || (name.contains(char::is_whitespace) && name != "<stack trace>") {
-        return Err(format!("not an event name: {name:?}"));
-    }
-    Ok(Header {
-        comm,
-        pid,
-        cpu,
-        irq_info,
-        ts_ns,
-        name,
-        body,
+/// The tracing system of an event the analyses read, by the name the text prints.
+pub fn event_system(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "contention_begin" | "contention_end" => "lock",
+        "sched_switch" | "sched_waking" | "sched_wakeup" | "sched_wakeup_new" => "sched",
+        "ipi_send_cpu" | "ipi_send_cpumask" => "ipi",
+        "csd_queue_cpu" | "csd_function_entry" | "csd_function_exit" => "csd",
+        "sys_enter" | "sys_exit" => "raw_syscalls",
+        "tracing_mark_write" => "ftrace",
+        _ => return None,
     })
 }
 
-/// Finds the first ` [digits]` column: left of it is `COMM-PID`, right of it the rest.
-/// Searching for the bracketed number (not the first `[`) lets comms contain brackets.
-fn split_at_cpu(line: &str) -> Option<(&str, u32, &str)> {
-    let mut from = 0;
-    while let Some(offset) = line[from..].find('[') {
-        let open = from + offset;
-        from = open + 1;
-        let preceded_by_space = line[..open].ends_with(char::is_whitespace);
-        // No `]` anywhere after this `[` means none after a later `[` either.
-        let len = line[open + 1..].find(']')?;
-        let digits = &line[open + 1..open + 1 + len];
-        if preceded_by_space && !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-            let cpu = digits.parse().ok()?;
-            return Some((&line[..open], cpu, &line[open + 2 + len..]));
+/// Streams the items of a text, reading it line by line.
+pub struct TextReader<R> {
+    lines: LineReader<R>,
+    parser: Parser,
+    error: Option<io::Error>,
+    ended: bool,
+}
+
+impl<R: BufRead> TextReader<R> {
+    pub fn new(source: R) -> TextReader<R> {
+        TextReader {
+            lines: LineReader::new(source),
+            parser: Parser::default(),
+            error: None,
+            ended: false,
         }
     }
-    None
-}
 
-/// `COMM-PID`, where COMM may hold spaces and dashes: the pid follows the last dash.
-/// A `(TGID)` column (the record-tgid option) may follow and is dropped.
-fn parse_task(task: &str) -> Result<(&str, i32), String> {
-    let mut task = task.trim();
-    if task.ends_with(')') {
-        if let Some(open) = task.rfind(" (") {
-            task = task[..open].trim_end();
-        }
+    /// Lines read so far.
+    pub fn lines_read(&self) -> usize {
+        self.parser.lines
     }
-    let (comm, pid) = task
-        .rsplit_once('-')
-        .ok_or_else(|| format!("no -PID in task column {task:?}"))?;
-    let pid = pid
-        .parse()
-        .map_err(|_| format!("bad pid {pid:?} in task column"))?;
-    Ok((comm.trim_start(), pid))
-}
 
-/// The optional irq-info column, then `SECS.FRACTION:`, then the rest of the line.
-fn parse_info_and_time(rest: &str) -> Result<(Option<&str>, u64, &str), String> {
-    let (first, after_first) = next_token(rest).ok_or("nothing after the [CPU] column")?;
-    if let Some(time) = first.strip_suffix(':') {
-        if let Some(ts_ns) = parse_time(time) {
-            return Ok((None, ts_ns, after_first.trim_start()));
-        }
-    }
-    let (second, after_second) = next_token(after_first).ok_or("no timestamp")?;
-    let time = second
-        .strip_suffix(':')
-        .ok_or_else(|| format!("timestamp {second:?} does not end in ':'"))?;
-    let ts_ns = parse_time(time).ok_or_else(|| format!("bad timestamp {time:?}"))?;
-    Ok((Some(first), ts_ns, after_second.trim_start()))
-}
-
-fn next_token(text: &str) -> Option<(&str, &str)> {
-    let text = text.trim_start();
-    if text.is_empty() {
-        return None;
-    }
-    Some(text.split_once(char::is_whitespace).unwrap_or((text, "")))
-}
-
-/// `SECS.FRACTION` to nanoseconds; up to 9 fraction digits are kept (`trace` prints 6,
-/// other clocks and tools print more).
-fn parse_time(time: &str) -> Option<u64> {
-    let (secs, fraction) = time.split_once('.')?;
-    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    if !all_digits(secs) || !all_digits(fraction) || fraction.len() > 9 {
-        return None;
-    }
-    let scale = 10u64.pow(9 - fraction.len() as u32);
-    let secs: u64 = secs.parse().ok()?;
-    let fraction: u64 = fraction.parse().ok()?;
-    secs.checked_mul(1_000_000_000)?
-        .checked_add(fraction * scale)
-}
-
-fn parse_body(name: &str, body: &str) -> Result<Vec<(String, String)>, String> {
-    match name {
-        // The marker text is whatever user space wrote, even if it looks like name=value.
-        "tracing_mark_write" => Ok(text_field(body)),
-        "contention_begin" => parse_contention(body, "flags"),
-        "contention_end" => parse_contention(body, "ret"),
-        _ if looks_like_pairs(body) => Ok(parse_pairs(body)),
-        _ => Ok(text_field(body)),
+    /// The read error that ended the text early, if one did (taken once).
+    pub fn take_error(&mut self) -> Option<io::Error> {
+        self.error.take()
     }
 }
 
-fn text_field(body: &str) -> Vec<(String, String)> {
-    vec![("text".to_string(), body.trim_end().to_string())]
-}
+impl<R: BufRead> Iterator for TextReader<R> {
+    type Item = Item;
 
-/// The lock events print `ADDR (key=VALUE)` rather than name=value pairs.
-fn parse_contention(body: &str, key: &str) -> Result<Vec<(String, String)>, String> {
-    let bad = || format!("expected `ADDR ({key}=VALUE)`, got {body:?}");
-    let (addr, rest) = body.trim().split_once(' ').ok_or_else(bad)?;
-    let addr = addr.strip_prefix("0x").unwrap_or(addr);
-    if addr.is_empty() || !addr.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(bad());
-    }
-    let value = rest
-        .trim()
-        .strip_prefix('(')
-        .and_then(|r| r.strip_suffix(')'))
-        .and_then(|r| r.strip_prefix(key))
-        .and_then(|r| r.strip_prefix('='))
-        .ok_or_else(bad)?;
-    Ok(vec![
-        ("lock_addr".to_string(), addr.to_string()),
-        (key.to_string(), value.to_string()),
-    ])
-}
-
-fn is_field_name(name: &str) -> bool {
-    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
-fn as_pair(token: &str) -> Option<(&str, &str)> {
-    token
-        .split_once('=')
-        .filter(|(name, _)| is_field_name(name))
-}
-
-fn looks_like_pairs(body: &str) -> bool {
-    body.split_whitespace().next().and_then(as_pair).is_some()
-}
-
-/// `a=1 b=x y c=2`: a token that is not `name=value` continues the previous value (comms
-/// may hold spaces). sched_switch's `==>` separator is dropped, and the `,` some formats
-/// put between pairs (`func=f, csd=0`) is trimmed off the value it ends.
-fn parse_pairs(body: &str) -> Vec<(String, String)> {
-    let mut fields: Vec<(String, String)> = Vec::new();
-    for token in body.split_whitespace() {
-        if token == "==>" {
-            continue;
-        }
-        match (as_pair(token), fields.last_mut()) {
-            (Some((name, value)), last) => {
-                if let Some((_, previous)) = last {
-                    if previous.ends_with(',') {
-                        previous.pop();
-                    }
+    fn next(&mut self) -> Option<Item> {
+        loop {
+            if let Some(item) = self.parser.queue.pop_front() {
+                return Some(item);
+            }
+            if self.ended {
+                return self.parser.calls.next_unreturned().map(Item::Skipped);
+            }
+            match self.lines.next_line() {
+                Some(Ok(line)) => self.parser.line(line.number, line.text, line.cut),
+                Some(Err(error)) => {
+                    self.error = Some(error);
+                    self.ended = true;
+                    self.parser.end_stack();
                 }
-                fields.push((name.to_string(), value.to_string()));
+                None => {
+                    self.ended = true;
+                    self.parser.end_stack();
+                }
             }
-            (None, Some((_, previous))) => {
-                previous.push(' ');
-                previous.push_str(token);
-            }
-            // Unreachable: looks_like_pairs checked the first token is a pair.
-            (None, None) => fields.push(("text".to_string(), token.to_string())),
         }
     }
-    fields
+}
+
+/// The state between lines.
+#[derive(Default)]
+struct Parser {
+    lines: usize,
+    /// Items of the current line (a line completes at most a few).
+    queue: VecDeque<Item>,
+    /// The stack whose frames are being read.
+    stack: Option<TextStack>,
+    /// ` => ` lines now belong to a user-space stack.
+    user_stack: bool,
+    calls: CallTracker,
+}
+
+impl Parser {
+    fn skip(&mut self, line: usize, reject: Reject) {
+        self.queue.push_back(Item::Skipped(reject.at(line)));
+    }
+
+    fn end_stack(&mut self) {
+        if let Some(stack) = self.stack.take() {
+            self.queue.push_back(Item::Stack(stack));
+        }
+    }
+
+    fn line(&mut self, number: usize, text: &str, cut: bool) {
+        self.lines = number;
+        let text = unquoted(text);
+        let trimmed = text.trim();
+        if let Some(frame) = trimmed.strip_prefix("=>") {
+            return self.frame(number, frame.trim());
+        }
+        self.end_stack();
+        self.user_stack = false;
+        if cut {
+            return self.skip(number, Reject::new(SkipReason::LongLine, text));
+        }
+        if trimmed.is_empty()
+            || trimmed.starts_with('#')
+            || trimmed.bytes().all(|b| b == b'-')
+            // funcgraph-overrun's note after a return: the kernel's own bookkeeping.
+            || trimmed.starts_with("(Overruns:")
+        {
+            return;
+        }
+        if let Some(lost) = lost_line(trimmed) {
+            let lost = Lost {
+                line: number,
+                ..lost
+            };
+            return self.queue.push_back(Item::Lost(lost));
+        }
+        match event_line::parse(text) {
+            Ok(header) => self.event(number, header),
+            Err(event_error) => match graph_line::parse(text) {
+                Some(Ok(graph)) => self.graph(number, &graph),
+                Some(Err(graph_error)) => self.skip(number, graph_error),
+                None => self.skip(number, event_error),
+            },
+        }
+    }
+
+    fn frame(&mut self, number: usize, frame: &str) {
+        if let Some(stack) = &mut self.stack {
+            if stack.frames.len() < MAX_FRAMES {
+                stack.frames.push(cut_to(frame, MAX_FRAME_LEN));
+            } else {
+                stack.dropped_frames += 1;
+            }
+        } else if self.user_stack {
+            self.skip(number, Reject::new(SkipReason::UserStack, frame));
+        } else {
+            self.skip(number, Reject::new(SkipReason::OrphanFrame, frame));
+        }
+    }
+
+    fn event(&mut self, number: usize, header: event_line::Header<'_>) {
+        match header.name {
+            "<stack trace>" => {
+                self.stack = Some(TextStack {
+                    line: number,
+                    ts_ns: header.ts_ns,
+                    clock: header.clock,
+                    cpu: header.cpu,
+                    comm: header.comm.to_string(),
+                    pid: header.pid,
+                    frames: Vec::new(),
+                    dropped_frames: 0,
+                })
+            }
+            "<user stack trace>" => {
+                self.user_stack = true;
+                self.skip(number, Reject::new(SkipReason::UserStack, header.name));
+            }
+            _ => match body::parse(header.name, header.body) {
+                Ok(fields) => self.queue.push_back(Item::Event(TextEvent {
+                    line: number,
+                    ts_ns: header.ts_ns,
+                    clock: header.clock,
+                    cpu: header.cpu,
+                    comm: header.comm.to_string(),
+                    pid: header.pid,
+                    irq_info: header.irq_info.map(str::to_string),
+                    name: header.name.to_string(),
+                    fields,
+                    stack: Vec::new(),
+                })),
+                Err(reject) => self.skip(number, reject),
+            },
+        }
+    }
+
+    fn graph(&mut self, number: usize, graph: &GraphLine<'_>) {
+        match graph.body {
+            GraphBody::Comment(text) => self.graph_comment(number, graph, text),
+            _ => self.calls.line(number, graph, &mut self.queue),
+        }
+    }
+
+    /// An event or a marker the function_graph tracer printed as a comment: it has a time
+    /// only with funcgraph-abstime, and a task only with funcgraph-proc or after a switch.
+    fn graph_comment(&mut self, number: usize, graph: &GraphLine<'_>, text: &str) {
+        let Some(ts_ns) = graph.abs_ns else {
+            return self.skip(number, Reject::new(SkipReason::GraphEventNoTime, text));
+        };
+        let Some(cpu) = graph.cpu else {
+            return self.skip(number, Reject::new(SkipReason::Cpu, text));
+        };
+        let task = graph
+            .task
+            .or_else(|| self.calls.running_on(cpu))
+            .map(|(comm, pid)| (comm.to_string(), pid));
+        let Some((comm, pid)) = task else {
+            return self.skip(number, Reject::new(SkipReason::GraphEventNoTask, text));
+        };
+        // `name: body` of an event (the analysed ones by name, others by their fields);
+        // anything else is what trace_marker or trace_printk wrote.
+        let event = event_line::split_name(text).ok().filter(|(name, body)| {
+            event_system(name).is_some()
+                || (name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                    && body::looks_like_pairs(body))
+        });
+        let (name, fields) = match event {
+            Some((name, body)) => match body::parse(name, body) {
+                Ok(fields) => (name, fields),
+                Err(reject) => return self.skip(number, reject),
+            },
+            None => (
+                "tracing_mark_write",
+                vec![("text".to_string(), text.to_string())],
+            ),
+        };
+        self.queue.push_back(Item::Event(TextEvent {
+            line: number,
+            ts_ns,
+            clock: TextClock::Absolute {
+                resolution_ns: 1000,
+            },
+            cpu,
+            comm,
+            pid,
+            irq_info: None,
+            name: name.to_string(),
+            fields,
+            stack: Vec::new(),
+        }));
+    }
+}
+
+/// `text` cut to at most `limit` bytes, on a character boundary.
+fn cut_to(text: &str, limit: usize) -> String {
+    let mut end = text.len().min(limit);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
+
+/// A line without the `> ` marks of a quoting e-mail reply (no ftrace line starts with `>`).
+fn unquoted(line: &str) -> &str {
+    let mut line = line;
+    while let Some(rest) = line.strip_prefix('>') {
+        line = rest.strip_prefix(' ').unwrap_or(rest);
+    }
+    line
+}
+
+/// `CPU:1 [LOST 1234 EVENTS]`, printed by the kernel where the buffer overran.
+fn lost_line(line: &str) -> Option<Lost> {
+    let rest = line.strip_prefix("CPU:")?;
+    let (cpu, rest) = rest.split_once(' ')?;
+    let count = rest
+        .trim()
+        .strip_prefix("[LOST ")?
+        .strip_suffix(" EVENTS]")?;
+    let cpu: u32 = cpu.parse().ok().filter(|&cpu| cpu < MAX_CPUS)?;
+    Some(Lost {
+        line: 0,
+        cpu,
+        events: count.parse().unwrap_or(u64::MAX),
+    })
+}
+
+/// A whole text read at once, with stacks attached to their events.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TextImport {
+    /// Events in text order (time order for `trace`), each with the stack that followed it.
+    pub events: Vec<TextEvent>,
+    pub calls: Vec<GraphCall>,
+    pub lost: Vec<Lost>,
+    /// Lines that were neither comments, blank, nor understood.
+    pub skipped: Vec<Skipped>,
+}
+
+/// Imports a text held in memory; for small texts and tests ([`TextReader`] streams).
+/// A stack goes to the last event of its task on its CPU.
+pub fn import_text(text: &str) -> TextImport {
+    let mut out = TextImport::default();
+    let mut last_event: HashMap<(u32, i32), usize> = HashMap::new();
+    for item in TextReader::new(text.as_bytes()) {
+        match item {
+            Item::Event(event) => {
+                last_event.insert((event.cpu, event.pid), out.events.len());
+                out.events.push(event);
+            }
+            Item::Stack(stack) => match last_event.get(&(stack.cpu, stack.pid)) {
+                Some(&index) => out.events[index].stack = stack.frames,
+                None => out
+                    .skipped
+                    .push(Reject::new(SkipReason::StackOwner, "<stack trace>").at(stack.line)),
+            },
+            Item::Call(call) => out.calls.push(call),
+            Item::Lost(lost) => out.lost.push(lost),
+            Item::Skipped(skipped) => out.skipped.push(skipped),
+        }
+    }
+    out.skipped.sort_by_key(|s| s.line);
+    out
 }
 
 #[cfg(test)]
@@ -355,6 +588,12 @@ mod tests {
             ("bash", 16113, 0, 1_104_104_052_000)
         );
         assert_eq!(e.irq_info.as_deref(), Some("d..3."));
+        assert_eq!(
+            e.clock,
+            TextClock::Absolute {
+                resolution_ns: 1000
+            }
+        );
         assert_eq!(e.name, "contention_begin");
         assert_eq!(e.field("lock_addr"), Some("ffff888627c2ba80"));
         assert_eq!(e.field("flags"), Some("SPIN|READ"));
@@ -415,6 +654,97 @@ b-2 [001] d..2. 1.000004: sched_waking: comm=a pid=1 prio=120 target_cpu=000
     }
 
     #[test]
+    fn the_reader_gives_stacks_as_items_of_their_own() {
+        let text = "\
+a-1 [000] d..3. 1.000001: contention_begin: ffff0000 (flags=SPIN)
+a-1 [000] d..3. 1.000003: <stack trace>
+ => _raw_spin_lock+0x2a/0x40
+";
+        let items: Vec<Item> = TextReader::new(text.as_bytes()).collect();
+        assert_eq!(items.len(), 2);
+        let Item::Stack(stack) = &items[1] else {
+            panic!("{items:?}")
+        };
+        assert_eq!((stack.ts_ns, stack.cpu, stack.pid), (1_000_003_000, 0, 1));
+        assert_eq!(stack.frames, ["_raw_spin_lock+0x2a/0x40"]);
+    }
+
+    #[test]
+    fn lines_quoted_in_an_email_reply() {
+        let text = "\
+> a-1 [000] d..3. 1.000001: contention_begin: ffff0000 (flags=SPIN)
+>> a-1 [000] d..3. 1.000003: <stack trace>
+>  => _raw_spin_lock
+> 0)   1.382 us    |  leaf();
+";
+        let import = import_text(text);
+        assert_eq!(import.skipped, vec![]);
+        assert_eq!(import.events[0].comm, "a");
+        assert_eq!(import.events[0].stack, ["_raw_spin_lock"]);
+        assert_eq!(import.calls[0].name, "leaf");
+    }
+
+    #[test]
+    fn entries_never_returned_are_reported_in_line_order() {
+        let text = " 1)   |  a() {\n 0)   |  b() {\n 2)   |  c() {\n 0)   |    d() {\n";
+        let lines: Vec<usize> = import_text(text).skipped.iter().map(|s| s.line).collect();
+        assert_eq!(lines, [1, 2, 3, 4]);
+        let items: Vec<usize> = TextReader::new(text.as_bytes())
+            .map(|item| match item {
+                Item::Skipped(s) => s.line,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(items, [1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn lost_events_lines() {
+        let import = import_text("CPU:1 [LOST 1234 EVENTS]\nCPU:x [LOST 1 EVENTS]\n");
+        assert_eq!(
+            import.lost,
+            [Lost {
+                line: 1,
+                cpu: 1,
+                events: 1234
+            }]
+        );
+        assert_eq!(import.skipped.len(), 1);
+    }
+
+    #[test]
+    fn graph_calls_pair_entries_with_returns() {
+        let text = "\
+# tracer: function_graph
+ 0)               |  outer() {
+ 0)   1.382 us    |    leaf();
+ 0)               |    mid() {
+ 0) + 12.500 us   |    }
+ 0) ! 200.000 us  |  }
+ 1)   3.000 us    |  } /* before_the_text */
+ 1)   4.000 us    |  }
+";
+        let import = import_text(text);
+        let calls: Vec<(&str, u32, u64)> = import
+            .calls
+            .iter()
+            .map(|c| (c.name.as_str(), c.depth, c.duration_ns))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                ("leaf", 1, 1382),
+                ("mid", 1, 12_500),
+                ("outer", 0, 200_000),
+                ("before_the_text", 0, 3000)
+            ]
+        );
+        assert_eq!(import.skipped.len(), 1);
+        assert_eq!(import.skipped[0].reason, SkipReason::GraphUnmatched);
+        assert_eq!(import.skipped[0].line, 8);
+    }
+
+    #[test]
     fn garbage_is_skipped_with_line_numbers() {
         let text = "\
 # tracer: nop
@@ -441,6 +771,6 @@ ok-1 [000] 1.1: e:
         );
         assert_eq!(import.events.len(), 1);
         assert_eq!(import.events[0].name, "e");
-        assert!(import.skipped.iter().all(|s| !s.reason.contains('\n')));
+        assert!(import.skipped.iter().all(|s| !s.detail.contains('\n')));
     }
 }

@@ -9,6 +9,7 @@ pub mod memslot;
 pub mod mlock;
 pub mod record;
 pub mod report;
+pub mod report_text;
 pub mod run;
 pub mod teardown;
 pub mod tour;

@@ -1,0 +1,183 @@
+//! `vmscale report FILE.txt`: ftrace text (a pasted `trace` or `trace_pipe`, events or
+//! function_graph output) analysed like a recording.
+//!
+//! The text is streamed into a scratch trace directory (`vmscale_trace::text_trace_dir`),
+//! which the same decoder and analyses as every recorded run read; the report says what the
+//! text could not give (time resolution, skipped lines and why) and lists the slowest
+//! function_graph calls.
+
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use vmscale_run::{HostFacts, RunRecord, ToolInfo, TraceSection, SCHEMA_VERSION};
+use vmscale_trace::text_import::{Item, TextReader};
+use vmscale_trace::text_trace_dir::{write_trace_dir, DirSink, TextDirSummary};
+
+use crate::failure::Failure;
+
+/// How much of a file is looked at to tell whether it is ftrace text.
+const HEAD: usize = 64 * 1024;
+
+/// The file's first bytes, up to [`HEAD`].
+fn head(path: &Path) -> Option<Vec<u8>> {
+    let mut head = Vec::new();
+    File::open(path)
+        .ok()?
+        .take(HEAD as u64)
+        .read_to_end(&mut head)
+        .ok()?;
+    Some(head)
+}
+
+/// True for a file (not a directory, not JSON such as run.json, not binary) whose first
+/// lines hold something the text importer reads: an event, a stack, a function_graph call
+/// or the kernel's `# tracer:` header.
+pub fn is_text_trace(path: &Path) -> bool {
+    if !path.is_file() {
+        return false;
+    }
+    let Some(head) = head(path) else {
+        return false;
+    };
+    if head.contains(&0) || head.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+        return false;
+    }
+    let text = String::from_utf8_lossy(&head);
+    if text.lines().any(|line| line.starts_with("# tracer: ")) {
+        return true;
+    }
+    TextReader::new(text.as_bytes()).any(|item| !matches!(item, Item::Skipped(_)))
+}
+
+/// What the text's header says about the machine: the kernel release (`# ... latency trace
+/// v1.1.5 on RELEASE`) and the CPU count (`#P:N`).
+fn header_facts(path: &Path) -> (Option<String>, Option<usize>) {
+    let head = head(path).unwrap_or_default();
+    let text = String::from_utf8_lossy(&head);
+    let mut release = None;
+    let mut cpus = None;
+    for line in text.lines().filter(|l| l.starts_with('#')) {
+        if let Some((_, after)) = line.split_once(" latency trace v") {
+            release = after
+                .split_once(" on ")
+                .map(|(_, release)| release.trim().to_string());
+        }
+        if let Some((_, after)) = line.split_once("#P:") {
+            cpus = after
+                .split(|c: char| !c.is_ascii_digit())
+                .next()
+                .and_then(|n| n.parse().ok());
+        }
+    }
+    (release, cpus)
+}
+
+/// Converts the text into a scratch trace directory, analyses it, removes the directory
+/// and prints the report.
+pub fn import_text(path: &Path, format: vmscale_report::Format) -> Result<(), Failure> {
+    let scratch = std::env::temp_dir().join(format!("vmscale-text-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let result = analyse(path, &scratch);
+    let _ = std::fs::remove_dir_all(&scratch);
+    print!("{}", vmscale_report::render(&result?, format));
+    Ok(())
+}
+
+fn analyse(path: &Path, scratch: &Path) -> Result<RunRecord, Failure> {
+    let shown = path.display();
+    let file = File::open(path).map_err(|e| Failure::runtime(format!("{shown}: {e}")))?;
+    let mut reader = TextReader::new(BufReader::with_capacity(1 << 16, file));
+    let mut sink = DirSink::new(scratch).map_err(|e| Failure::runtime(e.to_string()))?;
+    let summary =
+        write_trace_dir(&mut reader, &mut sink).map_err(|e| Failure::runtime(e.to_string()))?;
+    if let Some(e) = reader.take_error() {
+        return Err(Failure::runtime(format!(
+            "{shown}: read failed after line {}: {e}",
+            reader.lines_read()
+        )));
+    }
+    if summary.converted_events() == 0 && summary.stacks == 0 && summary.calls == 0 {
+        let why = summary
+            .warnings()
+            .into_iter()
+            .find(|w| w.contains("skipped"))
+            .unwrap_or_else(|| "it holds no trace lines".to_string());
+        return Err(Failure::runtime(format!(
+            "{shown}: no ftrace events or function_graph calls to import ({why})"
+        )));
+    }
+
+    let mut warnings = summary.warnings();
+    let mut section = TraceSection {
+        dir: ".".into(),
+        // As a recording lists them: the events asked for, not the markers ftrace adds.
+        events: summary
+            .events
+            .keys()
+            .filter(|name| *name != "ftrace:print")
+            .cloned()
+            .collect(),
+        stacks: summary.stacks > 0,
+        lost_per_cpu: summary
+            .lost
+            .iter()
+            .map(|(cpu, lost)| (cpu.to_string(), *lost))
+            .collect(),
+        ..TraceSection::default()
+    };
+    crate::trace_analysis::reanalyse(scratch, &mut section, &mut warnings);
+    warnings.extend(summary.call_notes());
+    Ok(imported_record(
+        path,
+        reader.lines_read(),
+        &summary,
+        section,
+        warnings,
+    ))
+}
+
+/// A run record for a text trace: what its header says about the machine, no samples, the
+/// analyses' findings, and what the import counted.
+fn imported_record(
+    path: &Path,
+    lines: usize,
+    summary: &TextDirSummary,
+    trace: TraceSection,
+    warnings: Vec<String>,
+) -> RunRecord {
+    let (release, cpus) = header_facts(path);
+    let online_cpus = cpus.unwrap_or_else(|| summary.highest_cpu.map_or(0, |c| c as usize + 1));
+    let host = HostFacts {
+        hostname: String::new(),
+        kernel_release: release.unwrap_or_else(|| "unknown".into()),
+        kernel_version: String::new(),
+        cpu_model: "unknown (imported trace)".into(),
+        online_cpus,
+        memory_bytes: 0,
+        kvm: None,
+    };
+    RunRecord {
+        schema_version: SCHEMA_VERSION,
+        tool: ToolInfo::current(env!("CARGO_PKG_VERSION")),
+        scenario: "import".into(),
+        sweep: "none".into(),
+        command_line: std::env::args().collect(),
+        started_utc: String::new(),
+        finished_utc: String::new(),
+        host,
+        knobs: serde_json::json!({
+            "file": PathBuf::from(path).display().to_string(),
+            "format": "ftrace text",
+            "lines": lines,
+            "events": summary.converted_events(),
+            "stacks": summary.stacks,
+            "skipped_lines": summary.skipped_lines(),
+            "function_graph_calls": summary.calls,
+        }),
+        background: None,
+        points: Vec::new(),
+        trace: Some(trace),
+        warnings,
+    }
+}

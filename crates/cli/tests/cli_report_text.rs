@@ -1,0 +1,628 @@
+//! `vmscale report FILE.txt` on ftrace text: a real recording's `trace` text gives the same
+//! findings as the binary pages of the same buffer, and the hand-written function_graph
+//! fixture gives its calls. Needs root and tracefs; fails (never skips) without.
+
+mod common;
+
+use common::*;
+
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const TRACEFS: &str = "/sys/kernel/tracing";
+/// How long the holder sleeps in its page fault with the pipe mutex held.
+const HOLD: Duration = Duration::from_millis(150);
+const WAITERS: usize = 3;
+const EVENTS: [&str; 6] = [
+    "lock/contention_begin",
+    "lock/contention_end",
+    "sched/sched_switch",
+    "sched/sched_waking",
+    "sched/sched_wakeup",
+    "sched/sched_wakeup_new",
+];
+/// A stack where a lock wait starts and where a task goes to sleep, as `vmscale record` takes.
+const STACK_EVENTS: [&str; 2] = ["lock/contention_begin", "sched/sched_switch"];
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../trace/tests/fixtures/text")
+        .join(name)
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
+/// A private tracefs instance, removed on drop.
+struct Instance {
+    dir: PathBuf,
+}
+
+impl Instance {
+    fn new() -> Instance {
+        if !Path::new(TRACEFS).join("instances").is_dir() {
+            let _ = std::process::Command::new("mount")
+                .args(["-t", "tracefs", "nodev", TRACEFS])
+                .status();
+        }
+        assert!(
+            Path::new(TRACEFS).join("instances").is_dir(),
+            "this test needs tracefs at {TRACEFS} (and root)"
+        );
+        let dir = Path::new(TRACEFS)
+            .join("instances")
+            .join(format!("vmscale-text-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir(&dir);
+        std::fs::create_dir(&dir).expect("create a tracefs instance (root?)");
+        let instance = Instance { dir };
+        instance.set("tracing_on", "0");
+        instance.set("trace_clock", "mono");
+        instance.set("options/hash-ptr", "0");
+        instance.set("buffer_size_kb", "8192");
+        for event in EVENTS {
+            instance.set(&format!("events/{event}/enable"), "1");
+        }
+        for event in STACK_EVENTS {
+            instance.set(&format!("events/{event}/trigger"), "stacktrace");
+        }
+        instance
+    }
+
+    fn set(&self, file: &str, value: &str) {
+        write(&self.dir.join(file), value);
+    }
+
+    fn get(&self, file: &str) -> String {
+        std::fs::read_to_string(self.dir.join(file)).unwrap()
+    }
+
+    fn cpus(&self) -> Vec<u32> {
+        let mut cpus: Vec<u32> = std::fs::read_dir(self.dir.join("per_cpu"))
+            .unwrap()
+            .filter_map(|e| {
+                e.ok()?
+                    .file_name()
+                    .to_str()?
+                    .strip_prefix("cpu")?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        cpus.sort_unstable();
+        cpus
+    }
+
+    /// Writes the buffer as a trace directory (docs/trace-dir.md): the pages as
+    /// trace_pipe_raw hands them out (this consumes them), the formats, kallsyms, meta.json.
+    fn save_pages(&self, out: &Path) {
+        std::fs::create_dir_all(out).unwrap();
+        let page_size = 4096usize;
+        let cpus = self.cpus();
+        for cpu in &cpus {
+            let mut raw = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(self.dir.join(format!("per_cpu/cpu{cpu}/trace_pipe_raw")))
+                .unwrap();
+            let mut pages = Vec::new();
+            let mut page = vec![0u8; page_size];
+            loop {
+                match raw.read(&mut page) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        assert_eq!(n, page_size, "trace_pipe_raw gave a partial page");
+                        pages.extend_from_slice(&page);
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) => panic!("trace_pipe_raw: {e}"),
+                }
+            }
+            std::fs::write(out.join(format!("cpu{cpu}.raw")), pages).unwrap();
+            let stats = self.get(&format!("per_cpu/cpu{cpu}/stats"));
+            assert!(
+                stats.contains("overrun: 0\n"),
+                "cpu{cpu} lost events, the text and the pages would differ:\n{stats}"
+            );
+        }
+        for name in ["header_page", "header_event"] {
+            std::fs::copy(Path::new(TRACEFS).join("events").join(name), out.join(name)).unwrap();
+        }
+        for event in EVENTS
+            .iter()
+            .chain(&["ftrace/kernel_stack", "ftrace/print"])
+        {
+            let (system, name) = event.split_once('/').unwrap();
+            std::fs::create_dir_all(out.join("formats").join(system)).unwrap();
+            std::fs::copy(
+                self.dir.join("events").join(event).join("format"),
+                out.join("formats").join(system).join(name),
+            )
+            .unwrap();
+        }
+        std::fs::copy("/proc/kallsyms", out.join("kallsyms")).unwrap();
+        let meta = serde_json::json!({
+            "page_size": page_size,
+            "cpus": cpus,
+            "clock": "mono",
+            "events": EVENTS.iter().map(|e| e.replace('/', ":")).collect::<Vec<_>>(),
+            "stacks": true,
+            "buffer_kib": 8192,
+            "lost": {},
+            "started_ns": 0,
+            "stopped_ns": 0,
+            "windows": [],
+            "pages": {},
+        });
+        std::fs::write(out.join("meta.json"), meta.to_string()).unwrap();
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        self.set("tracing_on", "0");
+        for event in STACK_EVENTS {
+            let _ = std::fs::write(
+                self.dir.join(format!("events/{event}/trigger")),
+                "!stacktrace",
+            );
+        }
+        let _ = std::fs::write(self.dir.join("events/enable"), "0");
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+// ---- the workload: a pipe mutex held across a userfaultfd fault ----
+
+// include/uapi/linux/userfaultfd.h
+const UFFD_API: u64 = 0xaa;
+const UFFDIO_API: libc::c_ulong = 0xc018_aa3f;
+const UFFDIO_REGISTER: libc::c_ulong = 0xc020_aa00;
+const UFFDIO_COPY: libc::c_ulong = 0xc028_aa03;
+const UFFDIO_REGISTER_MODE_MISSING: u64 = 1;
+
+fn check(ret: libc::c_long, what: &str) -> libc::c_long {
+    assert!(ret >= 0, "{what}: {}", std::io::Error::last_os_error());
+    ret
+}
+
+fn gettid() -> i32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() }
+}
+
+fn task_state(tid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+fn wait_for_state(tids: &[i32], state: char, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !tids.iter().all(|&t| task_state(t) == Some(state)) {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// An anonymous page registered with userfaultfd and not populated: the first access
+/// sleeps in handle_userfault until the page is copied in.
+struct FaultPage {
+    uffd: OwnedFd,
+    addr: usize,
+    len: usize,
+}
+
+impl FaultPage {
+    fn new() -> FaultPage {
+        let len = 4096usize;
+        // SAFETY: the syscall takes flags only; the result is checked.
+        let fd = check(
+            unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) },
+            "userfaultfd",
+        );
+        // SAFETY: a fresh descriptor we own.
+        let uffd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        let mut api = [UFFD_API, 0, 0];
+        // SAFETY: UFFDIO_API reads and writes the three u64s of struct uffdio_api.
+        check(
+            unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_API, api.as_mut_ptr()) }.into(),
+            "UFFDIO_API",
+        );
+        // SAFETY: a fresh private anonymous mapping; the result is checked.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(addr, libc::MAP_FAILED);
+        let mut register = [addr as u64, len as u64, UFFDIO_REGISTER_MODE_MISSING, 0];
+        // SAFETY: struct uffdio_register is these four u64s; the range is our mapping.
+        check(
+            unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_REGISTER, register.as_mut_ptr()) }.into(),
+            "UFFDIO_REGISTER",
+        );
+        FaultPage {
+            uffd,
+            addr: addr as usize,
+            len,
+        }
+    }
+
+    fn wait_for_fault(&self) {
+        let mut msg = [0u8; 32];
+        // SAFETY: reads one uffd_msg into our buffer.
+        let n = unsafe { libc::read(self.uffd.as_raw_fd(), msg.as_mut_ptr().cast(), 32) };
+        assert_eq!(n, 32, "userfaultfd message");
+    }
+
+    fn resolve(&self) {
+        let source = vec![b'x'; self.len];
+        let mut copy = [
+            self.addr as u64,
+            source.as_ptr() as u64,
+            self.len as u64,
+            0,
+            0,
+        ];
+        // SAFETY: struct uffdio_copy is these five 64-bit fields; both ranges are ours.
+        check(
+            unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_COPY, copy.as_mut_ptr()) }.into(),
+            "UFFDIO_COPY",
+        );
+    }
+}
+
+impl Drop for FaultPage {
+    fn drop(&mut self) {
+        // SAFETY: unmaps the mapping this value made.
+        unsafe { libc::munmap(self.addr as *mut libc::c_void, self.len) };
+    }
+}
+
+fn write_all(fd: i32, addr: usize, len: usize) {
+    // SAFETY: `addr` is `len` readable bytes (a live buffer, or the fault page).
+    let n = unsafe { libc::write(fd, addr as *const libc::c_void, len) };
+    assert_eq!(
+        n,
+        len as isize,
+        "write: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// One writer faults inside the pipe write with pipe->mutex held and sleeps in
+/// handle_userfault; `WAITERS` more writers queue on the mutex; after `HOLD` the fault is
+/// resolved. Returns the holder's and the waiters' thread ids.
+fn pipe_mutex_held_across_a_fault() -> (i32, Vec<i32>) {
+    let page = FaultPage::new();
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two descriptors; the result is checked.
+    check(
+        unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }.into(),
+        "pipe2",
+    );
+    // SAFETY: fresh descriptors we own.
+    let (read_end, write_end) =
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let w = write_end.as_raw_fd();
+    let (tx, rx) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        tx.send(gettid()).unwrap();
+        let mut sink = Vec::new();
+        File::from(read_end).read_to_end(&mut sink).unwrap();
+        sink.len()
+    });
+    let reader_tid = rx.recv().unwrap();
+    wait_for_state(&[reader_tid], 'S', "the pipe reader never waited");
+
+    let tids = std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::channel();
+        let page = &page;
+        let holder = std::thread::Builder::new()
+            .name("fault-holder".into())
+            .spawn_scoped(scope, move || {
+                tx.send(gettid()).unwrap();
+                write_all(w, page.addr, 64);
+            })
+            .unwrap();
+        let holder_tid = rx.recv().unwrap();
+        page.wait_for_fault();
+        let (tx, rx) = mpsc::channel();
+        let waiters: Vec<_> = (0..WAITERS)
+            .map(|index| {
+                let tx = tx.clone();
+                std::thread::Builder::new()
+                    .name(format!("pipe-writer-{index}"))
+                    .spawn_scoped(scope, move || {
+                        let buf = [b'w'; 64];
+                        tx.send(gettid()).unwrap();
+                        write_all(w, buf.as_ptr() as usize, buf.len());
+                    })
+                    .unwrap()
+            })
+            .collect();
+        let waiter_tids: Vec<i32> = (0..WAITERS).map(|_| rx.recv().unwrap()).collect();
+        wait_for_state(
+            &waiter_tids,
+            'D',
+            "the writers never blocked on the pipe mutex",
+        );
+        std::thread::sleep(HOLD);
+        page.resolve();
+        holder.join().unwrap();
+        waiters.into_iter().for_each(|w| w.join().unwrap());
+        (holder_tid, waiter_tids)
+    });
+    drop(write_end);
+    assert_eq!(reader.join().unwrap(), 64 * (WAITERS + 1));
+    tids
+}
+
+// ---- the tests ----
+
+fn report_json(path: &Path) -> Value {
+    let o = vmscale()
+        .args(["report", "--format", "json"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// One contended lock as the report gives it.
+#[derive(Debug)]
+struct Lock {
+    name: String,
+    kind: String,
+    waits: u64,
+    total_ns: u64,
+    /// The worst waiters' pids (the report keeps five), ascending.
+    waiter_pids: Vec<u64>,
+}
+
+/// Every contended lock of a report, by address.
+fn locks(run: &Value) -> std::collections::BTreeMap<u64, Lock> {
+    run["trace"]["contention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|lock| {
+            let mut waiter_pids: Vec<u64> = lock["waiters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w["pid"].as_u64().unwrap())
+                .collect();
+            waiter_pids.sort_unstable();
+            (
+                lock["lock_addr"].as_u64().unwrap(),
+                Lock {
+                    name: lock["name"].as_str().unwrap().to_string(),
+                    kind: lock["kind"].as_str().unwrap().to_string(),
+                    waits: lock["waits"]["n"].as_u64().unwrap_or(0),
+                    total_ns: lock["total_wait_ns"].as_u64().unwrap(),
+                    waiter_pids,
+                },
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_text_of_a_real_recording_gives_the_findings_of_its_binary_pages() {
+    let dir = scratch("report-text");
+    std::fs::create_dir_all(&dir).unwrap();
+    let instance = Instance::new();
+    instance.set("tracing_on", "1");
+    let (holder, waiters) = pipe_mutex_held_across_a_fault();
+    instance.set("tracing_on", "0");
+    // `trace` does not consume the buffer; trace_pipe_raw then hands out the same events.
+    let text_path = dir.join("trace.txt");
+    write(&text_path, &instance.get("trace"));
+    let run_dir = dir.join("binary");
+    instance.save_pages(&run_dir.join("trace"));
+    drop(instance);
+
+    let from_text = report_json(&text_path);
+    assert_eq!(from_text["scenario"], "import");
+    assert_eq!(
+        from_text["knobs"]["skipped_lines"], 0,
+        "{}",
+        from_text["warnings"]
+    );
+    let warnings = from_text["warnings"].to_string();
+    assert!(warnings.contains("resolve only 1 us"), "{warnings}");
+
+    // The same buffer's pages, analysed as a recorded run: the text import's own record
+    // with its trace section pointing at them.
+    let mut run = from_text.clone();
+    run["trace"]["dir"] = "trace".into();
+    run["warnings"] = serde_json::json!([]);
+    std::fs::write(run_dir.join("run.json"), run.to_string()).unwrap();
+    let from_pages = report_json(&run_dir);
+    assert_eq!(
+        from_text["trace"]["decoded_events"],
+        from_pages["trace"]["decoded_events"]
+    );
+
+    // Every contended lock, with the same kind, waits and waiters; each wait's two ends are
+    // rounded to the microsecond in the text.
+    let (text_locks, page_locks) = (locks(&from_text), locks(&from_pages));
+    assert!(!page_locks.is_empty());
+    assert_eq!(
+        text_locks.keys().collect::<Vec<_>>(),
+        page_locks.keys().collect::<Vec<_>>()
+    );
+    for (addr, theirs) in &page_locks {
+        let ours = &text_locks[addr];
+        assert_eq!(
+            (&ours.kind, ours.waits),
+            (&theirs.kind, theirs.waits),
+            "{ours:?} vs {theirs:?}"
+        );
+        assert!(
+            ours.total_ns.abs_diff(theirs.total_ns) <= theirs.waits * 1000,
+            "{ours:?} vs {theirs:?}"
+        );
+        // Below five the report lists every waiter; at five, near-equal waits may rank
+        // differently once rounded.
+        if theirs.waiter_pids.len() < 5 {
+            assert_eq!(
+                ours.waiter_pids, theirs.waiter_pids,
+                "{ours:?} vs {theirs:?}"
+            );
+        }
+    }
+
+    // The pipe mutex, named alike: its waiters are the writers, its holder slept in the
+    // fault.
+    let (addr, lock) = text_locks
+        .iter()
+        .find(|(_, lock)| lock.name.contains("pipe_write"))
+        .unwrap_or_else(|| panic!("no pipe mutex among {text_locks:?}"));
+    assert_eq!(lock.name, page_locks[addr].name);
+    assert_eq!(lock.kind, "mutex", "{lock:?}");
+    assert!(lock.waits >= WAITERS as u64, "{lock:?}");
+    assert!(
+        waiters
+            .iter()
+            .all(|w| lock.waiter_pids.contains(&(*w as u64))),
+        "{lock:?}"
+    );
+    assert!(
+        lock.total_ns >= WAITERS as u64 * HOLD.as_nanos() as u64 / 2,
+        "{lock:?}"
+    );
+    let name = &lock.name;
+    eprintln!(
+        "{} contended locks in {} events; {lock:?}",
+        page_locks.len(),
+        from_pages["trace"]["decoded_events"]
+    );
+    let holders = |run: &Value| {
+        run["trace"]["holders"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["name"] == name.as_str())
+            .unwrap_or_else(|| panic!("no holders for {name}: {}", run["trace"]["holders"]))
+            .clone()
+    };
+    let (text_holders, page_holders) = (holders(&from_text), holders(&from_pages));
+    let sleep = &text_holders["held_across_sleep"][0];
+    assert_eq!(sleep["holder_pid"], holder);
+    assert_eq!(sleep["function"], "handle_userfault");
+    assert_eq!(
+        sleep["holder_pid"],
+        page_holders["held_across_sleep"][0]["holder_pid"]
+    );
+    assert_eq!(
+        sleep["waiters"],
+        page_holders["held_across_sleep"][0]["waiters"]
+    );
+
+    // Every format renders it.
+    for format in ["table", "md", "csv"] {
+        let o = vmscale()
+            .args(["report", "--format", format])
+            .arg(&text_path)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{format}: {}", stderr(&o));
+        let out = stdout(&o);
+        if format != "csv" {
+            assert!(out.contains(name.as_str()), "{format}: {out}");
+            assert!(out.contains("resolve only 1 us"), "{format}");
+        } else {
+            assert!(out.starts_with("scenario,"), "{out}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn function_graph_text_reports_its_slowest_calls_and_its_events() {
+    let run = report_json(&fixture("graph/abstime-proc.txt"));
+    let locks = locks(&run);
+    let lock = &locks[&0xffff_9a4c_8f2c_1040];
+    assert_eq!(
+        (
+            lock.name.as_str(),
+            lock.kind.as_str(),
+            lock.waits,
+            lock.total_ns,
+            lock.waiter_pids.as_slice()
+        ),
+        (
+            "rwlock (read) in kvm_tdp_mmu_map",
+            "rwlock",
+            1,
+            261_000,
+            &[14900][..]
+        )
+    );
+    let warnings: Vec<&str> = run["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert!(warnings.contains(
+        &"function_graph slowest #1: kvm_vm_ioctl took 281.512 us (line 18, cpu 0, depth 0, task bash-14856, started at 9099.024160)"
+    ), "{warnings:#?}");
+    assert_eq!(run["knobs"]["function_graph_calls"], 4);
+
+    // Without times and tasks only the calls are there, and the lines left out are said.
+    for format in ["table", "md", "json"] {
+        let o = vmscale()
+            .args(["report", "--format", format])
+            .arg(fixture("graph/default.txt"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = stdout(&o);
+        assert!(
+            out.contains("function_graph slowest #1: kvm_vm_release [kvm] took 14.791992 s"),
+            "{format}: {out}"
+        );
+        assert!(
+            out.contains(
+                "1 line skipped: function_graph return whose entry is not in the text (line 34"
+            ),
+            "{format}: {out}"
+        );
+    }
+}
+
+#[test]
+fn files_that_are_not_ftrace_text_are_not_read_as_such() {
+    let dir = scratch("report-not-text");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Nothing the importer can use: a clear one-line failure.
+    let empty = dir.join("empty-trace.txt");
+    write(&empty, "# tracer: nop\n#\n");
+    let o = vmscale().arg("report").arg(&empty).output().unwrap();
+    one_line_failure(&o, 1, "no ftrace events or function_graph calls to import");
+    // Prose and JSON are not text traces: they go to the run loader, which refuses them.
+    for (name, content) in [("notes.txt", "hello\nworld\n"), ("run.json", "{\"a\": 1}")] {
+        let path = dir.join(name);
+        write(&path, content);
+        let o = vmscale().arg("report").arg(&path).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{name}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("ftrace"), "{name}: {}", stderr(&o));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
