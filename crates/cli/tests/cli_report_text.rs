@@ -488,10 +488,13 @@ fn the_text_of_a_real_recording_gives_the_findings_of_its_binary_pages() {
     }
 
     // The pipe mutex, named alike: its waiters are the writers, its holder slept in the
-    // fault.
+    // fault. Other pipes may be contended meanwhile (the test harness's own output), so it
+    // is the pipe mutex a writer waited on.
     let (addr, lock) = text_locks
         .iter()
-        .find(|(_, lock)| lock.name.contains("pipe_write"))
+        .find(|(_, lock)| {
+            lock.name.contains("pipe_write") && lock.waiter_pids.contains(&(waiters[0] as u64))
+        })
         .unwrap_or_else(|| panic!("no pipe mutex among {text_locks:?}"));
     assert_eq!(lock.name, page_locks[addr].name);
     assert_eq!(lock.kind, "mutex", "{lock:?}");
