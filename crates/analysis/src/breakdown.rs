@@ -13,7 +13,9 @@
 //! Streaming: the measuring thread's spans back to its open operation, one note per task
 //! (for wakers), one aggregate per phase and system call.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use vmscale_run::findings::{Component, ComponentKind, OperationBreakdown, PhaseBreakdown, Waker};
 use vmscale_run::LockContention;
@@ -157,10 +159,10 @@ impl BreakdownPass {
         }
     }
 
-    pub fn observe(&mut self, event: &Event<'_>) {
+    pub fn observe(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
         let ts = event.ts();
         let pid = event.pid();
-        let kind = event.kind();
+        let kind = *kind;
         self.note(event, &kind);
         if let EventKind::Print(print) = kind {
             let text = print.text();
@@ -593,7 +595,7 @@ mod tests {
     #[test]
     fn a_waker_is_described_by_what_it_did_last() {
         let mut notes = HashMap::new();
-        let csd = HashMap::from([(3u32, 0xf00u64)]);
+        let csd: HashMap<u32, u64> = [(3, 0xf00)].into_iter().collect();
         assert_eq!(doing(&notes, &csd, 5, 3), Doing::Csd(0xf00));
         assert_eq!(doing(&notes, &csd, 0, 1), Doing::Interrupt);
         notes.insert(

@@ -6,7 +6,9 @@
 //! ends is counted apart (its length is unknown), and an end without a begin (the wait
 //! started before tracing did) is ignored and counted.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::{HashMap, HashMapExt};
 
 use vmscale_run::{LockContention, WaitStack, Waiter};
 use vmscale_stats::{StreamingSummary, Summary};
@@ -79,8 +81,8 @@ pub struct ContentionFindings {
 }
 
 impl ContentionPass {
-    pub fn observe(&mut self, event: &Event<'_>) {
-        match event.kind() {
+    pub fn observe(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
+        match *kind {
             EventKind::ContentionBegin(begin) => {
                 let pid = event.pid();
                 match self.open.get_mut(&pid) {

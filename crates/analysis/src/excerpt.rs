@@ -8,7 +8,9 @@
 //! up to fixed caps, so memory stays bounded however long the trace is. Holds come from a
 //! [`HoldersPass`] run alongside, so they are the same holds the explain section reports.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::{HashMap, HashMapExt};
 
 use vmscale_run::findings::{
     CpuLane, LockRole, LockSlice, RunSlice, StateSlice, TaskLane, TaskState, TimelineExcerpt,
@@ -78,13 +80,13 @@ pub struct ExcerptPass {
 
 impl ExcerptPass {
     /// `lock_names`: address to the name the contention table uses.
-    pub fn new(focus: Focus, lock_names: HashMap<u64, String>) -> ExcerptPass {
+    pub fn new(focus: Focus, lock_names: impl IntoIterator<Item = (u64, String)>) -> ExcerptPass {
         let (start, end) = focus.window();
         ExcerptPass {
             start,
             end,
             focus,
-            lock_names,
+            lock_names: lock_names.into_iter().collect(),
             holders: HoldersPass::capturing(start, end),
             cpus: BTreeMap::new(),
             tasks: HashMap::new(),
@@ -123,8 +125,14 @@ impl ExcerptPass {
         Some((a, b))
     }
 
-    pub fn observe(&mut self, event: &Event<'_>) {
-        self.holders.observe(event);
+    /// Whether later events can change nothing: past the window, with no hold overlapping
+    /// it still to be learnt.
+    pub fn done(&self) -> bool {
+        self.last_ts > self.end && self.holders.capture_complete(self.last_ts)
+    }
+
+    pub fn observe(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
+        self.holders.observe(event, kind);
         let ts = event.ts();
         self.last_ts = self.last_ts.max(ts);
         if ts > self.end {
@@ -134,7 +142,7 @@ impl ExcerptPass {
         }
         let pid = event.pid();
         let cpu = event.cpu();
-        let kind = event.kind();
+        let kind = *kind;
         // Every event is traced in the context of the task current on its CPU, so it
         // places that task there even when its switch-in was not traced (before the
         // trace, or while tracing was off between phases).

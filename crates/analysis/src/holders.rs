@@ -12,7 +12,9 @@
 //! Streaming: state is one open wait per task, recent segments per lock, per-task spans back
 //! to the oldest open wait, and aggregates per lock, holder and sleeping stack.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use foldhash::{HashMap, HashMapExt, HashSet};
 
 use vmscale_run::findings::{ActivityShare, HeldAcrossSleep, Holder, HolderActivity, LockHolders};
 use vmscale_run::LockContention;
@@ -214,18 +216,28 @@ impl HoldersPass {
         }
     }
 
+    /// Whether a capturing pass, now at `now`, can capture nothing more: past the window,
+    /// with every sleeping wait that began in or before it over. A hold is only learnt at
+    /// its release, which wakes a queued waiter, so a hold overlapping the window that is
+    /// still to come needs such a wait.
+    pub fn capture_complete(&self, now: u64) -> bool {
+        self.capture
+            .as_ref()
+            .is_none_or(|c| now > c.end && self.floor() > c.end)
+    }
+
     fn floor(&self) -> u64 {
         self.open_starts.keys().next().copied().unwrap_or(u64::MAX)
     }
 
-    pub fn observe(&mut self, event: &Event<'_>) {
+    pub fn observe(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
         let ts = event.ts();
         let pid = event.pid();
         let floor = self.floor();
-        if pid != 0 && !matches!(event.kind(), EventKind::KernelStack(_)) {
+        if pid != 0 && !matches!(kind, EventKind::KernelStack(_)) {
             self.timelines.seen_running(pid, ts, floor);
         }
-        match event.kind() {
+        match *kind {
             EventKind::ContentionBegin(begin) => {
                 self.awaiting_stack.remove(&event.cpu());
                 self.begin(pid, ts, begin.lock_addr, begin.flags);

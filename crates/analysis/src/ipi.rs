@@ -5,7 +5,9 @@
 //! `vmscale: end <label>`), so the counts belong to exactly the calls that were timed.
 //! Memory: one aggregate per phase, bounded by call sites, senders and CPUs.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 
 use vmscale_run::findings::{IpiSyscall, IpiVictimWork};
 use vmscale_run::{IpiPhase, IpiSender, IpiSite};
@@ -46,8 +48,8 @@ pub struct IpiPass {
 }
 
 impl IpiPass {
-    pub fn observe(&mut self, event: &Event<'_>) {
-        match event.kind() {
+    pub fn observe(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
+        match *kind {
             EventKind::Print(print) => {
                 let text = print.text();
                 let text = text.trim_end();

@@ -61,15 +61,18 @@ pub fn analyse_with(decoder: &Decoder, symbols: &Kallsyms) -> Result<TraceAnalys
     let mut breakdown = BreakdownPass::default();
     let mut spinlocks = SpinLocksPass::default();
     let summary = decoder.for_each(|event| {
-        contention.observe(&event);
-        ipis.observe(&event);
-        holders.observe(&event);
-        breakdown.observe(&event);
-        spinlocks.observe(&event);
+        // The typed view is read once and shared: each pass reading it again cost more
+        // than the decode itself.
+        let kind = event.kind();
+        contention.observe(&event, &kind);
+        ipis.observe(&event, &kind);
+        holders.observe(&event, &kind);
+        breakdown.observe(&event, &kind);
+        spinlocks.observe(&event, &kind);
     })?;
     let contention = contention.finish(symbols);
     let holders = holders.finish(symbols, &contention.locks);
-    let timeline = match focus(&contention, &holders) {
+    let timeline = match timeline_focus(&contention, &holders) {
         Some(focus) => Some(timeline(decoder, focus, &contention)?),
         None => None,
     };
@@ -103,7 +106,7 @@ impl TraceAnalysis {
 
 /// The wait a timeline should show: the longest on the sleeping lock whose holders cost
 /// most, else on the most contended lock.
-fn focus(
+pub fn timeline_focus(
     contention: &ContentionFindings,
     holders: &[vmscale_run::findings::LockHolders],
 ) -> Option<excerpt::Focus> {
@@ -135,9 +138,20 @@ fn timeline(
     let names = contention
         .locks
         .iter()
-        .map(|l| (l.lock_addr, l.name.clone()))
-        .collect();
+        .map(|l| (l.lock_addr, l.name.clone()));
     let mut pass = excerpt::ExcerptPass::new(focus, names);
-    decoder.for_each(|event| pass.observe(&event))?;
+    // The first pass already counted what the decode could not read; this one only stops
+    // on what ends a decode, and stops early once the window is complete.
+    let mut events = decoder.events()?;
+    while let Some(next) = events.next_event() {
+        match next {
+            Ok(event) => pass.observe(&event, &event.kind()),
+            Err(error) if error.is_fatal() => return Err(error),
+            Err(_) => {}
+        }
+        if pass.done() {
+            break;
+        }
+    }
     Ok(pass.finish())
 }

@@ -7,7 +7,9 @@
 //!
 //! Streaming: one open wait per task and one aggregate per lock.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 
 use vmscale_run::findings::{ModeWaits, SpinLockWaits};
 use vmscale_run::LockContention;
@@ -51,9 +53,9 @@ pub struct SpinLocksPass {
 }
 
 impl SpinLocksPass {
-    pub fn observe(&mut self, event: &Event<'_>) {
+    pub fn observe(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
         let pid = event.pid();
-        match event.kind() {
+        match *kind {
             EventKind::ContentionBegin(begin) => {
                 if !is_spinning_lock(begin.flags) {
                     // Another kind of wait replaces whatever this task had open.

@@ -1,7 +1,7 @@
 //! Kernel stacks interned once each: passes keep a small id per wait or sleep instead of a
 //! copy of the frames, so memory grows with distinct stacks, not with events.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 pub(crate) type StackId = u32;
 

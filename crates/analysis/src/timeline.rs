@@ -6,7 +6,9 @@
 //! caller moves forward (the start of the oldest wait still open) and at most
 //! [`MAX_SPANS`] per task: memory is bounded by tasks, never by events.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::HashMap;
 
 /// Spans kept per task; older ones are dropped and the time they covered becomes unknown.
 pub(crate) const MAX_SPANS: usize = 4096;

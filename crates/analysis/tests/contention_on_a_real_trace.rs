@@ -5,6 +5,9 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+#[path = "support/early_stop.rs"]
+mod early_stop;
+
 fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../trace/tests/fixtures/contention")
 }
@@ -169,4 +172,12 @@ fn the_timeline_excerpt_centres_on_the_longest_wait_and_its_lanes_are_consistent
         assert!(task.locks.iter().all(|l| inside(l.start_ns, l.end_ns)));
         assert!(!task.locks.is_empty(), "a lane without a wait or hold");
     }
+}
+
+#[test]
+fn the_timeline_pass_stops_early_and_loses_nothing_by_it() {
+    let analysis = vmscale_analysis::analyse(&fixture()).unwrap();
+    let early = early_stop::check(&fixture(), &analysis).unwrap();
+    assert!(early.report_stopped_early, "{early:?}");
+    assert!(early.windows_stopped_early >= 10, "{early:?}");
 }

@@ -13,6 +13,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+#[path = "support/early_stop.rs"]
+mod early_stop;
+
 use vmscale_run::findings::{HolderActivity, LockRole, TaskState};
 use vmscale_trace::recorder::{default_events, RecordConfig, Recording};
 use vmscale_trace::tracefs;
@@ -303,8 +306,20 @@ fn a_pipe_mutex_held_across_a_userfault_names_its_holder_and_where_it_slept() {
     recording.set_on(false).unwrap();
     recording.finish().unwrap();
     let analysis = vmscale_analysis::analyse(&dir);
+    let early = analysis
+        .as_ref()
+        .map_err(|e| e.to_string())
+        .and_then(|analysis| early_stop::check(&dir, analysis));
     std::fs::remove_dir_all(&dir).unwrap();
     let analysis = analysis.unwrap();
+    // The timeline pass stops once its window is complete. Here holds outlive short
+    // windows (the holder keeps the mutex for the whole fault), so stopping at the window's
+    // end would lose them. The report's own window may run to the trace's end: the trace
+    // stops soon after the longest wait.
+    let early = early.unwrap();
+    eprintln!("early stop: {early:?}");
+    assert!(early.windows_stopped_early >= 1, "{early:?}");
+    assert!(early.holds_released_after_the_window >= 1, "{early:?}");
 
     let measured: u64 = outcome
         .waiter_waits

@@ -73,11 +73,12 @@ pub fn write_perfetto<W: Write>(
     let mut holders = HoldersPass::capturing(0, u64::MAX);
     let decode = decoder.for_each(|event| {
         let ts = event.ts();
-        holders.observe(&event);
+        let kind = event.kind();
+        holders.observe(&event, &kind);
         for hold in holders.drain_captured() {
             converter.hold(hold);
         }
-        match event.kind() {
+        match kind {
             EventKind::SchedSwitch(s) => converter.switch(
                 ts,
                 event.cpu(),
@@ -88,7 +89,7 @@ pub fn write_perfetto<W: Write>(
             | EventKind::SchedWakeup(w)
             | EventKind::SchedWakeupNew(w) => {
                 converter.name_task(w.pid, &w.comm.to_str());
-                if matches!(event.kind(), EventKind::SchedWaking(_)) {
+                if matches!(kind, EventKind::SchedWaking(_)) {
                     converter.waking(ts, (event.cpu(), event.pid()), w.pid);
                 }
             }
