@@ -28,8 +28,18 @@ pub fn analyse(run_dir: &Path, meta: &TraceMeta, warnings: &mut Vec<String>) -> 
 
 /// Runs the analyses over the run's raw trace and replaces the section's findings.
 pub fn reanalyse(run_dir: &Path, section: &mut TraceSection, warnings: &mut Vec<String>) {
-    let dir = run_dir.join(&section.dir);
-    match vmscale_analysis::analyse(&dir) {
+    let analysis = vmscale_analysis::analyse(&run_dir.join(&section.dir));
+    fill_findings(analysis, section, warnings);
+}
+
+/// Puts an analysis's findings in `section`; damaged pages it skipped, or why the trace
+/// could not be analysed at all, become warnings.
+pub fn fill_findings(
+    analysis: Result<vmscale_analysis::TraceAnalysis, vmscale_trace::DecodeError>,
+    section: &mut TraceSection,
+    warnings: &mut Vec<String>,
+) {
+    match analysis {
         Ok(analysis) => {
             if analysis.corrupt_pages > 0 {
                 warnings.push(format!(

@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
@@ -191,37 +192,127 @@ fn tracing_failures_are_one_line() {
     assert_eq!(runs, 0, "failed runs left run directories");
 }
 
+/// A copy of `dat` whose second page of trace data (of the first CPU that has two) says it
+/// holds more bytes than a page can.
+fn damage_second_page(dat: &Path) -> PathBuf {
+    let file = vmscale_trace::dat::DatFile::open(dat).unwrap();
+    let buffer = file.decodable_buffer(None).unwrap();
+    let page = u64::from(buffer.page_size);
+    let cpu = buffer
+        .cpus
+        .iter()
+        .find(|c| c.stored_size == c.size && c.size >= 2 * page)
+        .unwrap_or_else(|| panic!("no uncompressed CPU with two pages: {:?}", buffer.cpus));
+    // The commit word follows the page's u64 timestamp.
+    overwrite(
+        dat,
+        "damaged-page",
+        cpu.offset + page + 8,
+        &(page * 4).to_le_bytes(),
+    )
+}
+
+/// A copy of `dat` with 64 bytes in the middle of its first CPU's compressed data
+/// replaced.
+fn damage_compressed_data(dat: &Path) -> PathBuf {
+    let file = vmscale_trace::dat::DatFile::open(dat).unwrap();
+    let buffer = file.decodable_buffer(None).unwrap();
+    let cpu = buffer
+        .cpus
+        .iter()
+        .find(|c| c.stored_size < c.size && c.stored_size > 256)
+        .unwrap_or_else(|| panic!("no compressed CPU data: {:?}", buffer.cpus));
+    overwrite(
+        dat,
+        "damaged-zstd",
+        cpu.offset + cpu.stored_size / 2,
+        &[0xa5; 64],
+    )
+}
+
+fn overwrite(dat: &Path, label: &str, at: u64, bytes: &[u8]) -> PathBuf {
+    use std::os::unix::fs::FileExt;
+    let copy = dat.with_extension(format!("{label}.dat"));
+    std::fs::copy(dat, &copy).unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(&copy).unwrap();
+    f.write_all_at(bytes, at).unwrap();
+    copy
+}
+
 #[test]
 fn report_analyses_a_trace_cmd_dat_recorded_elsewhere() {
-    // Recorded by Debian's trace-cmd, not by vmscale: the import path end to end.
-    let dat = std::env::temp_dir().join(format!("vmscale-import-test-{}.dat", std::process::id()));
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+    // Recorded by Debian's trace-cmd, not by vmscale: the import path end to end, in its
+    // default layout (v7, compressed) and as v6.
+    let temp = std::env::temp_dir();
+    let dat = temp.join(format!("vmscale-import-test-{}.dat", std::process::id()));
+    let v6 = temp.join(format!("vmscale-import-test-{}-v6.dat", std::process::id()));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../trace/tests/support/record-with-trace-cmd.sh");
-    let recorded = std::process::Command::new("bash")
-        .arg(&script)
-        .arg(&dat)
-        .arg("--stacks")
-        .env(
-            "VMSCALE_XCHECK_WORKLOAD",
-            "for i in $(seq 200); do /bin/true & done; wait",
-        )
-        .output()
-        .unwrap();
-    assert!(
-        recorded.status.success(),
-        "trace-cmd record failed: {}",
-        stderr(&recorded)
-    );
-    let o = vmscale()
+    for (out, options) in [(&dat, &[][..]), (&v6, &["--file-version", "6"][..])] {
+        let recorded = std::process::Command::new("bash")
+            .arg(&script)
+            .arg(out)
+            .arg("--stacks")
+            .args(options)
+            .env(
+                "VMSCALE_XCHECK_WORKLOAD",
+                "for i in $(seq 200); do /bin/true & done; wait",
+            )
+            .output()
+            .unwrap();
+        assert!(
+            recorded.status.success(),
+            "trace-cmd record failed: {}",
+            stderr(&recorded)
+        );
+    }
+    let report = |dat: &std::path::Path| {
+        let o = vmscale()
+            .args(["report", "--format", "json"])
+            .arg(dat)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let run = report(&dat);
+    let v6_run = report(&v6);
+    let damaged = damage_second_page(&v6);
+    let damaged_zstd = damage_compressed_data(&dat);
+    let damaged_run = report(&damaged);
+    let zstd = vmscale()
         .args(["report", "--format", "json"])
-        .arg(&dat)
+        .arg(&damaged_zstd)
         .output()
         .unwrap();
-    let _ = std::fs::remove_file(&dat);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let run: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for f in [&dat, &v6, &damaged, &damaged_zstd] {
+        let _ = std::fs::remove_file(f);
+    }
+    // Damaged compressed data fails the import with one line, or costs pages it names.
+    match zstd.status.code() {
+        Some(0) => {
+            let run: serde_json::Value = serde_json::from_slice(&zstd.stdout).unwrap();
+            assert!(
+                run["warnings"].to_string().contains("damaged"),
+                "{}",
+                run["warnings"]
+            );
+        }
+        Some(1) => assert_eq!(stderr(&zstd).trim().lines().count(), 1, "{}", stderr(&zstd)),
+        other => panic!("exit {other:?}: {}", stderr(&zstd)),
+    }
     assert_eq!(run["scenario"], "import");
     assert!(run["trace"]["decoded_events"].as_u64().unwrap() > 100);
+    let events = v6_run["trace"]["decoded_events"].as_u64().unwrap();
+    assert!(events > 100);
+    // A damaged page costs its events and says so; the rest is still analysed.
+    let warnings = damaged_run["warnings"].to_string();
+    assert!(
+        warnings.contains("1 damaged trace pages were skipped"),
+        "{warnings}"
+    );
+    let left = damaged_run["trace"]["decoded_events"].as_u64().unwrap();
+    assert!(left < events && left > 0, "{left} of {events} events");
     let locks = run["trace"]["contention"].as_array().unwrap();
     assert!(
         !locks.is_empty(),

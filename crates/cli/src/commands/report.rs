@@ -88,23 +88,7 @@ fn import_dat(path: &Path, format: vmscale_report::Format) -> Result<(), Failure
         ..TraceSection::default()
     };
     let mut warnings = meta.lost_warnings();
-    match analysis {
-        Ok(analysis) => {
-            if analysis.corrupt_pages > 0 {
-                warnings.push(format!(
-                    "{} damaged trace pages were skipped (first: {})",
-                    analysis.corrupt_pages,
-                    analysis
-                        .decode_errors
-                        .first()
-                        .map(String::as_str)
-                        .unwrap_or("?")
-                ));
-            }
-            analysis.fill(&mut section);
-        }
-        Err(e) => warnings.push(format!("the kernel trace could not be analysed: {e}")),
-    }
+    crate::trace_analysis::fill_findings(analysis, &mut section, &mut warnings);
     let record = imported_record(path, &dat, &buffer.name, section, warnings);
     print!("{}", vmscale_report::render(&record, format));
     Ok(())
