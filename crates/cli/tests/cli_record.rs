@@ -246,14 +246,24 @@ fn report_analyses_a_trace_cmd_dat_recorded_elsewhere() {
     let temp = std::env::temp_dir();
     let dat = temp.join(format!("vmscale-import-test-{}.dat", std::process::id()));
     let v6 = temp.join(format!("vmscale-import-test-{}-v6.dat", std::process::id()));
+    let tsc = temp.join(format!(
+        "vmscale-import-test-{}-tsc.dat",
+        std::process::id()
+    ));
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../trace/tests/support/record-with-trace-cmd.sh");
-    for (out, options) in [(&dat, &[][..]), (&v6, &["--file-version", "6"][..])] {
+    let recordings = [
+        (&dat, &[][..], "mono"),
+        (&v6, &["--file-version", "6"][..], "mono"),
+        (&tsc, &[][..], "x86-tsc"),
+    ];
+    for (out, options, clock) in recordings {
         let recorded = std::process::Command::new("bash")
             .arg(&script)
             .arg(out)
             .arg("--stacks")
             .args(options)
+            .env("VMSCALE_XCHECK_CLOCK", clock)
             .env(
                 "VMSCALE_XCHECK_WORKLOAD",
                 "for i in $(seq 200); do /bin/true & done; wait",
@@ -277,6 +287,7 @@ fn report_analyses_a_trace_cmd_dat_recorded_elsewhere() {
     };
     let run = report(&dat);
     let v6_run = report(&v6);
+    let tsc_run = report(&tsc);
     let damaged = damage_second_page(&v6);
     let damaged_zstd = damage_compressed_data(&dat);
     let damaged_run = report(&damaged);
@@ -285,7 +296,7 @@ fn report_analyses_a_trace_cmd_dat_recorded_elsewhere() {
         .arg(&damaged_zstd)
         .output()
         .unwrap();
-    for f in [&dat, &v6, &damaged, &damaged_zstd] {
+    for f in [&dat, &v6, &tsc, &damaged, &damaged_zstd] {
         let _ = std::fs::remove_file(f);
     }
     // Damaged compressed data fails the import with one line, or costs pages it names.
@@ -302,6 +313,14 @@ fn report_analyses_a_trace_cmd_dat_recorded_elsewhere() {
         other => panic!("exit {other:?}: {}", stderr(&zstd)),
     }
     assert_eq!(run["scenario"], "import");
+    // TSC ticks are no nanoseconds, and the report says so; mono times raise no warning.
+    let ticks = "every time and duration below is in x86-tsc ticks";
+    assert!(
+        tsc_run["warnings"].to_string().contains(ticks),
+        "{}",
+        tsc_run["warnings"]
+    );
+    assert!(!run["warnings"].to_string().contains("ticks"));
     assert!(run["trace"]["decoded_events"].as_u64().unwrap() > 100);
     let events = v6_run["trace"]["decoded_events"].as_u64().unwrap();
     assert!(events > 100);

@@ -125,6 +125,15 @@ impl DatFile {
     /// comes first. The clock next to a buffer comes second: trace-cmd 3.1 writes the
     /// top-level buffer's clock there even for instances, so it is wrong whenever an
     /// instance used another clock. `None` means trace-cmd's default, `local`.
+    /// How trace-cmd turns this file's raw times into the times it reports (TSC2NSEC, then
+    /// DATE and OFFSET); [`crate::Decoder::from_dat`] applies the same.
+    pub fn time_conversion(&self) -> crate::clock::TimeConversion {
+        crate::clock::TimeConversion {
+            tsc2nsec: self.options.tsc2nsec,
+            offset_ns: self.options.ts_offset_ns().unwrap_or(0),
+        }
+    }
+
     pub fn clock(&self, buffer: &Buffer) -> Option<String> {
         self.options
             .selected_clock()

@@ -22,7 +22,7 @@ use serde::Deserialize;
 
 use crate::dat::options::{
     BUFFER, CMDLINES, CPUCOUNT, CPUSTAT, DONE, EVENT_FORMATS, FTRACE_EVENTS, HEADER_INFO, KALLSYMS,
-    PRINTK, STRINGS, TRACECLOCK,
+    OFFSET, PRINTK, STRINGS, TRACECLOCK, TSC2NSEC,
 };
 use crate::dat::preamble::MAGIC;
 use crate::dat::{Algorithm, FLAG_COMPRESSED, MAX_CPUS, METADATA_LIMIT};
@@ -190,6 +190,20 @@ pub fn write_dat_to<W: Write + Seek>(
     let cpu_count = cpus.iter().max().map_or(0, |&c| c + 1);
     opts.add(CPUCOUNT, &cpu_count.to_le_bytes());
     opts.add(TRACECLOCK, trace_clock_text(&clock).as_bytes());
+    // A directory extracted from a trace-cmd file keeps its raw times and the conversion
+    // trace-cmd applies to them; the written file carries that conversion on.
+    let time = decoder.time_conversion();
+    if let Some(tsc) = time.tsc2nsec {
+        let mut data = Vec::with_capacity(16);
+        data.extend_from_slice(&tsc.mult.to_le_bytes());
+        data.extend_from_slice(&tsc.shift.to_le_bytes());
+        data.extend_from_slice(&tsc.offset.to_le_bytes());
+        opts.add(TSC2NSEC, &data);
+    }
+    if time.offset_ns != 0 {
+        // trace-cmd reads OFFSET as text, with strtoll.
+        opts.add(OFFSET, format!("{}\0", time.offset_ns).as_bytes());
+    }
     for &cpu in &cpus {
         let stats = lost.get(&cpu.to_string()).cloned().unwrap_or_default();
         opts.add(CPUSTAT, cpu_stat_text(cpu, &stats).as_bytes());

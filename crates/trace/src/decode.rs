@@ -18,8 +18,9 @@ use std::sync::{Arc, Mutex};
 use serde::Deserialize;
 
 use crate::catalog::{CatalogError, EventCatalog, EventType};
+use crate::clock::{counts_nanoseconds, TimeConversion};
 use crate::cpu_stream::{CpuStream, CpuSummary, StreamSetup};
-use crate::dat::{Buffer, DatError, DatFile};
+use crate::dat::{Buffer, DatError, DatFile, Tsc2Nsec};
 use crate::event::Event;
 use crate::format::{EventFormat, FormatError, HeaderEvent, HeaderPage};
 use crate::kallsyms::{Kallsyms, KallsymsError};
@@ -117,6 +118,18 @@ struct DirMeta {
     cpus: Vec<u32>,
     #[serde(default)]
     clock: Option<String>,
+    /// What an extraction from a .dat file recorded about its times.
+    #[serde(default)]
+    dat: Option<DatTimes>,
+}
+
+/// The `dat` facts of an extracted directory's meta.json that change reported times.
+#[derive(Debug, Clone, Deserialize)]
+struct DatTimes {
+    #[serde(default)]
+    tsc2nsec: Option<Tsc2Nsec>,
+    #[serde(default)]
+    ts_offset_ns: Option<i64>,
 }
 
 /// Where the pages are.
@@ -135,6 +148,7 @@ pub struct Decoder {
     layout: PageLayout,
     cpus: Vec<u32>,
     clock: Option<String>,
+    time: TimeConversion,
     catalog: EventCatalog,
     /// What the last complete [`Decoder::for_each`] saw.
     last: Mutex<Option<DecodeSummary>>,
@@ -203,11 +217,18 @@ impl Decoder {
             .and_then(|header| header.check_supported())
             .map_err(header_error("header_event"))?;
         let catalog = EventCatalog::load(&dir.join("formats"))?;
+        let time = meta
+            .dat
+            .map_or_else(TimeConversion::default, |dat| TimeConversion {
+                tsc2nsec: dat.tsc2nsec,
+                offset_ns: dat.ts_offset_ns.unwrap_or(0),
+            });
         Ok(Decoder {
             origin: Origin::Dir(dir),
             layout,
             cpus,
             clock: meta.clock,
+            time,
             catalog,
             last: Mutex::new(None),
         })
@@ -251,11 +272,13 @@ impl Decoder {
             .iter()
             .position(|b| std::ptr::eq(b, selected))
             .ok_or(DatError::NoData)?;
+        let time = dat.time_conversion();
         Ok(Decoder {
             origin: Origin::Dat { dat, buffer: index },
             layout,
             cpus,
             clock: Some(clock),
+            time,
             catalog,
             last: Mutex::new(None),
         })
@@ -285,6 +308,17 @@ impl Decoder {
     /// The trace clock (`mono`), if meta.json names it.
     pub fn clock(&self) -> Option<&str> {
         self.clock.as_deref()
+    }
+
+    /// What the decoder does to the pages' times before handing events out.
+    pub fn time_conversion(&self) -> TimeConversion {
+        self.time
+    }
+
+    /// Whether event times are nanoseconds: the clock counts them, or a TSC2NSEC
+    /// conversion makes them. Unknown (no clock recorded) counts as nanoseconds.
+    pub fn times_in_ns(&self) -> bool {
+        self.time.tsc2nsec.is_some() || self.clock.as_deref().is_none_or(counts_nanoseconds)
     }
 
     pub fn page_layout(&self) -> &PageLayout {
@@ -346,7 +380,7 @@ impl Decoder {
             .into_iter()
             .map(|(cpu, input, _)| CpuStream::new(input, cpu, setup))
             .collect();
-        Ok(EventStream::new(&self.catalog, streams))
+        Ok(EventStream::new(&self.catalog, streams, self.time))
     }
 
     /// One CPU's pages as a byte stream, and whether there are any.

@@ -35,7 +35,14 @@ impl<'a> Event<'a> {
         }
     }
 
-    /// Time in ns on the trace clock (CLOCK_MONOTONIC for `mono`).
+    /// The same event at another time (the decoder's [`crate::clock::TimeConversion`]).
+    #[inline]
+    pub(crate) fn at(self, ts: u64) -> Event<'a> {
+        Event { ts, ..self }
+    }
+
+    /// Time in ns on the trace clock (CLOCK_MONOTONIC for `mono`), after any conversion
+    /// the trace file asks for ([`crate::clock`]).
     #[inline]
     pub fn ts(&self) -> u64 {
         self.ts

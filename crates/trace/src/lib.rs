@@ -9,6 +9,7 @@ pub mod recorder;
 pub mod tracefs;
 
 pub mod catalog;
+pub mod clock;
 mod cpu_stream;
 pub mod dat;
 pub mod dat_write;

@@ -9,6 +9,7 @@ use std::collections::binary_heap::PeekMut;
 use std::collections::BinaryHeap;
 
 use crate::catalog::EventCatalog;
+use crate::clock::TimeConversion;
 use crate::cpu_stream::{CpuStream, CpuSummary};
 use crate::decode::DecodeError;
 use crate::event::Event;
@@ -33,17 +34,25 @@ pub struct EventStream<'d> {
     /// The heap's top CPU had its record handed out: it moves on before the next pick,
     /// once the caller is done with that event (which borrows the CPU's buffer).
     top_handed_out: bool,
+    /// Applied to each event as it is handed out; the merge orders by raw time, which the
+    /// conversion keeps in order.
+    time: TimeConversion,
 }
 
 impl<'d> EventStream<'d> {
     /// Merges `cpus`, which must be in ascending CPU order.
-    pub(crate) fn new(catalog: &'d EventCatalog, cpus: Vec<CpuStream<'d>>) -> EventStream<'d> {
+    pub(crate) fn new(
+        catalog: &'d EventCatalog,
+        cpus: Vec<CpuStream<'d>>,
+        time: TimeConversion,
+    ) -> EventStream<'d> {
         EventStream {
             catalog,
             heap: BinaryHeap::with_capacity(cpus.len()),
             to_start: (0..cpus.len()).rev().collect(),
             cpus,
             top_handed_out: false,
+            time,
         }
     }
 
@@ -92,7 +101,11 @@ impl<'d> EventStream<'d> {
         }
         let Reverse((_, index)) = *self.heap.peek()?;
         self.top_handed_out = true;
-        Some(Ok(self.cpus[index].event(self.catalog)))
+        let event = self.cpus[index].event(self.catalog);
+        if self.time.is_identity() {
+            return Some(Ok(event));
+        }
+        Some(Ok(event.at(self.time.apply(event.ts()))))
     }
 
     /// What each CPU's pages held so far (complete once the stream is exhausted).

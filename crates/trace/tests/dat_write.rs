@@ -651,3 +651,68 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+#[test]
+fn a_tsc_conversion_and_time_offset_apply_as_trace_cmd_applies_them() {
+    use vmscale_trace::clock::TimeConversion;
+    use vmscale_trace::dat::Tsc2Nsec;
+    let live = live();
+    // The recording as an extraction of `trace-cmd record --tsc2nsec --ts-offset` would
+    // leave it: raw times in the pages, the conversion in meta.json. This machine's TSC
+    // has no kernel conversion (trace-cmd says "TSC to nanosecond is not supported"), so
+    // the factors are made up: 1.5 ns per tick, and 2 ms earlier.
+    let conversion = TimeConversion {
+        tsc2nsec: Some(Tsc2Nsec {
+            mult: 3 << 29,
+            shift: 30,
+            offset: 0,
+        }),
+        offset_ns: -2_000_000,
+    };
+    let dir = scratch().join("tsc-dir");
+    let _ = std::fs::remove_dir_all(&dir);
+    copy_dir(&live.dir, &dir);
+    let meta_path = dir.join("meta.json");
+    let mut meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
+    meta["dat"] = serde_json::json!({
+        "tsc2nsec": conversion.tsc2nsec,
+        "ts_offset_ns": conversion.offset_ns,
+    });
+    std::fs::write(&meta_path, serde_json::to_vec(&meta).unwrap()).unwrap();
+
+    let raw = raw_events(&live.dir);
+    let expected: Vec<u64> = raw.iter().map(|e| conversion.apply(e.ts)).collect();
+    assert!(expected.iter().zip(&raw).all(|(t, e)| *t > e.ts));
+    let times = |events: Vec<RawEvent>| events.into_iter().map(|e| e.ts).collect::<Vec<_>>();
+    assert_eq!(times(raw_events(&dir)), expected, "the directory's decode");
+
+    // The written file carries the conversion as TSC2NSEC and OFFSET options.
+    let (path, _) = write(&dir, "tsc", None);
+    let decoder =
+        Decoder::from_dat(std::sync::Arc::new(DatFile::open(&path).unwrap()), None).unwrap();
+    assert_eq!(decoder.time_conversion(), conversion);
+    let mut in_place = Vec::new();
+    decoder.for_each(|e| in_place.push(e.ts())).unwrap();
+    assert_eq!(in_place, expected, "the written file's decode");
+
+    // trace-cmd's own reader converts the same times to the same nanoseconds.
+    let report = trace_cmd(&["report", "-t"], &path);
+    let mut reported: Vec<u64> = report
+        .lines()
+        .filter(|l| !l.starts_with("cpus=") && !l.trim_start().starts_with("=>"))
+        .map(|line| {
+            comm_pid_time(line)
+                .unwrap_or_else(|| panic!("unparsed report line {line:?}"))
+                .2
+        })
+        .collect();
+    let mut expected = expected;
+    reported.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(
+        reported, expected,
+        "trace-cmd's times differ from vmscale's"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

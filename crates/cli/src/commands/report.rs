@@ -66,14 +66,15 @@ fn import_dat(path: &Path, format: vmscale_report::Format) -> Result<(), Failure
         let stacks = decoder
             .last_summary()
             .is_some_and(|summary| summary.kernel_stacks() > 0);
-        Ok((analysis, stacks))
+        let ticks = (!decoder.times_in_ns()).then(|| decoder.clock().unwrap_or("?").to_string());
+        Ok((analysis, stacks, ticks))
     });
     // A file whose pages cannot be read fails the import; a trace that does not decode
     // costs the findings, as it does for a recorded run.
-    let (analysis, stacks) = match analysed {
-        Ok((analysis, stacks)) => (Ok(analysis), stacks),
+    let (analysis, stacks, ticks) = match analysed {
+        Ok((analysis, stacks, ticks)) => (Ok(analysis), stacks, ticks),
         Err(DecodeError::Dat(e)) => return Err(failed(e)),
-        Err(e) => (Err(e), dat.has_kernel_stacks(buffer).map_err(failed)?),
+        Err(e) => (Err(e), dat.has_kernel_stacks(buffer).map_err(failed)?, None),
     };
     let meta = dat.trace_meta(buffer, stacks);
     let mut section = TraceSection {
@@ -88,6 +89,12 @@ fn import_dat(path: &Path, format: vmscale_report::Format) -> Result<(), Failure
         ..TraceSection::default()
     };
     let mut warnings = meta.lost_warnings();
+    if let Some(clock) = ticks {
+        warnings.push(format!(
+            "the trace's clock is {clock}, which does not count nanoseconds, and the file has \
+             no TSC2NSEC conversion: every time and duration below is in {clock} ticks"
+        ));
+    }
     crate::trace_analysis::fill_findings(analysis, &mut section, &mut warnings);
     let record = imported_record(path, &dat, &buffer.name, section, warnings);
     print!("{}", vmscale_report::render(&record, format));

@@ -50,7 +50,7 @@ pub struct BufferOption {
 }
 
 /// TSC2NSEC: converts raw TSC timestamps to ns as `(ts * mult) >> shift`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Tsc2Nsec {
     pub mult: u32,
     pub shift: u32,

@@ -8,7 +8,8 @@
 # `--file-version 7` or `--compression zstd`.
 #
 # What it records: lock:contention_begin/end, sched:sched_switch, sched:sched_waking and
-# the ipi system on the mono clock, in a private instance `vmscale-xcheck-<pid>`, while 200
+# the ipi system on the mono clock (VMSCALE_XCHECK_CLOCK names another), in a private
+# instance `vmscale-xcheck-<pid>`, while 200
 # short processes fork at once (forks on a few CPUs contend on locks and send IPIs).
 # VMSCALE_XCHECK_EVENTS (trace-cmd instance options, e.g. "-b 65536 -e raw_syscalls") and
 # VMSCALE_XCHECK_WORKLOAD (a shell command) replace those two, for bigger recordings.
@@ -31,7 +32,7 @@ set -euo pipefail
 
 out=${1:?usage: record-with-trace-cmd.sh OUT.dat [--stacks] [trace-cmd record options...]}
 shift
-instance_options=(-C mono)
+instance_options=(-C "${VMSCALE_XCHECK_CLOCK:-mono}")
 if [ "${1:-}" = --stacks ]; then
     instance_options+=(-T)
     shift
