@@ -70,6 +70,9 @@ pub enum Command {
         /// A latency budget (e.g. 30s, 5ms): say at which N each scaling fit crosses it
         #[arg(long, value_parser = parse_duration)]
         deadline: Option<std::time::Duration>,
+        /// For a trace-cmd .dat file whose instances hold data: the one to analyse
+        #[arg(long, value_name = "NAME")]
+        buffer: Option<String>,
     },
     #[command(hide = true)]
     TeardownHolder(TeardownHolderArgs),

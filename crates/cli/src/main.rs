@@ -44,7 +44,8 @@ fn main() {
             run,
             format,
             deadline,
-        } => commands::report::report(&run, format, deadline),
+            buffer,
+        } => commands::report::report(&run, format, deadline, buffer.as_deref()),
         Command::Doctor { cleanup } => commands::doctor::doctor(cleanup),
     };
     if let Err(failure) = outcome {

@@ -242,28 +242,31 @@ fn overwrite(dat: &Path, label: &str, at: u64, bytes: &[u8]) -> PathBuf {
 #[test]
 fn report_analyses_a_trace_cmd_dat_recorded_elsewhere() {
     // Recorded by Debian's trace-cmd, not by vmscale: the import path end to end, in its
-    // default layout (v7, compressed) and as v6.
-    let temp = std::env::temp_dir();
-    let dat = temp.join(format!("vmscale-import-test-{}.dat", std::process::id()));
-    let v6 = temp.join(format!("vmscale-import-test-{}-v6.dat", std::process::id()));
-    let tsc = temp.join(format!(
-        "vmscale-import-test-{}-tsc.dat",
-        std::process::id()
-    ));
+    // default layout (v7, compressed), as v6, on the TSC clock, and with two instances.
+    let file = |label: &str| {
+        std::env::temp_dir().join(format!(
+            "vmscale-import-test-{}{label}.dat",
+            std::process::id()
+        ))
+    };
+    let (dat, v6, tsc, two) = (file(""), file("-v6"), file("-tsc"), file("-two"));
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../trace/tests/support/record-with-trace-cmd.sh");
+    let scheduler = "-e sched:sched_switch -e sched:sched_waking";
     let recordings = [
-        (&dat, &[][..], "mono"),
-        (&v6, &["--file-version", "6"][..], "mono"),
-        (&tsc, &[][..], "x86-tsc"),
+        (&dat, &[][..], "mono", ""),
+        (&v6, &["--file-version", "6"][..], "mono", ""),
+        (&tsc, &[][..], "x86-tsc", ""),
+        (&two, &[][..], "mono", scheduler),
     ];
-    for (out, options, clock) in recordings {
+    for (out, options, clock, second_instance) in recordings {
         let recorded = std::process::Command::new("bash")
             .arg(&script)
             .arg(out)
             .arg("--stacks")
             .args(options)
             .env("VMSCALE_XCHECK_CLOCK", clock)
+            .env("VMSCALE_XCHECK_SECOND_EVENTS", second_instance)
             .env(
                 "VMSCALE_XCHECK_WORKLOAD",
                 "for i in $(seq 200); do /bin/true & done; wait",
@@ -288,6 +291,26 @@ fn report_analyses_a_trace_cmd_dat_recorded_elsewhere() {
     let run = report(&dat);
     let v6_run = report(&v6);
     let tsc_run = report(&tsc);
+    // Two instances with data: the user picks one, as with trace-cmd's -B.
+    let report_buffer = |buffer: Option<&str>| {
+        let mut command = vmscale();
+        command.args(["report", "--format", "json"]);
+        if let Some(buffer) = buffer {
+            command.args(["--buffer", buffer]);
+        }
+        command.arg(&two).output().unwrap()
+    };
+    let unpicked = report_buffer(None);
+    let second = vmscale_trace::dat::DatFile::open(&two)
+        .unwrap()
+        .buffers
+        .iter()
+        .find(|b| b.name.ends_with("-b"))
+        .expect("the second instance")
+        .name
+        .clone();
+    let picked = report_buffer(Some(&second));
+    let missing = report_buffer(Some("no-such-instance"));
     let damaged = damage_second_page(&v6);
     let damaged_zstd = damage_compressed_data(&dat);
     let damaged_run = report(&damaged);
@@ -296,7 +319,7 @@ fn report_analyses_a_trace_cmd_dat_recorded_elsewhere() {
         .arg(&damaged_zstd)
         .output()
         .unwrap();
-    for f in [&dat, &v6, &tsc, &damaged, &damaged_zstd] {
+    for f in [&dat, &v6, &tsc, &two, &damaged, &damaged_zstd] {
         let _ = std::fs::remove_file(f);
     }
     // Damaged compressed data fails the import with one line, or costs pages it names.
@@ -313,6 +336,24 @@ fn report_analyses_a_trace_cmd_dat_recorded_elsewhere() {
         other => panic!("exit {other:?}: {}", stderr(&zstd)),
     }
     assert_eq!(run["scenario"], "import");
+    assert_eq!(unpicked.status.code(), Some(1), "{}", stderr(&unpicked));
+    assert_eq!(stderr(&unpicked).trim().lines().count(), 1);
+    assert!(
+        stderr(&unpicked).contains("--buffer NAME") && stderr(&unpicked).contains(&second),
+        "{}",
+        stderr(&unpicked)
+    );
+    assert_eq!(missing.status.code(), Some(1), "{}", stderr(&missing));
+    assert!(stderr(&missing).contains("no buffer named `no-such-instance`"));
+    assert!(picked.status.success(), "{}", stderr(&picked));
+    let picked: Value = serde_json::from_slice(&picked.stdout).unwrap();
+    assert_eq!(picked["knobs"]["buffer"], second.as_str());
+    assert!(picked["trace"]["decoded_events"].as_u64().unwrap() > 100);
+    // The second instance traced the scheduler only.
+    assert_eq!(
+        picked["trace"]["contention"].as_array().map(Vec::len),
+        Some(0)
+    );
     // TSC ticks are no nanoseconds, and the report says so; mono times raise no warning.
     let ticks = "every time and duration below is in x86-tsc ticks";
     assert!(

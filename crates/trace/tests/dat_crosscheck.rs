@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use dat_writer::{Codec, DatWriter};
 use report::{compare, parse_report, symbol_addresses, Decoded, Value};
-use vmscale_trace::dat::{extract_to_trace_dir, DatError, DatFile};
+use vmscale_trace::dat::{extract_buffer_to_trace_dir, extract_to_trace_dir, DatError, DatFile};
 use vmscale_trace::format::FieldLayout;
 use vmscale_trace::{Decoder, EventKind};
 
@@ -123,6 +123,8 @@ enum Kind {
     V7Zstd,
     /// Version 6 with a kernel stack after every event (`-T`).
     V6Stacks,
+    /// Version 7 zstd with a second instance beside the first (scheduler events only).
+    V7TwoInstances,
 }
 
 impl Kind {
@@ -132,6 +134,7 @@ impl Kind {
             Kind::V7Uncompressed => "v7-none",
             Kind::V7Zstd => "v7-zstd",
             Kind::V6Stacks => "v6-stacks",
+            Kind::V7TwoInstances => "v7-two-instances",
         }
     }
 
@@ -141,7 +144,13 @@ impl Kind {
             Kind::V7Uncompressed => &["--file-version", "7", "--compression", "none"],
             Kind::V7Zstd => &["--file-version", "7", "--compression", "zstd"],
             Kind::V6Stacks => &["--stacks", "--file-version", "6"],
+            Kind::V7TwoInstances => &["--file-version", "7", "--compression", "zstd"],
         }
+    }
+
+    /// The events of a second instance, if the kind records one.
+    fn second_instance(self) -> Option<&'static str> {
+        (self == Kind::V7TwoInstances).then_some("-e sched:sched_switch -e sched:sched_waking")
     }
 }
 
@@ -173,17 +182,19 @@ fn scratch() -> PathBuf {
 }
 
 /// Runs the recording script; panics with its output when it fails.
-fn record(name: &str, args: &[&str]) -> Recorded {
+fn record(name: &str, args: &[&str], second_instance: Option<&str>) -> Recorded {
     let dir = scratch();
     std::fs::create_dir_all(&dir).unwrap();
     let dat = dir.join(format!("{name}.dat"));
     let _ = std::fs::remove_file(&dat);
     let _serial = RECORDING.lock().unwrap_or_else(|e| e.into_inner());
     let mono_before = vmscale_run::monotonic_ns();
-    let output = Command::new("bash")
-        .arg(RECORD_SCRIPT)
-        .arg(&dat)
-        .args(args)
+    let mut command = Command::new("bash");
+    command.arg(RECORD_SCRIPT).arg(&dat).args(args);
+    if let Some(events) = second_instance {
+        command.env("VMSCALE_XCHECK_SECOND_EVENTS", events);
+    }
+    let output = command
         .output()
         .unwrap_or_else(|e| panic!("cannot run {RECORD_SCRIPT}: {e}"));
     let mono_after = vmscale_run::monotonic_ns();
@@ -203,9 +214,9 @@ fn record(name: &str, args: &[&str]) -> Recorded {
 
 /// One recording per kind, shared by the tests that read it.
 fn recording(kind: Kind) -> &'static Recorded {
-    static CELLS: [OnceLock<Recorded>; 4] = [const { OnceLock::new() }; 4];
+    static CELLS: [OnceLock<Recorded>; 5] = [const { OnceLock::new() }; 5];
     let index = kind as usize;
-    CELLS[index].get_or_init(|| record(kind.name(), kind.args()))
+    CELLS[index].get_or_init(|| record(kind.name(), kind.args(), kind.second_instance()))
 }
 
 fn tracefs_state() -> String {
@@ -261,6 +272,7 @@ fn check_container(kind: Kind) -> DatFile {
         Kind::V7Uncompressed => (7, None),
         Kind::V7Zstd => (7, Some("zstd")),
         Kind::V6Stacks => (6, None),
+        Kind::V7TwoInstances => (7, Some("zstd")),
     };
     assert_eq!(dat.version, version, "{label}");
     assert_eq!(
@@ -582,50 +594,7 @@ fn crosscheck(kind: Kind) {
     let dat = DatFile::open(&recorded.dat).unwrap();
     let buffer = dat.data_buffer().unwrap().name.clone();
     let dir = extract(recorded, label);
-    let decoded = decode(&dir, label);
-    assert!(!decoded.is_empty(), "{label}: nothing decoded");
-
-    let fields_of: HashMap<String, Vec<String>> = dat
-        .metadata
-        .event_formats
-        .iter()
-        .chain(&dat.metadata.ftrace_formats)
-        .map(|f| {
-            let format =
-                vmscale_trace::format::EventFormat::parse(&String::from_utf8_lossy(&f.text))
-                    .unwrap();
-            let names = format
-                .fields
-                .iter()
-                .filter(|x| !x.is_common())
-                .map(|x| x.name.clone())
-                .collect();
-            (f.name.clone(), names)
-        })
-        .collect();
-    let reported = parse_report(&trace_cmd_report(&recorded.dat), &buffer, &fields_of);
-    let symbols = symbol_addresses(&dat.metadata.kallsyms);
-    let result = compare(&decoded, &reported, &symbols);
-    println!(
-        "{label}: {} events ({:?}), {} field values compared with trace-cmd report \
-         ({} arrays end with their record), {} mismatches",
-        result.events,
-        result.by_name,
-        result.fields,
-        result.clipped_arrays,
-        result.mismatches.len()
-    );
-    assert!(
-        result.mismatches.is_empty(),
-        "{label}: decoder and trace-cmd disagree:\n{}",
-        result
-            .mismatches
-            .iter()
-            .take(20)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    let (decoded, result) = crosscheck_buffer(recorded, &dat, &buffer, &dir, label);
     // The workload forks processes on every CPU: all kinds of enabled event show up.
     for name in [
         "sched_switch",
@@ -664,6 +633,73 @@ fn crosscheck(kind: Kind) {
     }
 }
 
+/// Decodes the extraction `dir` of `buffer` and compares it, event for event and field for
+/// field, with trace-cmd report's lines for that buffer; any mismatch fails.
+fn crosscheck_buffer(
+    recorded: &Recorded,
+    dat: &DatFile,
+    buffer: &str,
+    dir: &Path,
+    label: &str,
+) -> (Vec<Decoded>, report::Comparison) {
+    let decoded = decode(dir, label);
+    assert!(!decoded.is_empty(), "{label}: nothing decoded");
+
+    let fields_of: HashMap<String, Vec<String>> = dat
+        .metadata
+        .event_formats
+        .iter()
+        .chain(&dat.metadata.ftrace_formats)
+        .map(|f| {
+            let format =
+                vmscale_trace::format::EventFormat::parse(&String::from_utf8_lossy(&f.text))
+                    .unwrap();
+            let names = format
+                .fields
+                .iter()
+                .filter(|x| !x.is_common())
+                .map(|x| x.name.clone())
+                .collect();
+            (f.name.clone(), names)
+        })
+        .collect();
+    let others: Vec<&str> = dat
+        .buffers
+        .iter()
+        .map(|b| b.name.as_str())
+        .filter(|&name| name != buffer)
+        .collect();
+    let reported = parse_report(
+        &trace_cmd_report(&recorded.dat),
+        buffer,
+        &others,
+        &fields_of,
+    );
+    let symbols = symbol_addresses(&dat.metadata.kallsyms);
+    let result = compare(&decoded, &reported, &symbols);
+    println!(
+        "{label}: {} events ({:?}), {} field values compared with trace-cmd report \
+         ({} arrays end with their record), {} mismatches",
+        result.events,
+        result.by_name,
+        result.fields,
+        result.clipped_arrays,
+        result.mismatches.len()
+    );
+    assert!(
+        result.mismatches.is_empty(),
+        "{label}: decoder and trace-cmd disagree:\n{}",
+        result
+            .mismatches
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    (decoded, result)
+}
+
 #[test]
 fn v6_events_match_trace_cmd_report() {
     crosscheck(Kind::V6);
@@ -677,6 +713,63 @@ fn v7_uncompressed_events_match_trace_cmd_report() {
 #[test]
 fn v7_zstd_events_match_trace_cmd_report() {
     crosscheck(Kind::V7Zstd);
+}
+
+#[test]
+fn two_instances_match_trace_cmd_report_buffer_by_buffer() {
+    let kind = Kind::V7TwoInstances;
+    let recorded = recording(kind);
+    let dat = DatFile::open(&recorded.dat).unwrap();
+    let with_data: Vec<String> = dat
+        .buffers
+        .iter()
+        .filter(|b| b.has_data())
+        .map(|b| b.name.clone())
+        .collect();
+    assert_eq!(with_data.len(), 2, "{:?}", dat.buffers);
+    let second = with_data
+        .iter()
+        .find(|n| n.ends_with("-b"))
+        .expect("the second instance")
+        .clone();
+    // Without a name there is no one buffer to pick, and the error names both.
+    match dat.data_buffer() {
+        Err(e @ DatError::AmbiguousBuffer(_)) => {
+            let message = e.to_string();
+            assert!(
+                with_data.iter().all(|n| message.contains(n.as_str())),
+                "{message}"
+            );
+        }
+        other => panic!("expected an ambiguous buffer, got {other:?}"),
+    }
+    let dat = Arc::new(dat);
+    for buffer in &with_data {
+        let label = format!("{}:{buffer}", kind.name());
+        let dir = scratch().join(format!("{}-{buffer}-trace", kind.name()));
+        let _ = std::fs::remove_dir_all(&dir);
+        extract_buffer_to_trace_dir(&recorded.dat, buffer, &dir)
+            .unwrap_or_else(|e| panic!("{label}: {e}"));
+        let (_, result) = crosscheck_buffer(recorded, &dat, buffer, &dir, &label);
+        // Each buffer holds its own instance's events and no other's.
+        let names: BTreeSet<&str> = result.by_name.keys().map(String::as_str).collect();
+        if *buffer == second {
+            assert_eq!(
+                names,
+                BTreeSet::from(["sched_switch", "sched_waking"]),
+                "{label}"
+            );
+        } else {
+            assert!(names.contains("contention_begin"), "{label}: {names:?}");
+        }
+        // Decoding that buffer in place gives the same events as its extraction.
+        let in_place = Decoder::from_dat(Arc::clone(&dat), Some(buffer))
+            .unwrap_or_else(|e| panic!("{label}: {e}"));
+        let extracted = Decoder::open(&dir).unwrap();
+        let events = same_events(&extracted, &in_place, &label);
+        assert_eq!(events, result.events as u64, "{label}");
+        println!("{label}: {events} events, the same in place");
+    }
 }
 
 #[test]

@@ -306,7 +306,7 @@ fn crosscheck(dir: &Path, dat: &Path, label: &str) -> (BTreeMap<String, usize>, 
     let file = DatFile::open(dat).unwrap();
     let (dropped, report) = split_dropped(&trace_cmd(&["report", "-R", "-t"], dat));
     let symbols = symbol_addresses(&file.metadata.kallsyms);
-    let mut reported = parse_report(&report, "", &fields_of(&file));
+    let mut reported = parse_report(&report, "", &[], &fields_of(&file));
     let mut decoded = decoded_events(dir);
     for event in &mut decoded {
         for (_, value) in &mut event.fields {

@@ -17,9 +17,16 @@ pub fn report(
     run: &Path,
     format: vmscale_report::Format,
     deadline: Option<std::time::Duration>,
+    buffer: Option<&str>,
 ) -> Result<(), Failure> {
     if is_dat(run) {
-        return import_dat(run, format);
+        return import_dat(run, format, buffer);
+    }
+    if buffer.is_some() {
+        return Err(Failure::usage(format!(
+            "--buffer names an instance of a trace-cmd .dat file; {} is not one",
+            run.display()
+        )));
     }
     if crate::commands::report_text::is_text_trace(run) {
         return crate::commands::report_text::import_text(run, format);
@@ -55,11 +62,20 @@ fn is_dat(path: &Path) -> bool {
 
 /// Analyses the .dat's trace buffer like a recorded run, decoding it where it lies in the
 /// file: nothing is extracted, and memory does not grow with the file.
-fn import_dat(path: &Path, format: vmscale_report::Format) -> Result<(), Failure> {
-    let failed = |e: DatError| Failure::runtime(e.to_string());
+fn import_dat(
+    path: &Path,
+    format: vmscale_report::Format,
+    name: Option<&str>,
+) -> Result<(), Failure> {
+    let failed = |e: DatError| match e {
+        DatError::AmbiguousBuffer(_) => {
+            Failure::runtime(format!("{e}, with --buffer NAME ({})", path.display()))
+        }
+        e => Failure::runtime(e.to_string()),
+    };
     let dat = Arc::new(DatFile::open(path).map_err(failed)?);
-    let buffer = dat.decodable_buffer(None).map_err(failed)?;
-    let analysed = Decoder::from_dat(Arc::clone(&dat), None).and_then(|decoder| {
+    let buffer = dat.decodable_buffer(name).map_err(failed)?;
+    let analysed = Decoder::from_dat(Arc::clone(&dat), name).and_then(|decoder| {
         // A missing or unreadable snapshot only costs names, not the analysis.
         let symbols = decoder.kallsyms().unwrap_or_default();
         let analysis = vmscale_analysis::analyse_with(&decoder, &symbols)?;

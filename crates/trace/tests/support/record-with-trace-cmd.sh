@@ -13,6 +13,8 @@
 # short processes fork at once (forks on a few CPUs contend on locks and send IPIs).
 # VMSCALE_XCHECK_EVENTS (trace-cmd instance options, e.g. "-b 65536 -e raw_syscalls") and
 # VMSCALE_XCHECK_WORKLOAD (a shell command) replace those two, for bigger recordings.
+# VMSCALE_XCHECK_SECOND_EVENTS (instance options) records a second instance,
+# `vmscale-xcheck-<pid>-b`, on the same clock beside the first.
 #
 # Why the mount namespace: this machine denies writes to /proc/sys/kernel/ftrace_enabled
 # and to the set_ftrace_* files. trace-cmd writes the first before recording (and gives up
@@ -43,31 +45,43 @@ command -v unshare >/dev/null || { echo "unshare is not installed" >&2; exit 1; 
 tracefs=/sys/kernel/tracing
 [ -d "$tracefs/instances" ] || mount -t tracefs nodev "$tracefs"
 name=vmscale-xcheck-$$
-inst=$tracefs/instances/$name
+names=("$name")
+second=()
+if [ -n "${VMSCALE_XCHECK_SECOND_EVENTS:-}" ]; then
+    names+=("$name-b")
+    # Word splitting makes the options separate arguments, as for VMSCALE_XCHECK_EVENTS.
+    # shellcheck disable=SC2206
+    second=(-B "$name-b" "${instance_options[@]}" $VMSCALE_XCHECK_SECOND_EVENTS)
+fi
 scratch=$(mktemp -d /tmp/vmscale-xcheck.XXXXXX)
 
-made=
+made=()
 cleanup() {
-    # trace-cmd usually removes the instance itself when it is done.
-    if [ -n "$made" ] && [ -d "$inst" ]; then
+    # trace-cmd usually removes the instances itself when it is done.
+    local made_name inst
+    for made_name in "${made[@]}"; do
+        inst=$tracefs/instances/$made_name
+        [ -d "$inst" ] || continue
         echo 0 >"$inst/tracing_on" || true
         echo 0 >"$inst/events/enable" || true
         rmdir "$inst" || echo "could not remove $inst" >&2
-    fi
+    done
     rm -rf "$scratch"
     # trace-cmd's per-CPU temporaries, left when it is killed mid-run.
-    rm -f "$out".cpu[0-9]* "$out.$name".cpu[0-9]*
+    rm -f "$out".cpu[0-9]* "$out.$name".cpu[0-9]* "$out.$name-b".cpu[0-9]*
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-mkdir "$inst"
-made=1
+for made_name in "${names[@]}"; do
+    mkdir "$tracefs/instances/$made_name"
+    made+=("$made_name")
+done
 
 # Everything below runs in the private mount namespace.
 inner=$(cat <<'INNER'
 set -euo pipefail
-scratch=$1 inst=$2 out=$3
+scratch=$1 out=$2 insts=$3
 shift 3
 placeholder() {
     local target=$1 content=$2 file
@@ -77,17 +91,21 @@ placeholder() {
     mount --bind "$file" "$target"
 }
 placeholder /proc/sys/kernel/ftrace_enabled 1
-for f in set_ftrace_pid set_ftrace_filter set_ftrace_notrace set_ftrace_notrace_pid; do
-    placeholder "$inst/$f" ''
+for inst in $insts; do
+    for f in set_ftrace_pid set_ftrace_filter set_ftrace_notrace set_ftrace_notrace_pid; do
+        placeholder "$inst/$f" ''
+    done
 done
 exec trace-cmd record -q -o "$out" "$@"
 INNER
 )
 
-unshare --mount --propagation private bash -c "$inner" record "$scratch" "$inst" "$out" \
+insts=$(printf "$tracefs/instances/%s " "${names[@]}")
+unshare --mount --propagation private bash -c "$inner" record "$scratch" "$out" "$insts" \
     "$@" \
     -B "$name" "${instance_options[@]}" \
     ${VMSCALE_XCHECK_EVENTS:--e lock:contention_begin -e lock:contention_end -e sched:sched_switch -e sched:sched_waking -e ipi} \
+    "${second[@]}" \
     bash -c "${VMSCALE_XCHECK_WORKLOAD:-for i in \$(seq 200); do /bin/true & done; wait}"
 
 [ -s "$out" ] || { echo "trace-cmd wrote no $out" >&2; exit 1; }

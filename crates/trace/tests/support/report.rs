@@ -40,26 +40,42 @@ pub struct Reported {
     pub line: String,
 }
 
-/// Parses `[buffer:] comm-pid [cpu] secs.nsecs: event: name=value ...` lines of `buffer`.
-/// `fields_of` gives an event's non-common field names in format order, which is how the
-/// values are told apart (comms contain spaces).
+/// Parses `[buffer:] comm-pid [cpu] secs.nsecs: event: name=value ...` lines of `buffer`;
+/// lines of the buffers in `others` are skipped, any other line fails. `fields_of` gives an
+/// event's non-common field names in format order, which is how the values are told apart
+/// (comms contain spaces).
 pub fn parse_report(
     text: &str,
     buffer: &str,
+    others: &[&str],
     fields_of: &HashMap<String, Vec<String>>,
 ) -> Vec<Reported> {
-    let prefix = if buffer.is_empty() {
-        String::new()
-    } else {
-        format!("{buffer}:")
+    let prefix_of = |name: &str| {
+        if name.is_empty() {
+            String::new()
+        } else {
+            format!("{name}:")
+        }
     };
+    let prefix = prefix_of(buffer);
+    let other_prefixes: Vec<String> = others.iter().map(|o| prefix_of(o)).collect();
     let mut events = Vec::new();
     for line in text.lines() {
         if line.starts_with("cpus=") || line.trim().is_empty() {
             continue;
         }
-        let Some(rest) = line.strip_prefix(prefix.as_str()) else {
-            panic!("report line of another buffer: {line:?}");
+        // With several buffers trace-cmd right-aligns their names.
+        let named = if buffer.is_empty() {
+            line
+        } else {
+            line.trim_start()
+        };
+        let Some(rest) = named.strip_prefix(prefix.as_str()) else {
+            let theirs = other_prefixes
+                .iter()
+                .any(|p| !p.is_empty() && line.trim_start().starts_with(p.as_str()));
+            assert!(theirs, "report line of another buffer: {line:?}");
+            continue;
         };
         let parsed = parse_report_line(rest, fields_of)
             .unwrap_or_else(|| panic!("cannot parse report line {line:?}"));
