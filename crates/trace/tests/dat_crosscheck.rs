@@ -1194,6 +1194,16 @@ fn small_files() -> Vec<(String, Vec<u8>)> {
         }
         files.push((label.to_string(), variant.to_bytes()));
     }
+    // Times in TSC ticks with trace-cmd's conversion and an offset (option ids 14 and 7).
+    let mut tsc = writer.clone();
+    tsc.version = 7;
+    tsc.clock = "x86-tsc".into();
+    let mut tsc2nsec = Vec::new();
+    tsc2nsec.extend_from_slice(&(3u32 << 29).to_le_bytes());
+    tsc2nsec.extend_from_slice(&30u32.to_le_bytes());
+    tsc2nsec.extend_from_slice(&0u64.to_le_bytes());
+    tsc.extra_options = vec![(14, tsc2nsec), (7, b"-2000000\0".to_vec())];
+    files.push(("v7-tsc2nsec".to_string(), tsc.to_bytes()));
     files
 }
 
@@ -1243,6 +1253,8 @@ fn small_files_decode_in_place_and_seed_the_fuzzer() {
     for (label, bytes) in small_files() {
         let dat = Arc::new(DatFile::from_bytes(bytes.clone()).unwrap());
         let decoder = Decoder::from_dat(dat, None).unwrap_or_else(|e| panic!("{label}: {e}"));
+        let time = decoder.time_conversion();
+        assert_eq!(time.tsc2nsec.is_some(), label == "v7-tsc2nsec", "{label}");
         let summary = decoder.for_each(|_| {}).unwrap();
         assert!(summary.events() > 0, "{label}");
         assert_eq!(summary.corrupt_pages(), 0, "{label}: {:?}", summary.errors);
