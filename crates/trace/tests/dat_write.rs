@@ -1,11 +1,12 @@
 //! vmscale's own recordings written as trace-cmd .dat files (version 7) by
-//! `vmscale_trace::dat_write`, then read back two ways: by vmscale's `DatFile` reader (the
+//! `vmscale_trace::dat_write`, then read back three ways: by vmscale's `DatFile` reader (the
 //! events must equal the directory's, byte for byte) and by Debian's `trace-cmd report`
 //! (every event's time, CPU, pid, name and fields must equal vmscale's decode of the
 //! directory, its task names must come from the written command lines, its clock must be
-//! `mono`).
+//! `mono`), and by KernelShark's library (every event loads, with its task name).
 //!
-//! Needs root, tracefs and trace-cmd; fails (never skips) without them.
+//! Needs root, tracefs, trace-cmd, a C compiler and KernelShark's library (libkshark-dev);
+//! fails (never skips) without them.
 
 #[path = "support/report.rs"]
 mod report;
@@ -240,6 +241,81 @@ fn trace_cmd(args: &[&str], dat: &Path) -> String {
         dat.display()
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+// ---------------------------------------------------------------------------------------
+// KernelShark.
+
+const KSHARK_READ: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/kshark-read.c");
+
+/// tests/support/kshark-read.c built against KernelShark's library (Debian's libkshark-dev
+/// and libjson-c-dev), once per test run.
+fn kshark_read() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let out = scratch().join("kshark-read");
+        let output = Command::new("cc")
+            .args([
+                "-O1",
+                "-Wall",
+                "-Werror",
+                "-I/usr/include/kernelshark",
+                "-o",
+            ])
+            .arg(&out)
+            .arg(KSHARK_READ)
+            .arg("-lkshark")
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run cc: {e}"));
+        assert!(
+            output.status.success(),
+            "building kshark-read failed (KernelShark's library is needed: apt-get install \
+             libkshark-dev libjson-c-dev):\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        out
+    })
+}
+
+/// One entry as KernelShark loaded it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct KsEntry {
+    ts: u64,
+    cpu: u32,
+    pid: i32,
+    event: String,
+    task: String,
+}
+
+fn kernelshark_entries(dat: &Path) -> Vec<KsEntry> {
+    let output = Command::new(kshark_read())
+        .arg(dat)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run kshark-read: {e}"));
+    assert!(
+        output.status.success(),
+        "KernelShark could not load {}: {}",
+        dat.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| {
+            let mut words = line.splitn(5, ' ');
+            let mut next = || {
+                words
+                    .next()
+                    .unwrap_or_else(|| panic!("short line {line:?}"))
+            };
+            KsEntry {
+                ts: next().parse().unwrap(),
+                cpu: next().parse().unwrap(),
+                pid: next().parse().unwrap(),
+                event: next().to_string(),
+                task: next().to_string(),
+            }
+        })
+        .collect()
 }
 
 /// Lines trace-cmd prints where the kernel reported lost events, and the rest.
@@ -715,4 +791,52 @@ fn a_tsc_conversion_and_time_offset_apply_as_trace_cmd_applies_them() {
         "trace-cmd's times differ from vmscale's"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn kernelshark_loads_every_event_of_a_written_recording() {
+    let live = live();
+    // What vmscale decoded from the directory: time, CPU, pid and `system/name`.
+    let mut decoded = Vec::new();
+    Decoder::open(&live.dir)
+        .unwrap()
+        .for_each(|e| {
+            let event = format!("{}/{}", e.system(), e.name());
+            decoded.push((e.ts(), e.cpu(), e.pid(), event));
+        })
+        .unwrap();
+    decoded.sort();
+    let comms = comms_in(&live.dir);
+    for (label, compression) in [
+        ("kshark-none", None),
+        ("kshark-zstd", Some(Algorithm::Zstd)),
+    ] {
+        let (path, _) = write(&live.dir, label, compression);
+        let entries = kernelshark_entries(&path);
+        let mut loaded: Vec<(u64, u32, i32, String)> = entries
+            .iter()
+            .map(|e| (e.ts, e.cpu, e.pid, e.event.clone()))
+            .collect();
+        loaded.sort();
+        assert_eq!(
+            loaded.len(),
+            decoded.len(),
+            "{label}: KernelShark loaded another number of entries"
+        );
+        assert_eq!(loaded, decoded, "{label}: KernelShark's entries differ");
+        // Task names come from the written command lines.
+        let named = entries
+            .iter()
+            .filter(|e| comms.get(&e.pid).is_some_and(|comm| *comm == e.task))
+            .count();
+        let with_comm = entries
+            .iter()
+            .filter(|e| comms.contains_key(&e.pid))
+            .count();
+        assert!(
+            with_comm > 0 && named == with_comm,
+            "{label}: {named} of {with_comm} named"
+        );
+        println!("{label}: KernelShark loaded all {} events", entries.len());
+    }
 }
