@@ -140,6 +140,9 @@ pub struct HoldersPass {
     /// Starts of open sleeping waits (a multiset): the oldest is how far back holder
     /// activity may still be asked for.
     open_starts: BTreeMap<u64, u32>,
+    /// Every lock's `acquired` times (a multiset): a hold still to be learnt may start at
+    /// one of them.
+    acquired_starts: BTreeMap<u64, u32>,
     /// CPU -> task switched out asleep whose stack should come next on that CPU.
     awaiting_stack: HashMap<u32, i32>,
     stacks: StackTable,
@@ -221,9 +224,13 @@ impl HoldersPass {
     /// its release, which wakes a queued waiter, so a hold overlapping the window that is
     /// still to come needs such a wait.
     pub fn capture_complete(&self, now: u64) -> bool {
-        self.capture
-            .as_ref()
-            .is_none_or(|c| now > c.end && self.floor() > c.end)
+        // A holder that took the lock from a contended wait in or before the window is
+        // known to hold it from then on: its hold, released later, overlaps the window
+        // even when every waiter queued in the window has given up meanwhile.
+        let acquired_since = self.acquired_starts.keys().next().copied();
+        self.capture.as_ref().is_none_or(|c| {
+            now > c.end && self.floor() > c.end && acquired_since.is_none_or(|at| at > c.end)
+        })
     }
 
     fn floor(&self) -> u64 {
@@ -312,7 +319,7 @@ impl HoldersPass {
             // A mutex traces a second begin when it stops spinning and sleeps.
             Some(wait) if wait.lock == lock => {
                 if !is_sleeping(wait.flags) && is_sleeping(flags) {
-                    *self.open_starts.entry(wait.start).or_default() += 1;
+                    multiset_add(&mut self.open_starts, wait.start);
                 }
                 wait.flags = flags;
             }
@@ -321,7 +328,7 @@ impl HoldersPass {
                     self.forget_start(&old);
                 }
                 if is_sleeping(flags) {
-                    *self.open_starts.entry(ts).or_default() += 1;
+                    multiset_add(&mut self.open_starts, ts);
                 }
                 self.open.insert(
                     pid,
@@ -341,12 +348,7 @@ impl HoldersPass {
         if !is_sleeping(wait.flags) {
             return;
         }
-        if let Some(n) = self.open_starts.get_mut(&wait.start) {
-            *n -= 1;
-            if *n == 0 {
-                self.open_starts.remove(&wait.start);
-            }
-        }
+        multiset_remove(&mut self.open_starts, wait.start);
     }
 
     fn end(&mut self, pid: i32, ts: u64, lock: u64, ret: i32) {
@@ -401,10 +403,14 @@ impl HoldersPass {
         let w = state.waiters.entry(pid).or_default();
         w.0 += 1;
         w.1 += waited;
-        if ret == 0 && others_queued {
-            state.acquired.insert(pid, end);
+        let replaced = if ret == 0 && others_queued {
+            multiset_add(&mut self.acquired_starts, end);
+            state.acquired.insert(pid, end)
         } else {
-            state.acquired.remove(&pid);
+            state.acquired.remove(&pid)
+        };
+        if let Some(at) = replaced {
+            multiset_remove(&mut self.acquired_starts, at);
         }
         // Segments that ended before every remaining waiter arrived can no longer be asked.
         let oldest = self.queued(wait.lock).min();
@@ -413,7 +419,9 @@ impl HoldersPass {
             Some(oldest) => state.segments.retain(|s| s.end >= oldest),
             None => {
                 state.segments.clear();
-                state.acquired.clear();
+                for (_, at) in state.acquired.drain() {
+                    multiset_remove(&mut self.acquired_starts, at);
+                }
             }
         }
     }
@@ -440,7 +448,11 @@ impl HoldersPass {
                 return;
             }
         }
-        let (start, start_known) = match state.acquired.remove(&holder) {
+        let acquired = state.acquired.remove(&holder);
+        if let Some(at) = acquired {
+            multiset_remove(&mut self.acquired_starts, at);
+        }
+        let (start, start_known) = match acquired {
             Some(at) if at <= released => (at, true),
             // The acquisition was not traced: it held the lock at least since the queue
             // formed, and not before the previous release.
@@ -767,6 +779,19 @@ pub fn sleep_function(frames: &[String]) -> Option<&str> {
         .iter()
         .map(|f| f.split(['+', ' ']).next().unwrap_or(f))
         .find(|name| !name.is_empty() && !name.starts_with("0x") && !is_sleep_plumbing(name))
+}
+
+fn multiset_add(set: &mut BTreeMap<u64, u32>, key: u64) {
+    *set.entry(key).or_default() += 1;
+}
+
+fn multiset_remove(set: &mut BTreeMap<u64, u32>, key: u64) {
+    if let std::collections::btree_map::Entry::Occupied(mut n) = set.entry(key) {
+        *n.get_mut() -= 1;
+        if *n.get() == 0 {
+            n.remove();
+        }
+    }
 }
 
 #[cfg(test)]

@@ -243,12 +243,9 @@ fn overwrite(dat: &Path, label: &str, at: u64, bytes: &[u8]) -> PathBuf {
 fn report_analyses_a_trace_cmd_dat_recorded_elsewhere() {
     // Recorded by Debian's trace-cmd, not by vmscale: the import path end to end, in its
     // default layout (v7, compressed), as v6, on the TSC clock, and with two instances.
-    let file = |label: &str| {
-        std::env::temp_dir().join(format!(
-            "vmscale-import-test-{}{label}.dat",
-            std::process::id()
-        ))
-    };
+    let files = RemovedOnDrop(scratch("import-dat"));
+    std::fs::create_dir_all(&files.0).unwrap();
+    let file = |label: &str| files.0.join(format!("trace{label}.dat"));
     let (dat, v6, tsc, two) = (file(""), file("-v6"), file("-tsc"), file("-two"));
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../trace/tests/support/record-with-trace-cmd.sh");
@@ -319,9 +316,6 @@ fn report_analyses_a_trace_cmd_dat_recorded_elsewhere() {
         .arg(&damaged_zstd)
         .output()
         .unwrap();
-    for f in [&dat, &v6, &tsc, &two, &damaged, &damaged_zstd] {
-        let _ = std::fs::remove_file(f);
-    }
     // Damaged compressed data fails the import with one line, or costs pages it names.
     match zstd.status.code() {
         Some(0) => {

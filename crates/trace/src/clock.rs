@@ -22,6 +22,15 @@ pub struct TimeConversion {
 }
 
 impl TimeConversion {
+    /// A conversion by TSC2NSEC factors, then an offset. A multiplier of 0 converts
+    /// nothing, as trace-cmd ignores it.
+    pub fn new(tsc2nsec: Option<Tsc2Nsec>, offset_ns: i64) -> TimeConversion {
+        TimeConversion {
+            tsc2nsec: tsc2nsec.filter(|t| t.mult != 0),
+            offset_ns,
+        }
+    }
+
     pub fn is_identity(&self) -> bool {
         self.tsc2nsec.is_none() && self.offset_ns == 0
     }
@@ -106,6 +115,12 @@ mod tests {
         assert_eq!(earlier.apply(5_000), 4_000);
         assert_eq!(earlier.apply(5), 0);
         assert!(TimeConversion::default().is_identity());
+        let zero = Tsc2Nsec {
+            mult: 0,
+            shift: 5,
+            offset: 0,
+        };
+        assert!(TimeConversion::new(Some(zero), 0).is_identity());
         assert!(!earlier.is_identity());
         // A shift no kernel would write does not panic.
         assert_eq!(tsc(7, 200).apply(u64::MAX), 0);

@@ -128,10 +128,10 @@ impl DatFile {
     /// How trace-cmd turns this file's raw times into the times it reports (TSC2NSEC, then
     /// DATE and OFFSET); [`crate::Decoder::from_dat`] applies the same.
     pub fn time_conversion(&self) -> crate::clock::TimeConversion {
-        crate::clock::TimeConversion {
-            tsc2nsec: self.options.tsc2nsec,
-            offset_ns: self.options.ts_offset_ns().unwrap_or(0),
-        }
+        crate::clock::TimeConversion::new(
+            self.options.tsc2nsec,
+            self.options.ts_offset_ns().unwrap_or(0),
+        )
     }
 
     pub fn clock(&self, buffer: &Buffer) -> Option<String> {

@@ -217,12 +217,9 @@ impl Decoder {
             .and_then(|header| header.check_supported())
             .map_err(header_error("header_event"))?;
         let catalog = EventCatalog::load(&dir.join("formats"))?;
-        let time = meta
-            .dat
-            .map_or_else(TimeConversion::default, |dat| TimeConversion {
-                tsc2nsec: dat.tsc2nsec,
-                offset_ns: dat.ts_offset_ns.unwrap_or(0),
-            });
+        let time = meta.dat.map_or_else(TimeConversion::default, |dat| {
+            TimeConversion::new(dat.tsc2nsec, dat.ts_offset_ns.unwrap_or(0))
+        });
         Ok(Decoder {
             origin: Origin::Dir(dir),
             layout,

@@ -109,7 +109,17 @@ impl<'d> EventStream<'d> {
     }
 
     /// What each CPU's pages held so far (complete once the stream is exhausted).
+    /// Loss times are converted as event times are.
     pub fn summaries(&self) -> Vec<CpuSummary> {
-        self.cpus.iter().map(|c| c.summary().clone()).collect()
+        self.cpus
+            .iter()
+            .map(|c| {
+                let mut summary = c.summary().clone();
+                for loss in &mut summary.losses {
+                    loss.ts = self.time.apply(loss.ts);
+                }
+                summary
+            })
+            .collect()
     }
 }

@@ -1250,20 +1250,39 @@ fn decoding_in_place_fails_exactly_where_extraction_fails() {
 #[test]
 fn small_files_decode_in_place_and_seed_the_fuzzer() {
     let seeds = std::env::var_os("VMSCALE_DAT_SEEDS").map(PathBuf::from);
+    let mut times: HashMap<String, Vec<u64>> = HashMap::new();
     for (label, bytes) in small_files() {
         let dat = Arc::new(DatFile::from_bytes(bytes.clone()).unwrap());
-        let decoder = Decoder::from_dat(dat, None).unwrap_or_else(|e| panic!("{label}: {e}"));
-        let time = decoder.time_conversion();
-        assert_eq!(time.tsc2nsec.is_some(), label == "v7-tsc2nsec", "{label}");
-        let summary = decoder.for_each(|_| {}).unwrap();
+        let decoder =
+            Decoder::from_dat(Arc::clone(&dat), None).unwrap_or_else(|e| panic!("{label}: {e}"));
+        let mut ts = Vec::new();
+        let summary = decoder.for_each(|e| ts.push(e.ts())).unwrap();
         assert!(summary.events() > 0, "{label}");
         assert_eq!(summary.corrupt_pages(), 0, "{label}: {:?}", summary.errors);
+        // The extraction's meta.json carries the file's time conversion to Decoder::open.
+        let dir = scratch().join(format!("small-{label}-trace"));
+        let _ = std::fs::remove_dir_all(&dir);
+        dat.extract(None, &dir)
+            .unwrap_or_else(|e| panic!("{label}: {e}"));
+        let extracted = Decoder::open(&dir).unwrap();
+        assert_eq!(
+            extracted.time_conversion(),
+            decoder.time_conversion(),
+            "{label}"
+        );
+        same_events(&extracted, &decoder, &label);
+        times.insert(label.clone(), ts);
         if let Some(dir) = &seeds {
             std::fs::create_dir_all(dir).unwrap();
             std::fs::write(dir.join(format!("small-{label}.dat")), &bytes).unwrap();
             println!("{label}: {} bytes", bytes.len());
         }
     }
+    // The same pages in TSC ticks come out as trace-cmd converts them: 1.5 ns per tick,
+    // then 2 ms earlier.
+    let raw = &times["v7-none"];
+    let converted: Vec<u64> = raw.iter().map(|t| t * 3 / 2 - 2_000_000).collect();
+    assert_eq!(times["v7-tsc2nsec"], converted);
 }
 
 /// Parses `bytes`, decodes them in place (and extracts them when `extract_to` is given)

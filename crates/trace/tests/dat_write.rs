@@ -283,6 +283,8 @@ struct KsEntry {
     ts: u64,
     cpu: u32,
     pid: i32,
+    /// Negative for KernelShark's marks of lost events.
+    event_id: i32,
     event: String,
     task: String,
 }
@@ -301,7 +303,7 @@ fn kernelshark_entries(dat: &Path) -> Vec<KsEntry> {
     String::from_utf8_lossy(&output.stdout)
         .lines()
         .map(|line| {
-            let mut words = line.splitn(5, ' ');
+            let mut words = line.splitn(6, ' ');
             let mut next = || {
                 words
                     .next()
@@ -311,6 +313,7 @@ fn kernelshark_entries(dat: &Path) -> Vec<KsEntry> {
                 ts: next().parse().unwrap(),
                 cpu: next().parse().unwrap(),
                 pid: next().parse().unwrap(),
+                event_id: next().parse().unwrap(),
                 event: next().to_string(),
                 task: next().to_string(),
             }
@@ -574,7 +577,8 @@ fn trace_cmd_shows_task_names_and_mono_time_from_a_written_recording() {
     );
 
     let comms = comms_in(&live.dir);
-    let report = trace_cmd(&["report", "-t"], &path);
+    // Where the recording lost events trace-cmd prints a line of its own.
+    let (_, report) = split_dropped(&trace_cmd(&["report", "-t"], &path));
     let (mut named, mut unknown, mut children_seen) = (0, 0, 0);
     let mut times = Vec::new();
     // Kernel stacks print their frames as `=> symbol` lines of their own.
@@ -773,7 +777,7 @@ fn a_tsc_conversion_and_time_offset_apply_as_trace_cmd_applies_them() {
     assert_eq!(in_place, expected, "the written file's decode");
 
     // trace-cmd's own reader converts the same times to the same nanoseconds.
-    let report = trace_cmd(&["report", "-t"], &path);
+    let (_, report) = split_dropped(&trace_cmd(&["report", "-t"], &path));
     let mut reported: Vec<u64> = report
         .lines()
         .filter(|l| !l.starts_with("cpus=") && !l.trim_start().starts_with("=>"))
@@ -796,9 +800,28 @@ fn a_tsc_conversion_and_time_offset_apply_as_trace_cmd_applies_them() {
 #[test]
 fn kernelshark_loads_every_event_of_a_written_recording() {
     let live = live();
-    // What vmscale decoded from the directory: time, CPU, pid and `system/name`.
+    for compression in [None, Some(Algorithm::Zstd)] {
+        let (events, marks) = kernelshark_matches(&live.dir, "kshark", compression);
+        assert!(
+            events > 0 && marks == 0,
+            "{events} events, {marks} loss marks"
+        );
+    }
+    // A recording that lost events: KernelShark marks each page that follows a loss.
+    let (events, marks) = kernelshark_matches(Path::new(OVERRUN_FIXTURE), "kshark-overrun", None);
+    assert!(
+        events > 0 && marks > 0,
+        "{events} events, {marks} loss marks"
+    );
+}
+
+/// Writes `dir` as a .dat file and checks that KernelShark loads exactly vmscale's events
+/// (time, CPU, pid, `system/name`), names every task the trace names, and marks lost
+/// events after exactly the pages vmscale found losses after. Returns (events, marks).
+fn kernelshark_matches(dir: &Path, label: &str, compression: Option<Algorithm>) -> (usize, usize) {
+    let label = format!("{label}-{}", compression.map_or("none", |c| c.name()));
     let mut decoded = Vec::new();
-    Decoder::open(&live.dir)
+    let summary = Decoder::open(dir)
         .unwrap()
         .for_each(|e| {
             let event = format!("{}/{}", e.system(), e.name());
@@ -806,37 +829,50 @@ fn kernelshark_loads_every_event_of_a_written_recording() {
         })
         .unwrap();
     decoded.sort();
-    let comms = comms_in(&live.dir);
-    for (label, compression) in [
-        ("kshark-none", None),
-        ("kshark-zstd", Some(Algorithm::Zstd)),
-    ] {
-        let (path, _) = write(&live.dir, label, compression);
-        let entries = kernelshark_entries(&path);
-        let mut loaded: Vec<(u64, u32, i32, String)> = entries
-            .iter()
-            .map(|e| (e.ts, e.cpu, e.pid, e.event.clone()))
-            .collect();
-        loaded.sort();
-        assert_eq!(
-            loaded.len(),
-            decoded.len(),
-            "{label}: KernelShark loaded another number of entries"
-        );
-        assert_eq!(loaded, decoded, "{label}: KernelShark's entries differ");
-        // Task names come from the written command lines.
-        let named = entries
-            .iter()
-            .filter(|e| comms.get(&e.pid).is_some_and(|comm| *comm == e.task))
-            .count();
-        let with_comm = entries
-            .iter()
-            .filter(|e| comms.contains_key(&e.pid))
-            .count();
-        assert!(
-            with_comm > 0 && named == with_comm,
-            "{label}: {named} of {with_comm} named"
-        );
-        println!("{label}: KernelShark loaded all {} events", entries.len());
-    }
+    let loss_pages: usize = summary.cpus.iter().map(|c| c.losses.len()).sum();
+    let comms = comms_in(dir);
+
+    let (path, _) = write(dir, &label, compression);
+    // KernelShark marks where the kernel lost events with entries of its own.
+    let (entries, marks): (Vec<KsEntry>, Vec<KsEntry>) = kernelshark_entries(&path)
+        .into_iter()
+        .partition(|e| e.event_id >= 0);
+    assert_eq!(
+        marks.len(),
+        loss_pages,
+        "{label}: KernelShark's loss marks against the pages after lost events"
+    );
+    let mut loaded: Vec<(u64, u32, i32, String)> = entries
+        .iter()
+        .map(|e| (e.ts, e.cpu, e.pid, e.event.clone()))
+        .collect();
+    loaded.sort();
+    assert_eq!(
+        loaded.len(),
+        decoded.len(),
+        "{label}: KernelShark loaded another number of entries"
+    );
+    assert_eq!(loaded, decoded, "{label}: KernelShark's entries differ");
+    // Task names come from the written command lines.
+    let with_comm: Vec<&KsEntry> = entries
+        .iter()
+        .filter(|e| comms.contains_key(&e.pid))
+        .collect();
+    let misnamed: Vec<&&KsEntry> = with_comm
+        .iter()
+        .filter(|e| comms[&e.pid] != e.task)
+        .collect();
+    assert!(
+        !with_comm.is_empty() && misnamed.is_empty(),
+        "{label}: {} of {} misnamed, first {:?}",
+        misnamed.len(),
+        with_comm.len(),
+        misnamed.first()
+    );
+    println!(
+        "{label}: KernelShark loaded all {} events, {} loss marks",
+        entries.len(),
+        marks.len()
+    );
+    (entries.len(), marks.len())
 }

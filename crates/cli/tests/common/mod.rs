@@ -17,6 +17,15 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// Removes its directory when dropped, so a failing test leaves nothing behind either.
+pub struct RemovedOnDrop(pub PathBuf);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }

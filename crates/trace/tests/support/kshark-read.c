@@ -2,8 +2,10 @@
  * Reads a trace-cmd .dat file with KernelShark's own library (libkshark, the loader the
  * KernelShark GUI uses) and prints one line per entry, in KernelShark's order:
  *
- *     ts cpu pid event task
+ *     ts cpu pid event_id event task
  *
+ * A negative event id is KernelShark's own entry for events the kernel lost
+ * (KS_EVENT_OVERFLOW), not a record of the file.
  * Built and run by crates/trace/tests/dat_write.rs to check that files vmscale writes
  * open in KernelShark. Strings and entries are left to the process's exit.
  */
@@ -40,8 +42,9 @@ int main(int argc, char **argv)
 		char *event = kshark_get_event_name(rows[i]);
 		char *task = kshark_get_task(rows[i]);
 
-		printf("%lld %d %d %s %s\n", (long long)rows[i]->ts, rows[i]->cpu,
-		       rows[i]->pid, event ? event : "?", task ? task : "?");
+		printf("%lld %d %d %d %s %s\n", (long long)rows[i]->ts, rows[i]->cpu,
+		       rows[i]->pid, rows[i]->event_id, event ? event : "?",
+		       task ? task : "?");
 	}
 	return 0;
 }

@@ -64,18 +64,21 @@ pub fn parse_report(
         if line.starts_with("cpus=") || line.trim().is_empty() {
             continue;
         }
-        // With several buffers trace-cmd right-aligns their names.
+        // With several buffers trace-cmd right-aligns their names. The top level's lines
+        // have no name, so another buffer's are told apart first.
+        let theirs = other_prefixes
+            .iter()
+            .any(|p| !p.is_empty() && line.trim_start().starts_with(p.as_str()));
+        if theirs {
+            continue;
+        }
         let named = if buffer.is_empty() {
             line
         } else {
             line.trim_start()
         };
         let Some(rest) = named.strip_prefix(prefix.as_str()) else {
-            let theirs = other_prefixes
-                .iter()
-                .any(|p| !p.is_empty() && line.trim_start().starts_with(p.as_str()));
-            assert!(theirs, "report line of another buffer: {line:?}");
-            continue;
+            panic!("report line of another buffer: {line:?}");
         };
         let parsed = parse_report_line(rest, fields_of)
             .unwrap_or_else(|| panic!("cannot parse report line {line:?}"));
