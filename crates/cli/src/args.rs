@@ -62,8 +62,15 @@ pub enum Command {
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
-    /// Render a recorded run again (RUN_DIR or RUN_DIR/run.json)
+    /// Render a run again, or analyse a trace from another host (FILE.dat, FILE.txt)
+    ///
+    /// RUN_DIR (or RUN_DIR/run.json): the run's report, its raw trace analysed again with
+    /// this build. FILE.dat: a trace-cmd recording (versions 6 and 7), analysed where it
+    /// lies. FILE.txt: ftrace text as pasted into mails and bug reports (trace, trace_pipe,
+    /// function_graph).
     Report {
+        /// RUN_DIR, RUN_DIR/run.json, FILE.dat or FILE.txt
+        #[arg(value_name = "RUN|FILE")]
         run: PathBuf,
         #[arg(long, default_value = "table", value_parser = parse_format)]
         format: vmscale_report::Format,
