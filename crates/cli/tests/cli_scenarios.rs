@@ -117,14 +117,18 @@ fn bad_scenario_knobs_are_refused_with_one_line() {
 
 #[test]
 fn zap_reports_a_stall_for_every_running_vcpu() {
-    let run = json_run(&["run", "zap", "--vcpus", "2", "--repeat", "20"], "zap");
+    // 100 deletes (under a second): with only 20, a vCPU faulting while the delete holds
+    // the MMU lock was sometimes never traced when other tests loaded both CPUs.
+    const DELETES: usize = 100;
+    let repeat = DELETES.to_string();
+    let run = json_run(&["run", "zap", "--vcpus", "2", "--repeat", &repeat], "zap");
     let series = run["points"][0]["series"].as_array().unwrap();
     let names: Vec<&str> = series.iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["baseline-stall", "delete", "stall"]);
     // One stall sample per vCPU per delete, and every vCPU stalled at least once.
     let stall = &series[2];
     let samples = u64s(&stall["samples_ns"]);
-    assert_eq!(samples.len(), 2 * 20);
+    assert_eq!(samples.len(), 2 * DELETES);
     for vcpu in 0..2 {
         let mine: Vec<u64> = samples.iter().skip(vcpu).step_by(2).copied().collect();
         assert!(
@@ -132,7 +136,7 @@ fn zap_reports_a_stall_for_every_running_vcpu() {
             "vCPU {vcpu} never stalled: {mine:?}"
         );
     }
-    assert_eq!(series[1]["samples_ns"].as_array().unwrap().len(), 20);
+    assert_eq!(series[1]["samples_ns"].as_array().unwrap().len(), DELETES);
     let notes = stall["notes"].to_string();
     assert!(notes.contains("per vCPU p50/max"), "{notes}");
     // The guest-side stall lines up with a kernel that saw vCPUs wait for the MMU lock.
