@@ -74,6 +74,7 @@ fn interrupted_and_killed_runs_leave_nothing_behind() {
 
     for (signal, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
         let out = scratch(name);
+        let _removed = RemovedOnDrop(out.clone());
         let child = start_long_run(&out);
         let pid = child.id();
         // SAFETY: sends a signal to our own child, which is still running (not yet waited).

@@ -141,6 +141,9 @@ fn traced_scenario_keeps_its_raw_trace_and_report_reanalyses_it() {
 #[test]
 fn tracing_failures_are_one_line() {
     let out = scratch("bad");
+    let _removed = RemovedOnDrop(out.clone());
+    let nobody_out = std::path::PathBuf::from("/tmp/vmscale-nobody");
+    let _removed_too = RemovedOnDrop(nobody_out.clone());
     let o = vmscale()
         .args([
             "record",
@@ -178,13 +181,8 @@ fn tracing_failures_are_one_line() {
     let o = Command::new("setpriv")
         .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
         .arg(env!("CARGO_BIN_EXE_vmscale"))
-        .args([
-            "record",
-            "--duration",
-            "0.1",
-            "--out",
-            "/tmp/vmscale-nobody",
-        ])
+        .args(["record", "--duration", "0.1", "--out"])
+        .arg(&nobody_out)
         .output()
         .unwrap();
     one_line_failure(&o, 1, "tracing needs root");

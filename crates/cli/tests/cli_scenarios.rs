@@ -96,6 +96,8 @@ fn irqfd_registers_exactly_the_requested_count() {
 
 #[test]
 fn bad_scenario_knobs_are_refused_with_one_line() {
+    let out = scratch("bad");
+    let _removed = RemovedOnDrop(out.clone());
     for args in [
         vec!["run", "teardown", "--vms", "0"],
         vec!["run", "teardown", "--mode", "explode"],
@@ -106,7 +108,7 @@ fn bad_scenario_knobs_are_refused_with_one_line() {
         let o = vmscale()
             .args(&args)
             .args(["--out"])
-            .arg(scratch("bad"))
+            .arg(&out)
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
