@@ -3,16 +3,16 @@
 //! fixture gives its calls. Needs root and tracefs; fails (never skips) without.
 
 mod common;
+#[path = "../../analysis/tests/support/userfault.rs"]
+mod userfault;
 
 use common::*;
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::{ErrorKind, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -179,197 +179,6 @@ impl Drop for Instance {
     }
 }
 
-// ---- the workload: a pipe mutex held across a userfaultfd fault ----
-
-// include/uapi/linux/userfaultfd.h
-const UFFD_API: u64 = 0xaa;
-const UFFDIO_API: libc::c_ulong = 0xc018_aa3f;
-const UFFDIO_REGISTER: libc::c_ulong = 0xc020_aa00;
-const UFFDIO_COPY: libc::c_ulong = 0xc028_aa03;
-const UFFDIO_REGISTER_MODE_MISSING: u64 = 1;
-
-fn check(ret: libc::c_long, what: &str) -> libc::c_long {
-    assert!(ret >= 0, "{what}: {}", std::io::Error::last_os_error());
-    ret
-}
-
-fn gettid() -> i32 {
-    // SAFETY: gettid has no preconditions.
-    unsafe { libc::gettid() }
-}
-
-fn task_state(tid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
-    stat.rsplit_once(") ")?.1.chars().next()
-}
-
-fn wait_for_state(tids: &[i32], state: char, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while !tids.iter().all(|&t| task_state(t) == Some(state)) {
-        assert!(Instant::now() < deadline, "{what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-/// An anonymous page registered with userfaultfd and not populated: the first access
-/// sleeps in handle_userfault until the page is copied in.
-struct FaultPage {
-    uffd: OwnedFd,
-    addr: usize,
-    len: usize,
-}
-
-impl FaultPage {
-    fn new() -> FaultPage {
-        let len = 4096usize;
-        // SAFETY: the syscall takes flags only; the result is checked.
-        let fd = check(
-            unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) },
-            "userfaultfd",
-        );
-        // SAFETY: a fresh descriptor we own.
-        let uffd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-        let mut api = [UFFD_API, 0, 0];
-        // SAFETY: UFFDIO_API reads and writes the three u64s of struct uffdio_api.
-        check(
-            unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_API, api.as_mut_ptr()) }.into(),
-            "UFFDIO_API",
-        );
-        // SAFETY: a fresh private anonymous mapping; the result is checked.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(addr, libc::MAP_FAILED);
-        let mut register = [addr as u64, len as u64, UFFDIO_REGISTER_MODE_MISSING, 0];
-        // SAFETY: struct uffdio_register is these four u64s; the range is our mapping.
-        check(
-            unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_REGISTER, register.as_mut_ptr()) }.into(),
-            "UFFDIO_REGISTER",
-        );
-        FaultPage {
-            uffd,
-            addr: addr as usize,
-            len,
-        }
-    }
-
-    fn wait_for_fault(&self) {
-        let mut msg = [0u8; 32];
-        // SAFETY: reads one uffd_msg into our buffer.
-        let n = unsafe { libc::read(self.uffd.as_raw_fd(), msg.as_mut_ptr().cast(), 32) };
-        assert_eq!(n, 32, "userfaultfd message");
-    }
-
-    fn resolve(&self) {
-        let source = vec![b'x'; self.len];
-        let mut copy = [
-            self.addr as u64,
-            source.as_ptr() as u64,
-            self.len as u64,
-            0,
-            0,
-        ];
-        // SAFETY: struct uffdio_copy is these five 64-bit fields; both ranges are ours.
-        check(
-            unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_COPY, copy.as_mut_ptr()) }.into(),
-            "UFFDIO_COPY",
-        );
-    }
-}
-
-impl Drop for FaultPage {
-    fn drop(&mut self) {
-        // SAFETY: unmaps the mapping this value made.
-        unsafe { libc::munmap(self.addr as *mut libc::c_void, self.len) };
-    }
-}
-
-fn write_all(fd: i32, addr: usize, len: usize) {
-    // SAFETY: `addr` is `len` readable bytes (a live buffer, or the fault page).
-    let n = unsafe { libc::write(fd, addr as *const libc::c_void, len) };
-    assert_eq!(
-        n,
-        len as isize,
-        "write: {}",
-        std::io::Error::last_os_error()
-    );
-}
-
-/// One writer faults inside the pipe write with pipe->mutex held and sleeps in
-/// handle_userfault; `WAITERS` more writers queue on the mutex; after `HOLD` the fault is
-/// resolved. Returns the holder's and the waiters' thread ids.
-fn pipe_mutex_held_across_a_fault() -> (i32, Vec<i32>) {
-    let page = FaultPage::new();
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills two descriptors; the result is checked.
-    check(
-        unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }.into(),
-        "pipe2",
-    );
-    // SAFETY: fresh descriptors we own.
-    let (read_end, write_end) =
-        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let w = write_end.as_raw_fd();
-    let (tx, rx) = mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        tx.send(gettid()).unwrap();
-        let mut sink = Vec::new();
-        File::from(read_end).read_to_end(&mut sink).unwrap();
-        sink.len()
-    });
-    let reader_tid = rx.recv().unwrap();
-    wait_for_state(&[reader_tid], 'S', "the pipe reader never waited");
-
-    let tids = std::thread::scope(|scope| {
-        let (tx, rx) = mpsc::channel();
-        let page = &page;
-        let holder = std::thread::Builder::new()
-            .name("fault-holder".into())
-            .spawn_scoped(scope, move || {
-                tx.send(gettid()).unwrap();
-                write_all(w, page.addr, 64);
-            })
-            .unwrap();
-        let holder_tid = rx.recv().unwrap();
-        page.wait_for_fault();
-        let (tx, rx) = mpsc::channel();
-        let waiters: Vec<_> = (0..WAITERS)
-            .map(|index| {
-                let tx = tx.clone();
-                std::thread::Builder::new()
-                    .name(format!("pipe-writer-{index}"))
-                    .spawn_scoped(scope, move || {
-                        let buf = [b'w'; 64];
-                        tx.send(gettid()).unwrap();
-                        write_all(w, buf.as_ptr() as usize, buf.len());
-                    })
-                    .unwrap()
-            })
-            .collect();
-        let waiter_tids: Vec<i32> = (0..WAITERS).map(|_| rx.recv().unwrap()).collect();
-        wait_for_state(
-            &waiter_tids,
-            'D',
-            "the writers never blocked on the pipe mutex",
-        );
-        std::thread::sleep(HOLD);
-        page.resolve();
-        holder.join().unwrap();
-        waiters.into_iter().for_each(|w| w.join().unwrap());
-        (holder_tid, waiter_tids)
-    });
-    drop(write_end);
-    assert_eq!(reader.join().unwrap(), 64 * (WAITERS + 1));
-    tids
-}
-
 // ---- the tests ----
 
 fn report_json(path: &Path) -> Value {
@@ -427,7 +236,10 @@ fn the_text_of_a_real_recording_gives_the_findings_of_its_binary_pages() {
     std::fs::create_dir_all(&dir).unwrap();
     let instance = Instance::new();
     instance.set("tracing_on", "1");
-    let (holder, waiters) = pipe_mutex_held_across_a_fault();
+    // One writer faults inside the pipe write with pipe->mutex held and sleeps in
+    // handle_userfault; `WAITERS` more writers queue on the mutex until `HOLD` has passed.
+    let outcome = userfault::pipe_writers_behind_a_userfault(HOLD, WAITERS);
+    let (holder, waiters) = (outcome.holder_tid, outcome.waiter_tids);
     instance.set("tracing_on", "0");
     // `trace` does not consume the buffer; trace_pipe_raw then hands out the same events.
     let text_path = dir.join("trace.txt");

@@ -23,7 +23,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 use dat_writer::{Codec, DatWriter};
 use report::{compare, parse_report, symbol_addresses, Decoded, Value};
 use vmscale_trace::dat::{extract_buffer_to_trace_dir, extract_to_trace_dir, DatError, DatFile};
-use vmscale_trace::format::FieldLayout;
 use vmscale_trace::{Decoder, EventKind};
 
 const TRACEFS: &str = "/sys/kernel/tracing";
@@ -471,54 +470,9 @@ fn decode(dir: &Path, label: &str) -> Vec<Decoded> {
     let mut events = Vec::new();
     let summary = decoder
         .for_each(|event| {
-            let mut fields = Vec::new();
-            for field in event
-                .event_type()
-                .format
-                .fields
-                .iter()
-                .filter(|f| !f.is_common())
-            {
-                let is_char =
-                    field.type_text.ends_with("char") || field.type_text.ends_with("char[]");
-                let value = match field.layout {
-                    FieldLayout::Scalar => Value::Int {
-                        value: event.u64(&field.name).expect("scalar in the record"),
-                        size: field.size,
-                    },
-                    _ if is_char => Value::Str(
-                        String::from_utf8_lossy(
-                            event.str(&field.name).expect("string in the record"),
-                        )
-                        .into_owned(),
-                    ),
-                    FieldLayout::Array { .. } => {
-                        // The record may end inside a fixed array (kernel_stack's
-                        // caller[8] for short stacks): keep what the record holds.
-                        let rest = event.record().get(field.offset..).unwrap_or(&[]);
-                        Value::Bytes {
-                            bytes: rest[..rest.len().min(field.size)].to_vec(),
-                            declared: field.size,
-                        }
-                    }
-                    _ => {
-                        let bytes = event.bytes(&field.name).expect("data in the record");
-                        Value::Bytes {
-                            bytes: bytes.to_vec(),
-                            declared: bytes.len(),
-                        }
-                    }
-                };
-                fields.push((field.name.clone(), value));
-            }
-            check_view(&event, &fields);
-            events.push(Decoded {
-                ts: event.ts(),
-                cpu: event.cpu(),
-                pid: event.pid(),
-                name: event.name().to_string(),
-                fields,
-            });
+            let decoded = Decoded::of(&event);
+            check_view(&event, &decoded.fields);
+            events.push(decoded);
         })
         .unwrap_or_else(|e| panic!("{label}: {e}"));
     assert_eq!(summary.corrupt_pages(), 0, "{label}: {:?}", summary.errors);

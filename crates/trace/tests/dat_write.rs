@@ -19,7 +19,6 @@ use std::sync::OnceLock;
 use report::{compare, parse_report, symbol_addresses, Decoded, Reported, Value};
 use vmscale_trace::dat::{extract_to_trace_dir, Algorithm, DatFile};
 use vmscale_trace::dat_write::{write_dat, DatWriteError, DatWriteOptions, Written};
-use vmscale_trace::format::FieldLayout;
 use vmscale_trace::recorder::{RecordConfig, Recording, TraceMeta};
 use vmscale_trace::{tracefs, Decoder, EventKind, Kallsyms};
 
@@ -144,53 +143,7 @@ fn decoded_events(dir: &Path) -> Vec<Decoded> {
     let decoder = Decoder::open(dir).unwrap();
     let mut events = Vec::new();
     let summary = decoder
-        .for_each(|event| {
-            let mut fields = Vec::new();
-            for field in event
-                .event_type()
-                .format
-                .fields
-                .iter()
-                .filter(|f| !f.is_common())
-            {
-                let is_char =
-                    field.type_text.ends_with("char") || field.type_text.ends_with("char[]");
-                let value = match field.layout {
-                    FieldLayout::Scalar => Value::Int {
-                        value: event.u64(&field.name).expect("scalar in the record"),
-                        size: field.size,
-                    },
-                    _ if is_char => Value::Str(
-                        String::from_utf8_lossy(event.str(&field.name).expect("string"))
-                            .into_owned(),
-                    ),
-                    FieldLayout::Array { .. } => {
-                        // A record may end inside a fixed array (kernel_stack's caller[8]
-                        // for short stacks): keep what the record holds.
-                        let rest = event.record().get(field.offset..).unwrap_or(&[]);
-                        Value::Bytes {
-                            bytes: rest[..rest.len().min(field.size)].to_vec(),
-                            declared: field.size,
-                        }
-                    }
-                    _ => {
-                        let bytes = event.bytes(&field.name).expect("data in the record");
-                        Value::Bytes {
-                            bytes: bytes.to_vec(),
-                            declared: bytes.len(),
-                        }
-                    }
-                };
-                fields.push((field.name.clone(), value));
-            }
-            events.push(Decoded {
-                ts: event.ts(),
-                cpu: event.cpu(),
-                pid: event.pid(),
-                name: event.name().to_string(),
-                fields,
-            });
-        })
+        .for_each(|event| events.push(Decoded::of(&event)))
         .unwrap();
     assert_eq!(summary.corrupt_pages(), 0, "{:?}", summary.errors);
     events

@@ -117,8 +117,8 @@ fn import_dat(
     Ok(())
 }
 
-/// A run record for a trace recorded elsewhere: what the file says about its host, no
-/// samples, and the analyses' findings.
+/// A run record for a trace-cmd file: what the file says about its host, no samples, and
+/// the analyses' findings.
 fn imported_record(
     path: &Path,
     dat: &vmscale_trace::dat::DatFile,
@@ -127,19 +127,41 @@ fn imported_record(
     warnings: Vec<String>,
 ) -> RunRecord {
     let uname = dat.options.uname.clone().unwrap_or_default();
-    let host = HostFacts {
-        hostname: uname.split_whitespace().nth(1).unwrap_or("").to_string(),
-        kernel_release: uname
-            .split_whitespace()
-            .nth(2)
-            .unwrap_or("unknown")
-            .to_string(),
-        kernel_version: uname,
-        cpu_model: "unknown (imported trace)".into(),
+    let word = |n: usize| uname.split_whitespace().nth(n).map(str::to_string);
+    let host = ImportedHost {
+        hostname: word(1).unwrap_or_default(),
+        kernel_release: word(2).unwrap_or_else(|| "unknown".into()),
+        kernel_version: uname.clone(),
         online_cpus: dat.cpu_count as usize,
-        memory_bytes: 0,
-        kvm: None,
     };
+    import_record(
+        host,
+        serde_json::json!({
+            "file": path.display().to_string(),
+            "dat_version": dat.version,
+            "buffer": buffer,
+        }),
+        trace,
+        warnings,
+    )
+}
+
+/// What a trace from another machine tells of that machine.
+pub(crate) struct ImportedHost {
+    pub hostname: String,
+    pub kernel_release: String,
+    pub kernel_version: String,
+    pub online_cpus: usize,
+}
+
+/// The run record of an imported trace: its host as far as the trace tells, the import's
+/// knobs, no samples, and the analyses' findings.
+pub(crate) fn import_record(
+    host: ImportedHost,
+    knobs: serde_json::Value,
+    trace: TraceSection,
+    warnings: Vec<String>,
+) -> RunRecord {
     RunRecord {
         schema_version: SCHEMA_VERSION,
         tool: ToolInfo::current(env!("CARGO_PKG_VERSION")),
@@ -148,12 +170,16 @@ fn imported_record(
         command_line: std::env::args().collect(),
         started_utc: String::new(),
         finished_utc: String::new(),
-        host,
-        knobs: serde_json::json!({
-            "file": path.display().to_string(),
-            "dat_version": dat.version,
-            "buffer": buffer,
-        }),
+        host: HostFacts {
+            hostname: host.hostname,
+            kernel_release: host.kernel_release,
+            kernel_version: host.kernel_version,
+            cpu_model: "unknown (imported trace)".into(),
+            online_cpus: host.online_cpus,
+            memory_bytes: 0,
+            kvm: None,
+        },
+        knobs,
         background: None,
         points: Vec::new(),
         trace: Some(trace),

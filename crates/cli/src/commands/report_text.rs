@@ -8,12 +8,13 @@
 
 use std::fs::File;
 use std::io::{BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use vmscale_run::{HostFacts, RunRecord, ToolInfo, TraceSection, SCHEMA_VERSION};
+use vmscale_run::{RunRecord, TraceSection};
 use vmscale_trace::text_import::{Item, TextReader};
 use vmscale_trace::text_trace_dir::{write_trace_dir, DirSink, TextDirSummary};
 
+use crate::commands::report::{import_record, ImportedHost};
 use crate::failure::Failure;
 
 /// How much of a file is looked at to tell whether it is ftrace text.
@@ -147,37 +148,20 @@ fn imported_record(
     warnings: Vec<String>,
 ) -> RunRecord {
     let (release, cpus) = header_facts(path);
-    let online_cpus = cpus.unwrap_or_else(|| summary.highest_cpu.map_or(0, |c| c as usize + 1));
-    let host = HostFacts {
+    let host = ImportedHost {
         hostname: String::new(),
         kernel_release: release.unwrap_or_else(|| "unknown".into()),
         kernel_version: String::new(),
-        cpu_model: "unknown (imported trace)".into(),
-        online_cpus,
-        memory_bytes: 0,
-        kvm: None,
+        online_cpus: cpus.unwrap_or_else(|| summary.highest_cpu.map_or(0, |c| c as usize + 1)),
     };
-    RunRecord {
-        schema_version: SCHEMA_VERSION,
-        tool: ToolInfo::current(env!("CARGO_PKG_VERSION")),
-        scenario: "import".into(),
-        sweep: "none".into(),
-        command_line: std::env::args().collect(),
-        started_utc: String::new(),
-        finished_utc: String::new(),
-        host,
-        knobs: serde_json::json!({
-            "file": PathBuf::from(path).display().to_string(),
-            "format": "ftrace text",
-            "lines": lines,
-            "events": summary.converted_events(),
-            "stacks": summary.stacks,
-            "skipped_lines": summary.skipped_lines(),
-            "function_graph_calls": summary.calls,
-        }),
-        background: None,
-        points: Vec::new(),
-        trace: Some(trace),
-        warnings,
-    }
+    let knobs = serde_json::json!({
+        "file": path.display().to_string(),
+        "format": "ftrace text",
+        "lines": lines,
+        "events": summary.converted_events(),
+        "stacks": summary.stacks,
+        "skipped_lines": summary.skipped_lines(),
+        "function_graph_calls": summary.calls,
+    });
+    import_record(host, knobs, trace, warnings)
 }

@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use vmscale_trace::format::FieldLayout;
+
 /// A field value as the decoder read it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
@@ -28,6 +30,56 @@ pub struct Decoded {
     pub pid: i32,
     pub name: String,
     pub fields: Vec<(String, Value)>,
+}
+
+impl Decoded {
+    /// The event with its non-common fields, the way `trace-cmd report -R` prints them.
+    pub fn of(event: &vmscale_trace::Event<'_>) -> Decoded {
+        let mut fields = Vec::new();
+        for field in event
+            .event_type()
+            .format
+            .fields
+            .iter()
+            .filter(|f| !f.is_common())
+        {
+            let is_char = field.type_text.ends_with("char") || field.type_text.ends_with("char[]");
+            let value = match field.layout {
+                FieldLayout::Scalar => Value::Int {
+                    value: event.u64(&field.name).expect("scalar in the record"),
+                    size: field.size,
+                },
+                _ if is_char => Value::Str(
+                    String::from_utf8_lossy(event.str(&field.name).expect("string in the record"))
+                        .into_owned(),
+                ),
+                FieldLayout::Array { .. } => {
+                    // The record may end inside a fixed array (kernel_stack's caller[8] for
+                    // short stacks): keep what the record holds.
+                    let rest = event.record().get(field.offset..).unwrap_or(&[]);
+                    Value::Bytes {
+                        bytes: rest[..rest.len().min(field.size)].to_vec(),
+                        declared: field.size,
+                    }
+                }
+                _ => {
+                    let bytes = event.bytes(&field.name).expect("data in the record");
+                    Value::Bytes {
+                        bytes: bytes.to_vec(),
+                        declared: bytes.len(),
+                    }
+                }
+            };
+            fields.push((field.name.clone(), value));
+        }
+        Decoded {
+            ts: event.ts(),
+            cpu: event.cpu(),
+            pid: event.pid(),
+            name: event.name().to_string(),
+            fields,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
