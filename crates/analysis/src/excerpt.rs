@@ -100,16 +100,13 @@ impl ExcerptPass {
     /// global cap counts run and state slices only: lock waits and holds, the point of the
     /// excerpt, are never crowded out by the scheduler noise of tasks that get no lane.
     fn clip(&mut self, from: u64, to: u64, lane_len: usize) -> Option<(u64, u64)> {
-        let (a, b) = (from.max(self.start), to.min(self.end));
-        if a >= b {
-            return None;
-        }
-        if lane_len >= MAX_SLICES_PER_LANE || self.slices >= MAX_SLICES {
+        let clipped = self.clip_lock(from, to, lane_len)?;
+        if self.slices >= MAX_SLICES {
             self.truncated = true;
             return None;
         }
         self.slices += 1;
-        Some((a, b))
+        Some(clipped)
     }
 
     /// [`ExcerptPass::clip`] for a lock slice: only the per-lane cap applies.
@@ -156,17 +153,6 @@ impl ExcerptPass {
                 self.set_state(pid, ts, TaskState::Running, Some(cpu));
             }
             if self.cpus.get(&cpu).and_then(|c| c.current).map(|c| c.0) != Some(pid) {
-                // A task runs on one CPU at a time: where it was seen before, its switch
-                // out was missed.
-                let elsewhere: Vec<u32> = self
-                    .cpus
-                    .iter()
-                    .filter(|(&c, t)| c != cpu && t.current.is_some_and(|(p, _)| p == pid))
-                    .map(|(&c, _)| c)
-                    .collect();
-                for other in elsewhere {
-                    self.run_on(other, ts, None);
-                }
                 self.run_on(cpu, ts, Some(pid));
             }
         }
@@ -214,8 +200,20 @@ impl ExcerptPass {
         }
     }
 
-    /// `pid` (none: idle) is on `cpu` from `ts`; what ran there before ends.
+    /// `pid` (none: idle) is on `cpu` from `ts`; what ran there before ends. A task runs on
+    /// one CPU at a time: where it was still shown running, its switch out was missed, and
+    /// that ends there too.
     fn run_on(&mut self, cpu: u32, ts: u64, pid: Option<i32>) {
+        if let Some(pid) = pid {
+            let elsewhere = self
+                .cpus
+                .iter()
+                .find(|(&c, t)| c != cpu && t.current.is_some_and(|(p, _)| p == pid))
+                .map(|(&c, _)| c);
+            if let Some(other) = elsewhere {
+                self.run_on(other, ts, None);
+            }
+        }
         let track = self.cpus.entry(cpu).or_default();
         let previous = track.current.take();
         track.current = pid.map(|p| (p, ts));

@@ -140,9 +140,9 @@ pub struct HoldersPass {
     /// Starts of open sleeping waits (a multiset): the oldest is how far back holder
     /// activity may still be asked for.
     open_starts: BTreeMap<u64, u32>,
-    /// Every lock's `acquired` times (a multiset): a hold still to be learnt may start at
-    /// one of them.
-    acquired_starts: BTreeMap<u64, u32>,
+    /// Every lock's `acquired` times (a multiset), kept only when capturing: a hold still to
+    /// be learnt may start at one of them.
+    acquired_starts: Option<BTreeMap<u64, u32>>,
     /// CPU -> task switched out asleep whose stack should come next on that CPU.
     awaiting_stack: HashMap<u32, i32>,
     stacks: StackTable,
@@ -181,6 +181,7 @@ impl HoldersPass {
                 end,
                 holds: Vec::new(),
             }),
+            acquired_starts: Some(BTreeMap::new()),
             ..HoldersPass::default()
         }
     }
@@ -227,7 +228,10 @@ impl HoldersPass {
         // A holder that took the lock from a contended wait in or before the window is
         // known to hold it from then on: its hold, released later, overlaps the window
         // even when every waiter queued in the window has given up meanwhile.
-        let acquired_since = self.acquired_starts.keys().next().copied();
+        let acquired_since = self
+            .acquired_starts
+            .as_ref()
+            .and_then(|starts| starts.keys().next().copied());
         self.capture.as_ref().is_none_or(|c| {
             now > c.end && self.floor() > c.end && acquired_since.is_none_or(|at| at > c.end)
         })
@@ -404,13 +408,15 @@ impl HoldersPass {
         w.0 += 1;
         w.1 += waited;
         let replaced = if ret == 0 && others_queued {
-            multiset_add(&mut self.acquired_starts, end);
+            if let Some(starts) = &mut self.acquired_starts {
+                multiset_add(starts, end);
+            }
             state.acquired.insert(pid, end)
         } else {
             state.acquired.remove(&pid)
         };
         if let Some(at) = replaced {
-            multiset_remove(&mut self.acquired_starts, at);
+            forget_acquired(&mut self.acquired_starts, at);
         }
         // Segments that ended before every remaining waiter arrived can no longer be asked.
         let oldest = self.queued(wait.lock).min();
@@ -420,7 +426,7 @@ impl HoldersPass {
             None => {
                 state.segments.clear();
                 for (_, at) in state.acquired.drain() {
-                    multiset_remove(&mut self.acquired_starts, at);
+                    forget_acquired(&mut self.acquired_starts, at);
                 }
             }
         }
@@ -450,7 +456,7 @@ impl HoldersPass {
         }
         let acquired = state.acquired.remove(&holder);
         if let Some(at) = acquired {
-            multiset_remove(&mut self.acquired_starts, at);
+            forget_acquired(&mut self.acquired_starts, at);
         }
         let (start, start_known) = match acquired {
             Some(at) if at <= released => (at, true),
@@ -783,6 +789,12 @@ pub fn sleep_function(frames: &[String]) -> Option<&str> {
 
 fn multiset_add(set: &mut BTreeMap<u64, u32>, key: u64) {
     *set.entry(key).or_default() += 1;
+}
+
+fn forget_acquired(starts: &mut Option<BTreeMap<u64, u32>>, at: u64) {
+    if let Some(starts) = starts {
+        multiset_remove(starts, at);
+    }
 }
 
 fn multiset_remove(set: &mut BTreeMap<u64, u32>, key: u64) {

@@ -116,13 +116,9 @@ fn the_timeline_excerpt_centres_on_the_longest_wait_and_its_lanes_are_consistent
     use vmscale_run::findings::LockRole;
     let analysis = vmscale_analysis::analyse(&fixture()).unwrap();
     let timeline = analysis.timeline.expect("a contended trace has an excerpt");
-    let top = analysis
-        .holders
-        .iter()
-        .map(|h| h.name.clone())
-        .chain(analysis.contention.locks.iter().map(|l| l.name.clone()))
-        .next()
-        .unwrap();
+    let top = vmscale_analysis::timeline_focus(&analysis.contention, &analysis.holders)
+        .expect("a contended trace has a focus")
+        .lock_name;
     assert!(timeline.focus.contains(&top), "{} vs {top}", timeline.focus);
     let lock = analysis
         .contention

@@ -4,7 +4,7 @@
 
 use vmscale_run::RunRecord;
 use vmscale_stats::fit::{bootstrap_band, bootstrap_parameters, select, Fit, Model};
-use vmscale_stats::knee::{knee, MIN_DISTINCT};
+use vmscale_stats::knee::{distinct_n, knee, MIN_DISTINCT};
 
 use crate::units::micros;
 
@@ -236,18 +236,11 @@ fn knee_clause(best: &Fit, points: &[(f64, f64)]) -> String {
     }
     match best.model {
         Model::Constant => String::new(),
-        _ if distinct_n(points) < MIN_DISTINCT => {
+        _ if distinct_n(points).len() < MIN_DISTINCT => {
             format!("; too few N to look for a knee (it takes {MIN_DISTINCT})")
         }
         _ => "; no knee: the slope holds over the measured N".into(),
     }
-}
-
-fn distinct_n(points: &[(f64, f64)]) -> usize {
-    let mut ns: Vec<f64> = points.iter().map(|p| p.0).collect();
-    ns.sort_by(f64::total_cmp);
-    ns.dedup();
-    ns.len()
 }
 
 fn parameters(f: &Fit) -> String {

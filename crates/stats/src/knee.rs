@@ -47,6 +47,14 @@ pub const MIN_DISTINCT: usize = 7;
 const AIC_MARGIN: f64 = 2.0;
 
 /// The knee of `points` (N, cost), if a hinge beats a straight line by the AIC margin.
+/// The distinct N of `points`, ascending: a knee needs [`MIN_DISTINCT`] of them.
+pub fn distinct_n(points: &[(f64, f64)]) -> Vec<f64> {
+    let mut distinct: Vec<f64> = points.iter().map(|p| p.0).collect();
+    distinct.sort_by(f64::total_cmp);
+    distinct.dedup();
+    distinct
+}
+
 pub fn knee(points: &[(f64, f64)]) -> Option<Knee> {
     if points
         .iter()
@@ -54,9 +62,7 @@ pub fn knee(points: &[(f64, f64)]) -> Option<Knee> {
     {
         return None;
     }
-    let mut distinct: Vec<f64> = points.iter().map(|p| p.0).collect();
-    distinct.sort_by(f64::total_cmp);
-    distinct.dedup();
+    let distinct = distinct_n(points);
     if distinct.len() < MIN_DISTINCT {
         return None;
     }

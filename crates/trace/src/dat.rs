@@ -119,12 +119,6 @@ impl DatFile {
         self.buffers.iter().find(|b| b.name == name)
     }
 
-    /// The trace clock of `buffer`.
-    ///
-    /// The TRACECLOCK option holds the `trace_clock` file of the recorded instance and
-    /// comes first. The clock next to a buffer comes second: trace-cmd 3.1 writes the
-    /// top-level buffer's clock there even for instances, so it is wrong whenever an
-    /// instance used another clock. `None` means trace-cmd's default, `local`.
     /// How trace-cmd turns this file's raw times into the times it reports (TSC2NSEC, then
     /// DATE and OFFSET); [`crate::Decoder::from_dat`] applies the same.
     pub fn time_conversion(&self) -> crate::clock::TimeConversion {
@@ -134,6 +128,12 @@ impl DatFile {
         )
     }
 
+    /// The trace clock of `buffer`.
+    ///
+    /// The TRACECLOCK option holds the `trace_clock` file of the recorded instance and
+    /// comes first. The clock next to a buffer comes second: trace-cmd 3.1 writes the
+    /// top-level buffer's clock there even for instances, so it is wrong whenever an
+    /// instance used another clock. `None` means trace-cmd's default, `local`.
     pub fn clock(&self, buffer: &Buffer) -> Option<String> {
         self.options
             .selected_clock()
