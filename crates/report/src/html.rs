@@ -253,12 +253,8 @@ fn fit_charts(record: &RunRecord, names: &[&str]) -> String {
                 .collect(),
             colour,
         };
-        // A knee past the drawn range would be clamped to the chart's edge by plotters.
-        let knee = curve
-            .knee
-            .filter(|&k| k >= 1.0 && k <= curve.curve.last().map_or(0.0, |p| p.0));
         let mut rules = vec![curve.largest];
-        rules.extend(knee);
+        rules.extend(curve.knee);
         let xs = curve.curve.iter().map(|p| p.0);
         let ys = lines
             .iter()
@@ -281,7 +277,8 @@ fn fit_charts(record: &RunRecord, names: &[&str]) -> String {
             rules: &rules,
             ..charts::Extras::default()
         };
-        let knee = knee
+        let knee = curve
+            .knee
             .map(|k| {
                 format!(" The knee (where growth departs from linear) is at {sweep} = {k:.1}.")
             })

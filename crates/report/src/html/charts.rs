@@ -299,7 +299,9 @@ where
         let range = chart.y_range();
         (range.start, range.end)
     };
-    for &rule in extras.rules {
+    // A rule outside the drawn range would be clamped to the chart's edge by plotters.
+    let x_range = chart.x_range();
+    for &rule in extras.rules.iter().filter(|&&r| x_range.contains(&r)) {
         chart
             .draw_series(DashedLineSeries::new(
                 [(rule, y_lo), (rule, y_hi)],
