@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
+use vmscale_trace::tracefs;
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 /// How long the holder sleeps in its page fault with the pipe mutex held.
@@ -41,142 +42,96 @@ fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
 }
 
-/// A private tracefs instance, removed on drop.
-struct Instance {
-    dir: PathBuf,
+/// vmscale's own kind of private tracefs instance (removed on drop), tracing `EVENTS` on
+/// the mono clock with stacks on `STACK_EVENTS`.
+fn instance() -> tracefs::Instance {
+    let mount =
+        tracefs::mount_point().unwrap_or_else(|e| panic!("this test needs tracefs as root: {e}"));
+    let instance = tracefs::Instance::create(&mount).expect("create a tracefs instance");
+    for (file, value) in [
+        ("trace_clock", "mono"),
+        ("options/hash-ptr", "0"),
+        ("buffer_size_kb", "8192"),
+    ] {
+        instance.write(file, value).unwrap();
+    }
+    for event in EVENTS {
+        instance.enable_event(&event.replace('/', ":")).unwrap();
+    }
+    for event in STACK_EVENTS {
+        instance
+            .add_stack_trigger(&event.replace('/', ":"))
+            .unwrap();
+    }
+    instance
 }
 
-impl Instance {
-    fn new() -> Instance {
-        if !Path::new(TRACEFS).join("instances").is_dir() {
-            let _ = std::process::Command::new("mount")
-                .args(["-t", "tracefs", "nodev", TRACEFS])
-                .status();
-        }
-        assert!(
-            Path::new(TRACEFS).join("instances").is_dir(),
-            "this test needs tracefs at {TRACEFS} (and root)"
-        );
-        let dir = Path::new(TRACEFS)
-            .join("instances")
-            .join(format!("vmscale-text-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir(&dir);
-        std::fs::create_dir(&dir).expect("create a tracefs instance (root?)");
-        let instance = Instance { dir };
-        instance.set("tracing_on", "0");
-        instance.set("trace_clock", "mono");
-        instance.set("options/hash-ptr", "0");
-        instance.set("buffer_size_kb", "8192");
-        for event in EVENTS {
-            instance.set(&format!("events/{event}/enable"), "1");
-        }
-        for event in STACK_EVENTS {
-            instance.set(&format!("events/{event}/trigger"), "stacktrace");
-        }
-        instance
-    }
-
-    fn set(&self, file: &str, value: &str) {
-        write(&self.dir.join(file), value);
-    }
-
-    fn get(&self, file: &str) -> String {
-        std::fs::read_to_string(self.dir.join(file)).unwrap()
-    }
-
-    fn cpus(&self) -> Vec<u32> {
-        let mut cpus: Vec<u32> = std::fs::read_dir(self.dir.join("per_cpu"))
-            .unwrap()
-            .filter_map(|e| {
-                e.ok()?
-                    .file_name()
-                    .to_str()?
-                    .strip_prefix("cpu")?
-                    .parse()
-                    .ok()
-            })
-            .collect();
-        cpus.sort_unstable();
-        cpus
-    }
-
-    /// Writes the buffer as a trace directory (docs/trace-dir.md): the pages as
-    /// trace_pipe_raw hands them out (this consumes them), the formats, kallsyms, meta.json.
-    fn save_pages(&self, out: &Path) {
-        std::fs::create_dir_all(out).unwrap();
-        let page_size = 4096usize;
-        let cpus = self.cpus();
-        for cpu in &cpus {
-            let mut raw = OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NONBLOCK)
-                .open(self.dir.join(format!("per_cpu/cpu{cpu}/trace_pipe_raw")))
-                .unwrap();
-            let mut pages = Vec::new();
-            let mut page = vec![0u8; page_size];
-            loop {
-                match raw.read(&mut page) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        assert_eq!(n, page_size, "trace_pipe_raw gave a partial page");
-                        pages.extend_from_slice(&page);
-                    }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    Err(e) => panic!("trace_pipe_raw: {e}"),
-                }
-            }
-            std::fs::write(out.join(format!("cpu{cpu}.raw")), pages).unwrap();
-            let stats = self.get(&format!("per_cpu/cpu{cpu}/stats"));
-            assert!(
-                stats.contains("overrun: 0\n"),
-                "cpu{cpu} lost events, the text and the pages would differ:\n{stats}"
-            );
-        }
-        for name in ["header_page", "header_event"] {
-            std::fs::copy(Path::new(TRACEFS).join("events").join(name), out.join(name)).unwrap();
-        }
-        for event in EVENTS
-            .iter()
-            .chain(&["ftrace/kernel_stack", "ftrace/print"])
-        {
-            let (system, name) = event.split_once('/').unwrap();
-            std::fs::create_dir_all(out.join("formats").join(system)).unwrap();
-            std::fs::copy(
-                self.dir.join("events").join(event).join("format"),
-                out.join("formats").join(system).join(name),
+/// Writes the instance's buffer as a trace directory (docs/trace-dir.md): the pages as
+/// trace_pipe_raw hands them out (this consumes them), the formats, kallsyms, meta.json.
+fn save_pages(instance: &tracefs::Instance, out: &Path) {
+    std::fs::create_dir_all(out).unwrap();
+    let page_size = 4096usize;
+    let cpus = instance.cpus().unwrap();
+    for cpu in &cpus {
+        let mut raw = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(
+                instance
+                    .path()
+                    .join(format!("per_cpu/cpu{cpu}/trace_pipe_raw")),
             )
             .unwrap();
+        let mut pages = Vec::new();
+        let mut page = vec![0u8; page_size];
+        loop {
+            match raw.read(&mut page) {
+                Ok(0) => break,
+                Ok(n) => {
+                    assert_eq!(n, page_size, "trace_pipe_raw gave a partial page");
+                    pages.extend_from_slice(&page);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) => panic!("trace_pipe_raw: {e}"),
+            }
         }
-        std::fs::copy("/proc/kallsyms", out.join("kallsyms")).unwrap();
-        let meta = serde_json::json!({
-            "page_size": page_size,
-            "cpus": cpus,
-            "clock": "mono",
-            "events": EVENTS.iter().map(|e| e.replace('/', ":")).collect::<Vec<_>>(),
-            "stacks": true,
-            "buffer_kib": 8192,
-            "lost": {},
-            "started_ns": 0,
-            "stopped_ns": 0,
-            "windows": [],
-            "pages": {},
-        });
-        std::fs::write(out.join("meta.json"), meta.to_string()).unwrap();
+        std::fs::write(out.join(format!("cpu{cpu}.raw")), pages).unwrap();
+        let stats = instance.read(&format!("per_cpu/cpu{cpu}/stats")).unwrap();
+        assert!(
+            stats.contains("overrun: 0\n"),
+            "cpu{cpu} lost events, the text and the pages would differ:\n{stats}"
+        );
     }
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        self.set("tracing_on", "0");
-        for event in STACK_EVENTS {
-            let _ = std::fs::write(
-                self.dir.join(format!("events/{event}/trigger")),
-                "!stacktrace",
-            );
-        }
-        let _ = std::fs::write(self.dir.join("events/enable"), "0");
-        let _ = std::fs::remove_dir(&self.dir);
+    for name in ["header_page", "header_event"] {
+        std::fs::copy(Path::new(TRACEFS).join("events").join(name), out.join(name)).unwrap();
     }
+    for event in EVENTS
+        .iter()
+        .chain(&["ftrace/kernel_stack", "ftrace/print"])
+    {
+        let (system, name) = event.split_once('/').unwrap();
+        std::fs::create_dir_all(out.join("formats").join(system)).unwrap();
+        std::fs::copy(
+            instance.path().join("events").join(event).join("format"),
+            out.join("formats").join(system).join(name),
+        )
+        .unwrap();
+    }
+    std::fs::copy("/proc/kallsyms", out.join("kallsyms")).unwrap();
+    let meta = serde_json::json!({
+        "page_size": page_size,
+        "cpus": cpus,
+        "clock": "mono",
+        "events": EVENTS.iter().map(|e| e.replace('/', ":")).collect::<Vec<_>>(),
+        "stacks": true,
+        "buffer_kib": 8192,
+        "lost": {},
+        "started_ns": 0,
+        "stopped_ns": 0,
+        "windows": [],
+        "pages": {},
+    });
+    std::fs::write(out.join("meta.json"), meta.to_string()).unwrap();
 }
 
 // ---- the tests ----
@@ -234,18 +189,18 @@ fn locks(run: &Value) -> std::collections::BTreeMap<u64, Lock> {
 fn the_text_of_a_real_recording_gives_the_findings_of_its_binary_pages() {
     let dir = scratch("report-text");
     std::fs::create_dir_all(&dir).unwrap();
-    let instance = Instance::new();
-    instance.set("tracing_on", "1");
+    let instance = instance();
+    instance.set_tracing(true).unwrap();
     // One writer faults inside the pipe write with pipe->mutex held and sleeps in
     // handle_userfault; `WAITERS` more writers queue on the mutex until `HOLD` has passed.
     let outcome = userfault::pipe_writers_behind_a_userfault(HOLD, WAITERS);
     let (holder, waiters) = (outcome.holder_tid, outcome.waiter_tids);
-    instance.set("tracing_on", "0");
+    instance.set_tracing(false).unwrap();
     // `trace` does not consume the buffer; trace_pipe_raw then hands out the same events.
     let text_path = dir.join("trace.txt");
-    write(&text_path, &instance.get("trace"));
+    write(&text_path, &instance.read("trace").unwrap());
     let run_dir = dir.join("binary");
-    instance.save_pages(&run_dir.join("trace"));
+    save_pages(&instance, &run_dir.join("trace"));
     drop(instance);
 
     let from_text = report_json(&text_path);
