@@ -3,29 +3,13 @@
 //! trace-cmd; fails (never skips) without.
 
 mod common;
+#[path = "../../trace/tests/support/trace_cmd.rs"]
+mod trace_cmd;
 
 use common::*;
 
-use std::path::Path;
-use std::process::Command;
-
 use serde_json::Value;
-
-/// `trace-cmd ARGS -i dat`; its stdout, after asserting that it succeeded.
-fn trace_cmd(args: &[&str], dat: &Path) -> String {
-    let output = Command::new("trace-cmd")
-        .args(args)
-        .arg("-i")
-        .arg(dat)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run trace-cmd (is it installed?): {e}"));
-    assert!(
-        output.status.success(),
-        "trace-cmd {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
+use trace_cmd::trace_cmd;
 
 fn event_lines(report: &str) -> Vec<&str> {
     report

@@ -10,6 +10,8 @@
 
 #[path = "support/report.rs"]
 mod report;
+#[path = "support/trace_cmd.rs"]
+mod trace_cmd;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -17,6 +19,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use report::{compare, parse_report, symbol_addresses, Decoded, Reported, Value};
+use trace_cmd::trace_cmd;
 use vmscale_trace::dat::{extract_to_trace_dir, Algorithm, DatFile};
 use vmscale_trace::dat_write::{write_dat, DatWriteError, DatWriteOptions, Written};
 use vmscale_trace::recorder::{RecordConfig, Recording, TraceMeta};
@@ -173,28 +176,6 @@ fn comms_in(dir: &Path) -> HashMap<i32, String> {
 
 // ---------------------------------------------------------------------------------------
 // trace-cmd.
-
-fn trace_cmd(args: &[&str], dat: &Path) -> String {
-    let output = Command::new("trace-cmd")
-        .args(args)
-        .arg("-i")
-        .arg(dat)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run trace-cmd (is it installed?): {e}"));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "trace-cmd {args:?} -i {} failed: {stderr}",
-        dat.display()
-    );
-    // trace-cmd warns on stderr about anything it does not understand in a file.
-    assert!(
-        !stderr.to_lowercase().contains("warning") && !stderr.contains("unknown"),
-        "trace-cmd {args:?} complained about {}: {stderr}",
-        dat.display()
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
 
 // ---------------------------------------------------------------------------------------
 // KernelShark.
