@@ -1,13 +1,23 @@
 //! Comparing two sets of samples: is B different from A, by how much, and how sure.
 //!
-//! - [`mann_whitney`]: the rank-sum test on raw samples (no normality assumed; latency
-//!   distributions are skewed and multi-modal), two-sided p-value from the normal
-//!   approximation with tie correction.
-//! - [`bootstrap_change`]: the relative change of a statistic (p50, p99, mean) from A to B
-//!   with a percentile bootstrap confidence interval, resampling each side independently,
-//!   seeded so a comparison prints the same interval every time.
+//! - [`repetition`]: the judgment a verdict rests on. Samples of one run are not
+//!   independent: background load, frequency changes and cache state come in phases lasting
+//!   many samples, so two runs of the same thing differ by more than their per-sample
+//!   scatter suggests, and a test on raw samples calls that difference "significant". Each
+//!   run is therefore cut into [`MAX_BLOCKS`] contiguous blocks in recorded order, each
+//!   block condensed to one statistic, and the runs are compared block against block: a
+//!   slow phase moves one or two block values, not hundreds of samples. See [`repetition`]
+//!   for why blocks, how many, and which test.
+//! - [`block_bootstrap_change`]: the relative change of a statistic (p50, p99, mean) from
+//!   A to B with a percentile bootstrap interval that resamples whole blocks, so the
+//!   interval is as wide as the run-to-run variation, not the per-sample scatter.
+//! - [`mann_whitney`] and [`bootstrap_change`]: the same test and interval on raw samples,
+//!   valid only for independent samples (kept for that case, and to show what the block
+//!   versions guard against).
 //! - [`outliers`]: samples far from the median by the modified z-score (median absolute
 //!   deviation), the robust rule for flagging a noisy measurement.
+
+use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
@@ -136,10 +146,55 @@ pub struct Change {
 }
 
 /// Relative change of `statistic` from A to B with a 95% bootstrap interval over
-/// `iterations` resamples; None when a side is empty or A's statistic is 0.
+/// `iterations` resamples of single samples; None when a side is empty or A's statistic
+/// is 0. The interval assumes independent samples: see [`block_bootstrap_change`].
 pub fn bootstrap_change(
     a: &[u64],
     b: &[u64],
+    statistic: Statistic,
+    iterations: usize,
+    seed: u64,
+) -> Option<Change> {
+    let singles = |n: usize| (0..n).map(|i| i..i + 1).collect::<Vec<_>>();
+    bootstrap(
+        a,
+        &singles(a.len()),
+        b,
+        &singles(b.len()),
+        statistic,
+        iterations,
+        seed,
+    )
+}
+
+/// Relative change of `statistic` from A to B with a 95% bootstrap interval that resamples
+/// each run's contiguous blocks ([`block_ranges`]) rather than its samples: a resampled run
+/// keeps each block's slow or fast phase whole, so the interval spreads as far as phases
+/// move the statistic (a non-overlapping block bootstrap, Carlstein 1986). None when a side
+/// has too few samples for blocks or A's statistic is 0.
+pub fn block_bootstrap_change(
+    a: &[u64],
+    b: &[u64],
+    statistic: Statistic,
+    iterations: usize,
+    seed: u64,
+) -> Option<Change> {
+    bootstrap(
+        a,
+        &block_ranges(a.len())?,
+        b,
+        &block_ranges(b.len())?,
+        statistic,
+        iterations,
+        seed,
+    )
+}
+
+fn bootstrap(
+    a: &[u64],
+    a_units: &[Range<usize>],
+    b: &[u64],
+    b_units: &[Range<usize>],
     statistic: Statistic,
     iterations: usize,
     seed: u64,
@@ -155,20 +210,28 @@ pub fn bootstrap_change(
         return None;
     }
     let mut rng = fastrand::Rng::with_seed(seed);
-    let mut resample = |from: &[u64], into: &mut Vec<u64>| {
+    let mut resample = |from: &[u64], units: &[Range<usize>], into: &mut Vec<u64>| {
         into.clear();
-        into.extend((0..from.len()).map(|_| from[rng.usize(..from.len())]));
+        for _ in 0..units.len() {
+            into.extend_from_slice(&from[units[rng.usize(..units.len())].clone()]);
+        }
         into.sort_unstable();
     };
-    let (mut ra, mut rb) = (Vec::with_capacity(a.len()), Vec::with_capacity(b.len()));
+    let (mut ra, mut rb) = (
+        Vec::with_capacity(a.len() + a.len() / a_units.len()),
+        Vec::with_capacity(b.len() + b.len() / b_units.len()),
+    );
     let mut changes: Vec<f64> = (0..iterations.max(1))
         .filter_map(|_| {
-            resample(a, &mut ra);
-            resample(b, &mut rb);
+            resample(a, a_units, &mut ra);
+            resample(b, b_units, &mut rb);
             let base = statistic.of(&ra);
             (base != 0.0).then(|| (statistic.of(&rb) - base) / base)
         })
         .collect();
+    if changes.is_empty() {
+        return None;
+    }
     changes.sort_by(f64::total_cmp);
     let at = |q: f64| changes[((q * changes.len() as f64) as usize).min(changes.len() - 1)];
     Some(Change {
@@ -178,6 +241,209 @@ pub fn bootstrap_change(
         relative: (vb - va) / va,
         low: at(0.025),
         high: at(0.975),
+    })
+}
+
+/// Blocks a run is cut into, at most. Ten keeps each block a tenth of the run long, so a
+/// phase shorter than that is averaged inside one block and a longer one shows up as
+/// block-to-block spread, while ten against ten blocks still lets the exact rank-sum test
+/// reach p = 1.1e-5 for a change every block agrees on.
+pub const MAX_BLOCKS: usize = 10;
+/// Fewer blocks than this per run and no verdict is given: with four against four the
+/// smallest possible two-sided p is 0.029, so one odd block decides; five against five
+/// gets to 0.008.
+pub const MIN_BLOCKS: usize = 5;
+/// Samples a block holds at least, so its median is a median and not one sample.
+pub const MIN_BLOCK_SAMPLES: usize = 5;
+/// The fewest samples per run a repetition-aware judgment needs.
+pub const MIN_SAMPLES: usize = MIN_BLOCKS * MIN_BLOCK_SAMPLES;
+
+/// `n` samples in recorded order cut into contiguous blocks of near-equal size (sizes
+/// differ by at most one); None when fewer than [`MIN_SAMPLES`].
+pub fn block_ranges(n: usize) -> Option<Vec<Range<usize>>> {
+    let k = (n / MIN_BLOCK_SAMPLES).min(MAX_BLOCKS);
+    (k >= MIN_BLOCKS).then(|| (0..k).map(|i| i * n / k..(i + 1) * n / k).collect())
+}
+
+/// `statistic` of each block of `samples`, in block order.
+pub fn block_statistics(samples: &[u64], statistic: Statistic) -> Option<Vec<f64>> {
+    Some(
+        block_ranges(samples.len())?
+            .into_iter()
+            .map(|r| {
+                let mut block = samples[r].to_vec();
+                block.sort_unstable();
+                statistic.of(&block)
+            })
+            .collect(),
+    )
+}
+
+/// How B's blocks compare with A's for one statistic.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Repetition {
+    pub statistic: Statistic,
+    pub blocks_a: usize,
+    pub blocks_b: usize,
+    /// Median over each run's blocks of the block statistic.
+    pub a: f64,
+    pub b: f64,
+    /// (b - a) / a.
+    pub relative: f64,
+    /// Two-sided p of the exact rank-sum test of A's block statistics against B's.
+    pub p: f64,
+    /// Each run's interquartile range of block statistics, as a fraction of A's `a`: how
+    /// far the run disagrees with itself, in the same unit as `relative`.
+    pub spread_a: f64,
+    pub spread_b: f64,
+}
+
+impl Repetition {
+    /// Whether the runs differ by more than their own repetition explains: the block test
+    /// rejects "no difference" at `alpha`, and the change is larger than the block-to-block
+    /// spread either run shows on its own.
+    pub fn decided(&self, alpha: f64) -> bool {
+        self.p < alpha && self.relative.abs() > self.spread()
+    }
+
+    /// The larger run's block-to-block spread: a change inside it is a change one run
+    /// already shows between its own phases.
+    pub fn spread(&self) -> f64 {
+        self.spread_a.max(self.spread_b)
+    }
+}
+
+/// Why [`repetition`] could not judge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unjudged {
+    /// A run has fewer than [`MIN_SAMPLES`] samples.
+    TooFewSamples,
+    /// A's statistic is 0, so no relative change exists.
+    ZeroBaseline,
+}
+
+/// Compares A and B through their own repetition: each run cut into blocks in recorded
+/// order, `statistic` taken per block, and the two sets of block values compared with an
+/// exact rank-sum test.
+///
+/// Why this and not a test on raw samples: the samples of a run are a time series, and its
+/// noise (another process's burst, a frequency change) lasts many samples; treating them
+/// as independent makes the effective sample size hundreds of times too large, and any two
+/// runs differ "significantly". A block is long enough to contain such a phase, so block
+/// values are close to independent replicates of the run, and the test's sample size is
+/// the number of replicates, not of samples. Rank-sum rather than Welch on block values
+/// because one block caught in a burst is an outlier, which moves one rank but inflates a
+/// mean and a variance; exact rather than the normal approximation because ten against
+/// ten is small.
+pub fn repetition(a: &[u64], b: &[u64], statistic: Statistic) -> Result<Repetition, Unjudged> {
+    let (Some(va), Some(vb)) = (
+        block_statistics(a, statistic),
+        block_statistics(b, statistic),
+    ) else {
+        return Err(Unjudged::TooFewSamples);
+    };
+    let (ca, cb) = (center(&va), center(&vb));
+    if ca == 0.0 {
+        return Err(Unjudged::ZeroBaseline);
+    }
+    let test = rank_sum_exact(&va, &vb).expect("block counts are within the exact test's range");
+    Ok(Repetition {
+        statistic,
+        blocks_a: va.len(),
+        blocks_b: vb.len(),
+        a: ca,
+        b: cb,
+        relative: (cb - ca) / ca,
+        p: test.p,
+        spread_a: interquartile_range(&va) / ca,
+        spread_b: interquartile_range(&vb) / ca,
+    })
+}
+
+/// Median with interpolation between the middle two.
+fn center(values: &[f64]) -> f64 {
+    interpolated_quantile(values, 0.5)
+}
+
+fn interquartile_range(values: &[f64]) -> f64 {
+    interpolated_quantile(values, 0.75) - interpolated_quantile(values, 0.25)
+}
+
+/// Quantile by linear interpolation between order statistics (Hyndman and Fan's type 7):
+/// with ten block values the nearest-rank quantile jumps a whole block at a time.
+fn interpolated_quantile(values: &[f64], q: f64) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let at = q * (sorted.len() - 1) as f64;
+    let (low, high) = (at.floor() as usize, at.ceil() as usize);
+    sorted[low] + (sorted[high] - sorted[low]) * (at - low as f64)
+}
+
+/// Mann-Whitney rank-sum test with the exact permutation distribution, ties included (mid
+/// ranks, enumerated as doubled integers); None when a side is empty or there are more than
+/// 64 values in all, where the count table grows large and [`mann_whitney`]'s normal
+/// approximation is good anyway.
+pub fn rank_sum_exact(a: &[f64], b: &[f64]) -> Option<MannWhitney> {
+    let (m, n) = (a.len(), b.len());
+    let total = m + n;
+    if m == 0 || n == 0 || total > 64 {
+        return None;
+    }
+    let mut all: Vec<(f64, bool)> = a
+        .iter()
+        .map(|&v| (v, true))
+        .chain(b.iter().map(|&v| (v, false)))
+        .collect();
+    all.sort_by(|x, y| x.0.total_cmp(&y.0));
+    // Twice each mid rank, so ties stay integers: a tie over positions i..j (0-based) has
+    // mid rank (i + 1 + j) / 2.
+    let mut doubled = vec![0usize; total];
+    let mut i = 0;
+    while i < total {
+        let mut j = i;
+        while j < total && all[j].0 == all[i].0 {
+            j += 1;
+        }
+        doubled[i..j].fill(i + 1 + j);
+        i = j;
+    }
+    let observed: usize = doubled
+        .iter()
+        .zip(&all)
+        .filter(|(_, (_, from_a))| *from_a)
+        .map(|(r, _)| r)
+        .sum();
+    let max_sum: usize = doubled.iter().sum();
+    // ways[j][s]: subsets of j values whose doubled ranks sum to s. Under no difference
+    // every subset of m values is equally likely to be A's.
+    let mut ways = vec![vec![0f64; max_sum + 1]; m + 1];
+    ways[0][0] = 1.0;
+    for &r in &doubled {
+        for j in (1..=m).rev() {
+            let (before, after) = ways.split_at_mut(j);
+            for s in (r..=max_sum).rev() {
+                after[0][s] += before[j - 1][s - r];
+            }
+        }
+    }
+    let subsets: f64 = ways[m].iter().sum();
+    // Doubled expected rank sum of A: m (N + 1) / 2, twice.
+    let expected = (m * (total + 1)) as f64;
+    let distance = (observed as f64 - expected).abs();
+    let extreme: f64 = ways[m]
+        .iter()
+        .enumerate()
+        .filter(|(s, _)| (*s as f64 - expected).abs() >= distance)
+        .map(|(_, w)| w)
+        .sum();
+    let (mf, nf) = (m as f64, n as f64);
+    let u = observed as f64 / 2.0 - mf * (mf + 1.0) / 2.0;
+    let sd = (mf * nf * (mf + nf + 1.0) / 12.0).sqrt();
+    Some(MannWhitney {
+        u,
+        z: (u - mf * nf / 2.0) / sd,
+        p: (extreme / subsets).min(1.0),
     })
 }
 
@@ -253,6 +519,114 @@ mod tests {
             none.low < 0.0 && none.high > 0.0,
             "no change must straddle 0: {none:?}"
         );
+    }
+
+    #[test]
+    fn exact_rank_sum_matches_the_permutation_count() {
+        // A = 1..=5 below B = 6..=10: only this arrangement and its mirror are as extreme
+        // out of C(10, 5) = 252, so p = 2/252.
+        let a = [1.0, 2.0, 3.0, 4.0, 5.0];
+        let b = [6.0, 7.0, 8.0, 9.0, 10.0];
+        let r = rank_sum_exact(&a, &b).unwrap();
+        assert_eq!(r.u, 0.0);
+        assert!((r.p - 2.0 / 252.0).abs() < 1e-12, "{}", r.p);
+        // Interleaved: nothing to see.
+        let r = rank_sum_exact(&[1.0, 4.0, 5.0, 8.0], &[2.0, 3.0, 6.0, 7.0]).unwrap();
+        assert_eq!(r.p, 1.0);
+        // Ties: A = {1, 2}, B = {2, 3}, mid ranks 1, 2.5, 2.5, 4. Of the six ways to pick
+        // A's two values, rank sums are 3.5, 3.5, 5, 5, 6.5, 6.5 (expected 5); A's is 3.5,
+        // so four of six are as far from 5: p = 4/6.
+        let r = rank_sum_exact(&[1.0, 2.0], &[2.0, 3.0]).unwrap();
+        assert!((r.p - 4.0 / 6.0).abs() < 1e-12, "{}", r.p);
+        let flat = [7.0; 6];
+        assert_eq!(rank_sum_exact(&flat, &flat).unwrap().p, 1.0);
+    }
+
+    #[test]
+    fn blocks_are_contiguous_near_equal_and_need_enough_samples() {
+        assert_eq!(block_ranges(MIN_SAMPLES - 1), None);
+        assert_eq!(block_ranges(MIN_SAMPLES).unwrap().len(), MIN_BLOCKS);
+        let r = block_ranges(103).unwrap();
+        assert_eq!(r.len(), MAX_BLOCKS);
+        assert_eq!((r[0].start, r[9].end), (0, 103));
+        assert!(r.windows(2).all(|w| w[0].end == w[1].start));
+        assert!(r.iter().all(|b| b.len() == 10 || b.len() == 11), "{r:?}");
+        assert_eq!(
+            repetition(&[1_000; 24], &[1_000; 100], Statistic::P50),
+            Err(Unjudged::TooFewSamples)
+        );
+        assert_eq!(
+            repetition(&[0; 100], &[1_000; 100], Statistic::P50),
+            Err(Unjudged::ZeroBaseline)
+        );
+    }
+
+    /// A run of `n` latencies around 10 us (uniform +-40%, one in fifty a 5x outlier), with
+    /// every sample in `slow` (a range of sample indices: a phase when the host was busy)
+    /// `factor` times longer.
+    fn run(n: usize, seed: u64, slow: Range<usize>, factor: f64) -> Vec<u64> {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        (0..n)
+            .map(|i| {
+                let mut v = 6_000.0 + rng.f64() * 8_000.0;
+                if rng.usize(..50) == 0 {
+                    v *= 5.0;
+                }
+                if slow.contains(&i) {
+                    v *= factor;
+                }
+                v as u64
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_slow_phase_in_one_run_is_noise_to_blocks_but_a_regression_to_raw_samples() {
+        // The same process twice; each run has a phase where something else loaded the
+        // host and every sample took twice as long: a tenth of A, three tenths of B.
+        let a = run(400, 1, 40..80, 2.0);
+        let b = run(400, 2, 200..320, 2.0);
+
+        // Taken one sample at a time, B is "significantly" slower, by more than a 5% gate.
+        let raw = mann_whitney(&a, &b).unwrap();
+        assert!(raw.p < 1e-3, "{raw:?}");
+        let per_sample = bootstrap_change(&a, &b, Statistic::P50, 2_000, 7).unwrap();
+        assert!(per_sample.low > 0.05, "{per_sample:?}");
+
+        // Block against block, the slow phase is three blocks of ten: B disagrees with
+        // itself by more than it differs from A, so nothing is decided, and the interval
+        // that resamples blocks reaches below the gate.
+        let blocks = repetition(&a, &b, Statistic::P50).unwrap();
+        assert_eq!((blocks.blocks_a, blocks.blocks_b), (10, 10));
+        assert!(!blocks.decided(0.05), "{blocks:?}");
+        let by_block = block_bootstrap_change(&a, &b, Statistic::P50, 2_000, 7).unwrap();
+        assert!(by_block.low < 0.05, "{by_block:?}");
+        let mean = repetition(&a, &b, Statistic::Mean).unwrap();
+        assert!(!mean.decided(0.05), "{mean:?}");
+    }
+
+    #[test]
+    fn a_shift_in_every_block_is_decided_with_its_size() {
+        // B is 30% slower throughout, and A has a slow phase of its own: the shift must
+        // still show.
+        let a = run(400, 3, 120..160, 1.6);
+        let b: Vec<u64> = run(400, 4, 0..0, 1.0)
+            .iter()
+            .map(|&v| v * 13 / 10)
+            .collect();
+        let blocks = repetition(&a, &b, Statistic::P50).unwrap();
+        assert!(blocks.decided(0.05), "{blocks:?}");
+        assert!(blocks.p < 0.01, "{blocks:?}");
+        assert!((blocks.relative - 0.3).abs() < 0.08, "{blocks:?}");
+        let c = block_bootstrap_change(&a, &b, Statistic::P50, 2_000, 7).unwrap();
+        assert!(c.low > 0.1 && c.low < 0.3 && c.high > 0.3, "{c:?}");
+        assert_eq!(
+            c,
+            block_bootstrap_change(&a, &b, Statistic::P50, 2_000, 7).unwrap()
+        );
+        // And the same the other way round.
+        let back = repetition(&b, &a, Statistic::P50).unwrap();
+        assert!(back.decided(0.05) && back.relative < -0.2, "{back:?}");
     }
 
     #[test]
