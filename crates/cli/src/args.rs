@@ -29,15 +29,29 @@ pub enum Command {
     Run(RunScenario),
     /// Trace the kernel while a command runs (or for a duration) into a run directory
     Record(RecordArgs),
-    /// Compare two runs of the same sweep (A = before, B = after) with statistics on the
-    /// raw samples; exit 3 on a significant regression beyond --fail-above
+    /// Compare two runs of the same sweep (A = before, B = after), judging noise from each
+    /// run's own repetition; exit 3 on a regression beyond --fail-above, 4 when undecidable
+    ///
+    /// Each run's samples are cut into up to 10 blocks in the order they were taken; a
+    /// change counts only when a rank-sum test on block medians gives p < 0.05 and the
+    /// change exceeds both runs' block-to-block spread, so background load that comes and
+    /// goes during a run is noise. Rows with fewer than 25 samples per run are reported as
+    /// too few to judge and never fail the gate.
+    ///
+    /// Exit codes: 0 nothing beyond --fail-above (or no --fail-above); 3 a regression beyond
+    /// it; 4 undecidable: a regression --fail-above would flag, but either run's host was
+    /// busy (other processes above 10% of all CPU time) or the runs were traced differently
+    /// (one with --no-trace, or different --no-stacks, --sleep-stacks or events): tracing
+    /// adds cost to every sample, so rerun both on a quiet host with the same tracing.
+    /// 1 and 2 are errors.
     Compare {
         a: PathBuf,
         b: PathBuf,
         /// Changes smaller than this (percent) are called noise
         #[arg(long, default_value_t = 5.0, value_name = "PCT")]
         noise: f64,
-        /// Exit 3 when p50 or mean got significantly slower by more than PCT percent
+        /// Exit 3 when p50 or mean got significantly slower by more than PCT percent (4 when
+        /// the runs cannot decide it)
         #[arg(long, value_name = "PCT")]
         fail_above: Option<f64>,
         #[arg(long, default_value = "table", value_parser = parse_format)]

@@ -1,22 +1,44 @@
 //! `vmscale compare RUN_A RUN_B`: per sweep point and series, how B differs from A, whether
 //! the difference is real, and (with --fail-above) a non-zero exit on a real regression, so
 //! a CI job can gate on it.
+//!
+//! "Real" is judged from each run's own repetition (see `vmscale_stats::compare::repetition`):
+//! a run whose background load came in phases disagrees with itself, and a difference no
+//! larger than that disagreement is noise. Two conditions no statistic can see through make a
+//! regression undecidable instead of failing the gate: a host that was busy during either
+//! run, and runs traced differently (tracing adds cost to every sample).
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde::Serialize;
-use vmscale_run::{RunRecord, Series};
-use vmscale_stats::compare::{bootstrap_change, mann_whitney, outliers, Change, Statistic};
+use vmscale_run::{RunRecord, Series, TraceSection};
+use vmscale_stats::compare::{
+    block_bootstrap_change, bootstrap_change, outliers, repetition, Change, Repetition, Statistic,
+    Unjudged, MIN_SAMPLES,
+};
 
 use crate::failure::Failure;
 
 /// Exit code when --fail-above finds a significant regression (1 and 2 mean errors).
 pub const EXIT_REGRESSION: i32 = 3;
-/// Two-sided significance level of the rank-sum test.
+/// Exit code when --fail-above would find a regression but the runs cannot tell it from
+/// their conditions: a busy host during either run, or different tracing.
+pub const EXIT_UNDECIDABLE: i32 = 4;
+/// Two-sided significance level of the rank-sum test on block statistics.
 const ALPHA: f64 = 0.05;
 const BOOTSTRAP_ITERATIONS: usize = 2_000;
 /// A fixed seed ("vmscale" in ASCII), so the same two runs always print the same intervals.
 const BOOTSTRAP_SEED: u64 = 0x0076_6d73_6361_6c65;
+/// The statistics a verdict or the gate rests on; p99 is shown but a tail is what a busy
+/// host inflates first, and ten blocks of a few samples have no p99 worth testing.
+const JUDGED: [Statistic; 2] = [Statistic::P50, Statistic::Mean];
+
+const SLOWER: &str = "slower";
+const FASTER: &str = "faster";
+const UNDECIDABLE_BUSY: &str = "undecidable (busy host)";
+const UNDECIDABLE_TRACING: &str = "undecidable (tracing differs)";
+const TOO_FEW: &str = "too few samples to judge";
 
 #[derive(Debug, Serialize)]
 struct Row {
@@ -24,8 +46,14 @@ struct Row {
     series: String,
     samples_a: usize,
     samples_b: usize,
+    /// p of the rank-sum test on block medians, the one the verdict uses; None when there
+    /// are too few samples for blocks.
     p_value: Option<f64>,
+    /// Changes with 95% intervals from a bootstrap that resamples whole blocks (single
+    /// samples when there are too few for blocks).
     changes: Vec<Change>,
+    /// The block comparison of each judged statistic (p50, mean).
+    repetition: Vec<Repetition>,
     outliers_a: usize,
     outliers_b: usize,
     verdict: &'static str,
@@ -38,6 +66,9 @@ struct Comparison {
     b: String,
     noise_threshold: f64,
     warnings: Vec<String>,
+    /// Why a slower or faster row cannot be decided, one reason each (a busy run, tracing
+    /// that differs); empty when every row can be.
+    undecidable: Vec<String>,
     rows: Vec<Row>,
 }
 
@@ -69,19 +100,64 @@ pub fn compare(
         .into_iter()
         .map(|d| format!("the hosts differ: {d}"))
         .collect();
+    let mut busy = Vec::new();
     for (name, run) in [("A", &a), ("B", &b)] {
-        if let Some(w) = run.background.as_ref().and_then(|l| l.warning()) {
-            warnings.push(format!("run {name}: {w}"));
+        match &run.background {
+            Some(load) => {
+                if let Some(w) = load.warning() {
+                    warnings.push(format!("run {name}: {w}"));
+                    busy.push(format!(
+                        "run {name}'s background load makes it undecidable (other processes used {:.0}% of all CPU time over its {:.2} s; a host is busy above {:.0}%)",
+                        load.other_busy_fraction * 100.0,
+                        load.wall_ns as f64 / 1e9,
+                        vmscale_run::load::BUSY_THRESHOLD * 100.0
+                    ));
+                }
+            }
+            None => warnings.push(format!(
+                "run {name} has no background load measurement: whether its host was busy is unknown"
+            )),
         }
     }
+    let tracing = tracing_difference(&a, &b);
+    warnings.extend(tracing.clone());
     let noise = noise_pct / 100.0;
-    let rows = rows(&a, &b, noise);
+    let mut rows = rows(&a, &b, noise);
+    let too_few: Vec<String> = rows
+        .iter()
+        .filter(|r| r.verdict == TOO_FEW)
+        .map(|r| format!("n={} {}", r.n, r.series))
+        .collect();
+    if !too_few.is_empty() {
+        warnings.push(format!(
+            "too few samples to judge (a verdict needs {MIN_SAMPLES} per run, cut into blocks): {}",
+            too_few.join(", ")
+        ));
+    }
+    // A busy host or a tracing difference can produce any change in either direction, so
+    // neither direction is claimed.
+    let overriding = if !busy.is_empty() {
+        Some(UNDECIDABLE_BUSY)
+    } else if tracing.is_some() {
+        Some(UNDECIDABLE_TRACING)
+    } else {
+        None
+    };
+    if let Some(undecidable) = overriding {
+        for r in rows
+            .iter_mut()
+            .filter(|r| matches!(r.verdict, SLOWER | FASTER))
+        {
+            r.verdict = undecidable;
+        }
+    }
     let comparison = Comparison {
         scenario: a.scenario.clone(),
         a: a_path.display().to_string(),
         b: b_path.display().to_string(),
         noise_threshold: noise,
         warnings,
+        undecidable: busy.into_iter().chain(tracing).collect(),
         rows,
     };
     match format {
@@ -104,34 +180,116 @@ pub fn compare(
         let regressed: Vec<String> = comparison
             .rows
             .iter()
-            .filter(|r| r.p_value.is_some_and(|p| p < ALPHA))
-            .flat_map(|r| {
-                r.changes
-                    .iter()
-                    .filter(move |c| c.statistic != Statistic::P99 && c.low > limit)
-                    .map(move |c| {
-                        format!(
-                            "{} n={} {} +{:.1}%",
-                            r.series,
-                            r.n,
-                            c.statistic.name(),
-                            c.relative * 100.0
-                        )
-                    })
-            })
+            .flat_map(|r| regressions(r, limit))
             .collect();
-        if !regressed.is_empty() {
+        if regressed.is_empty() {
+            return Ok(());
+        }
+        if !comparison.undecidable.is_empty() {
             return Err(Failure {
                 message: format!(
-                    "significant regression above {:.1}%: {}",
+                    "undecidable: {} would fail --fail-above {:.1}%, but {}; rerun both on a quiet host with the same tracing",
+                    regressed.join(", "),
                     limit * 100.0,
-                    regressed.join(", ")
+                    comparison.undecidable.join("; ")
                 ),
-                exit_code: EXIT_REGRESSION,
+                exit_code: EXIT_UNDECIDABLE,
             });
         }
+        return Err(Failure {
+            message: format!(
+                "significant regression above {:.1}%: {}",
+                limit * 100.0,
+                regressed.join(", ")
+            ),
+            exit_code: EXIT_REGRESSION,
+        });
     }
     Ok(())
+}
+
+/// The judged statistics of `r` that got slower beyond `limit`: the block test rejects "no
+/// difference", the change exceeds both runs' block-to-block spread, and the block
+/// bootstrap interval lies wholly above the limit.
+fn regressions(r: &Row, limit: f64) -> impl Iterator<Item = String> + '_ {
+    r.repetition
+        .iter()
+        .filter(|rep| rep.decided(ALPHA) && rep.relative > 0.0)
+        .filter_map(move |rep| {
+            let c = r.changes.iter().find(|c| c.statistic == rep.statistic)?;
+            (c.low > limit).then(|| {
+                format!(
+                    "{} n={} {} +{:.1}%",
+                    r.series,
+                    r.n,
+                    c.statistic.name(),
+                    c.relative * 100.0
+                )
+            })
+        })
+}
+
+/// How the two runs' kernel tracing differs, as the warning to print; None when it does
+/// not. Tracing costs something on every sample (each event written, each stack walked),
+/// so runs traced differently differ by that cost whatever else changed.
+fn tracing_difference(a: &RunRecord, b: &RunRecord) -> Option<String> {
+    const COST: &str = "tracing adds cost to every sample, so the difference includes it";
+    let (ta, tb) = match (&a.trace, &b.trace) {
+        (None, None) => return None,
+        (Some(_), None) => return Some(format!("run A was traced and run B was not: {COST}")),
+        (None, Some(_)) => return Some(format!("run B was traced and run A was not: {COST}")),
+        (Some(ta), Some(tb)) => (ta, tb),
+    };
+    let (sa, sb) = (TraceSettings::of(a, ta), TraceSettings::of(b, tb));
+    if sa == sb {
+        return None;
+    }
+    let yes_no = |v: bool| if v { "yes" } else { "no" };
+    let mut differences = Vec::new();
+    if sa.stacks != sb.stacks {
+        differences.push(format!(
+            "a stack at each lock contention: A {}, B {}",
+            yes_no(sa.stacks),
+            yes_no(sb.stacks)
+        ));
+    }
+    if sa.sleep_stacks != sb.sleep_stacks {
+        differences.push(format!(
+            "a stack at every context switch (--sleep-stacks): A {}, B {}",
+            yes_no(sa.sleep_stacks),
+            yes_no(sb.sleep_stacks)
+        ));
+    }
+    for (name, mine, theirs) in [("A", &sa.events, &sb.events), ("B", &sb.events, &sa.events)] {
+        let only: Vec<&str> = mine.difference(theirs).map(String::as_str).collect();
+        if !only.is_empty() {
+            differences.push(format!("events only run {name} traced: {}", only.join(" ")));
+        }
+    }
+    Some(format!(
+        "runs A and B were traced differently ({}): {COST}",
+        differences.join("; ")
+    ))
+}
+
+/// What decides how much tracing costs a sample.
+#[derive(PartialEq)]
+struct TraceSettings {
+    stacks: bool,
+    /// Only the command line records this one (the trace section keeps the event list, not
+    /// which events carry a stack).
+    sleep_stacks: bool,
+    events: BTreeSet<String>,
+}
+
+impl TraceSettings {
+    fn of(run: &RunRecord, trace: &TraceSection) -> TraceSettings {
+        TraceSettings {
+            stacks: trace.stacks,
+            sleep_stacks: run.command_line.iter().any(|a| a == "--sleep-stacks"),
+            events: trace.events.iter().cloned().collect(),
+        }
+    }
 }
 
 fn rows(a: &RunRecord, b: &RunRecord, noise: f64) -> Vec<Row> {
@@ -150,31 +308,47 @@ fn rows(a: &RunRecord, b: &RunRecord, noise: f64) -> Vec<Row> {
     rows
 }
 
+/// One (point, series). Samples are blocked in the order the run stored them, which is the
+/// order they were taken for every scenario but irqfd, whose calls are stored per holder
+/// thread (each thread's in order): there a block is a stretch of one thread's calls.
 fn row(n: u64, sa: &Series, sb: &Series, noise: f64) -> Row {
     let (a, b) = (&sa.samples_ns, &sb.samples_ns);
-    let test = mann_whitney(a, b);
+    let judged: Vec<Result<Repetition, Unjudged>> =
+        JUDGED.iter().map(|&s| repetition(a, b, s)).collect();
+    let blocked = !judged
+        .iter()
+        .any(|j| matches!(j, Err(Unjudged::TooFewSamples)));
     let changes: Vec<Change> = [Statistic::P50, Statistic::P99, Statistic::Mean]
         .into_iter()
-        .filter_map(|s| bootstrap_change(a, b, s, BOOTSTRAP_ITERATIONS, BOOTSTRAP_SEED))
+        .filter_map(|s| {
+            if blocked {
+                block_bootstrap_change(a, b, s, BOOTSTRAP_ITERATIONS, BOOTSTRAP_SEED)
+            } else {
+                bootstrap_change(a, b, s, BOOTSTRAP_ITERATIONS, BOOTSTRAP_SEED)
+            }
+        })
         .collect();
     let p50 = changes.iter().find(|c| c.statistic == Statistic::P50);
-    let significant = test.is_some_and(|t| t.p < ALPHA);
-    // Real only when the rank test says so, the interval excludes zero and the change is
-    // beyond the noise threshold.
-    let verdict = match p50 {
-        Some(c) if significant && c.low > 0.0 && c.relative > noise => "slower",
-        Some(c) if significant && c.high < 0.0 && c.relative < -noise => "faster",
-        Some(_) if significant => "different, within noise",
-        Some(_) => "no significant change",
-        None => "not comparable",
+    // Real only when the block test says so, the change exceeds both runs' own spread, the
+    // block interval excludes zero and the change is beyond the noise threshold.
+    let verdict = match (&judged[0], p50) {
+        (Err(Unjudged::TooFewSamples), _) => TOO_FEW,
+        (Err(Unjudged::ZeroBaseline), _) | (_, None) => "not comparable",
+        (Ok(rep), _) if rep.p >= ALPHA => "no significant change",
+        (Ok(rep), _) if !rep.decided(ALPHA) => "noise (within the runs' own spread)",
+        (Ok(rep), _) if rep.relative.abs() <= noise => "different, within noise",
+        (Ok(rep), Some(c)) if rep.relative > 0.0 && c.low > 0.0 => SLOWER,
+        (Ok(rep), Some(c)) if rep.relative < 0.0 && c.high < 0.0 => FASTER,
+        (Ok(_), Some(_)) => "noise (block interval includes no change)",
     };
     Row {
         n,
         series: sa.name.clone(),
         samples_a: a.len(),
         samples_b: b.len(),
-        p_value: test.map(|t| t.p),
+        p_value: judged[0].as_ref().ok().map(|r| r.p),
         changes,
+        repetition: judged.into_iter().filter_map(Result::ok).collect(),
         outliers_a: outliers(a),
         outliers_b: outliers(b),
         verdict,
@@ -196,13 +370,34 @@ fn change_cell(r: &Row, s: Statistic) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
-/// One row per (point, series, statistic), numbers as fractions, for scripts.
+/// The larger run's block-to-block spread of the p50, as a percentage of A's.
+fn spread_cell(r: &Row) -> String {
+    r.repetition
+        .iter()
+        .find(|rep| rep.statistic == Statistic::P50)
+        .map(|rep| format!("{:.1}%", rep.spread() * 100.0))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn p_cell(r: &Row) -> String {
+    r.p_value
+        .map(|p| format!("{p:.2e}"))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// One row per (point, series, statistic), numbers as fractions, for scripts. `p_value`
+/// and `spread` are the block test's for that statistic (empty for p99, which is not
+/// judged); `spread` is the last column so readers of the older layout keep working.
 fn render_csv(c: &Comparison) -> String {
-    let mut out = String::from("n,series,statistic,a,b,relative,low,high,p_value,verdict\n");
+    let mut out = String::from("n,series,statistic,a,b,relative,low,high,p_value,verdict,spread\n");
     for r in &c.rows {
         for ch in &r.changes {
+            let rep = r
+                .repetition
+                .iter()
+                .find(|rep| rep.statistic == ch.statistic);
             out.push_str(&format!(
-                "{},\"{}\",{},{},{},{},{},{},{},\"{}\"\n",
+                "{},\"{}\",{},{},{},{},{},{},{},\"{}\",{}\n",
                 r.n,
                 r.series.replace('"', "\"\""),
                 ch.statistic.name(),
@@ -211,8 +406,9 @@ fn render_csv(c: &Comparison) -> String {
                 ch.relative,
                 ch.low,
                 ch.high,
-                r.p_value.map(|p| p.to_string()).unwrap_or_default(),
-                r.verdict
+                rep.map(|rep| rep.p.to_string()).unwrap_or_default(),
+                r.verdict,
+                rep.map(|rep| rep.spread().to_string()).unwrap_or_default(),
             ));
         }
     }
@@ -228,23 +424,32 @@ fn render_markdown(c: &Comparison) -> String {
     if !c.warnings.is_empty() {
         out.push('\n');
     }
-    out.push_str("| n | series | p50 change [95% CI] | p99 change [95% CI] | mean change [95% CI] | p | verdict |\n");
-    out.push_str("|---:|---|---|---|---|---:|---|\n");
+    out.push_str("| n | series | p50 change [95% CI] | p99 change [95% CI] | mean change [95% CI] | p (blocks) | spread | verdict |\n");
+    out.push_str("|---:|---|---|---|---|---:|---:|---|\n");
     for r in &c.rows {
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.n,
             r.series.replace('|', "\\|"),
             change_cell(r, Statistic::P50),
             change_cell(r, Statistic::P99),
             change_cell(r, Statistic::Mean),
-            r.p_value
-                .map(|p| format!("{p:.2e}"))
-                .unwrap_or_else(|| "-".into()),
+            p_cell(r),
+            spread_cell(r),
             r.verdict
         ));
     }
+    out.push_str(&format!("\n{}\n", method(c)));
     out
+}
+
+/// How the verdicts were reached, printed under every table.
+fn method(c: &Comparison) -> String {
+    format!(
+        "verdicts use the p50 and each run's own repetition: a run's samples are cut into up to {} blocks in recorded order; B is slower or faster when a rank-sum test on block medians gives p < {ALPHA}, the change exceeds the spread (interquartile range of block medians) of both runs and the {:.0}% noise threshold, and the interval from resampling whole blocks excludes 0",
+        vmscale_stats::compare::MAX_BLOCKS,
+        c.noise_threshold * 100.0
+    )
 }
 
 fn render_text(c: &Comparison) -> String {
@@ -253,7 +458,7 @@ fn render_text(c: &Comparison) -> String {
         out.push_str(&format!("warning: {w}\n"));
     }
     out.push_str(&format!(
-        "\n{:>6}  {:<16} {:>7} {:>7}  {:<34} {:<34} {:<34} {:>8}  {}\n",
+        "\n{:>6}  {:<16} {:>7} {:>7}  {:<34} {:<34} {:<34} {:>10} {:>7}  {}\n",
         "n",
         "series",
         "n A",
@@ -261,13 +466,14 @@ fn render_text(c: &Comparison) -> String {
         "p50 change [95% CI]",
         "p99 change [95% CI]",
         "mean change [95% CI]",
-        "p",
+        "p (blocks)",
+        "spread",
         "verdict"
     ));
     for r in &c.rows {
         let cell = |s: Statistic| change_cell(r, s);
         out.push_str(&format!(
-            "{:>6}  {:<16} {:>7} {:>7}  {:<34} {:<34} {:<34} {:>8}  {}\n",
+            "{:>6}  {:<16} {:>7} {:>7}  {:<34} {:<34} {:<34} {:>10} {:>7}  {}\n",
             r.n,
             r.series,
             r.samples_a,
@@ -275,9 +481,8 @@ fn render_text(c: &Comparison) -> String {
             cell(Statistic::P50),
             cell(Statistic::P99),
             cell(Statistic::Mean),
-            r.p_value
-                .map(|p| format!("{p:.2e}"))
-                .unwrap_or_else(|| "-".into()),
+            p_cell(r),
+            spread_cell(r),
             r.verdict
         ));
         if r.outliers_a + r.outliers_b > 0 {
@@ -287,9 +492,6 @@ fn render_text(c: &Comparison) -> String {
             ));
         }
     }
-    out.push_str(&format!(
-        "\nverdicts use the p50: a Mann-Whitney test on the raw samples (p < {ALPHA}), a bootstrap interval that excludes 0, and a change beyond the {:.0}% noise threshold\n",
-        c.noise_threshold * 100.0
-    ));
+    out.push_str(&format!("\n{}\n", method(c)));
     out
 }
