@@ -52,6 +52,11 @@ impl Focus {
 struct CpuTrack {
     /// The task on the CPU and since when (idle: none).
     current: Option<(i32, u64)>,
+    /// The task the CPU's last traced switch took off it, until the CPU traces an event of
+    /// another task. The sched_switch tracepoint fires before the context switch, so events
+    /// traced on the way out (the ring buffer waking its reader through irq_work, say) still
+    /// carry the old task's pid after its switch-out: they do not put it back on the CPU.
+    leaving: Option<i32>,
     slices: Vec<RunSlice>,
 }
 
@@ -143,7 +148,12 @@ impl ExcerptPass {
         // Every event is traced in the context of the task current on its CPU, so it
         // places that task there even when its switch-in was not traced (before the
         // trace, or while tracing was off between phases).
-        if pid != 0 && !matches!(kind, EventKind::KernelStack(_)) {
+        let leaving = self.cpus.get(&cpu).and_then(|c| c.leaving);
+        if leaving.is_some_and(|p| p != pid) {
+            self.cpus.get_mut(&cpu).expect("has a switch").leaving = None;
+        }
+        let switching_out = leaving == Some(pid) && !matches!(kind, EventKind::SchedSwitch(_));
+        if pid != 0 && !switching_out && !matches!(kind, EventKind::KernelStack(_)) {
             let running_here = self
                 .tasks
                 .get(&pid)
@@ -159,6 +169,8 @@ impl ExcerptPass {
         match kind {
             EventKind::SchedSwitch(switch) => {
                 self.run_on(cpu, ts, (switch.next_pid != 0).then_some(switch.next_pid));
+                self.cpus.get_mut(&cpu).expect("run_on made it").leaving =
+                    (switch.prev_pid != 0).then_some(switch.prev_pid);
                 let asleep = switch.prev_state & 0xff != 0;
                 let prev_state = if asleep {
                     TaskState::Asleep
