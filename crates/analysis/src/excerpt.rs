@@ -19,6 +19,7 @@ use vmscale_trace::event::Event;
 use vmscale_trace::views::EventKind;
 
 use crate::holders::HoldersPass;
+use crate::open_waits::{self, Wait};
 
 /// Task lanes shown; more involved tasks than this set `truncated`.
 const MAX_TASK_LANES: usize = 12;
@@ -60,12 +61,31 @@ struct CpuTrack {
     slices: Vec<RunSlice>,
 }
 
+/// A lock wait whose slice is still open.
+#[derive(Clone, Copy)]
+struct OpenSlice {
+    lock: u64,
+    flags: u32,
+    since: u64,
+}
+
+impl Wait for OpenSlice {
+    fn lock(&self) -> u64 {
+        self.lock
+    }
+
+    fn flags(&self) -> u32 {
+        self.flags
+    }
+}
+
 #[derive(Default)]
 struct TaskTrack {
     comm: String,
     state: Option<(TaskState, u64, Option<u32>)>,
     states: Vec<StateSlice>,
-    open_wait: Option<(u64, u64)>,
+    /// Open lock waits, outermost first (they nest, [`crate::open_waits`]).
+    open_waits: Vec<OpenSlice>,
     locks: Vec<LockSlice>,
 }
 
@@ -194,18 +214,30 @@ impl ExcerptPass {
                 }
             }
             EventKind::ContentionBegin(begin) if pid != 0 => {
-                let task = self.tasks.entry(pid).or_default();
-                match task.open_wait {
+                let waits = &mut self.tasks.entry(pid).or_default().open_waits;
+                match open_waits::find(waits, begin.lock_addr) {
                     // A mutex's second begin (now sleeping) continues the same wait.
-                    Some((lock, _)) if lock == begin.lock_addr => {}
-                    _ => task.open_wait = Some((begin.lock_addr, ts)),
+                    Some(wait) => wait.flags = begin.flags,
+                    // What it replaces had its end lost: no slice, its end is unknown.
+                    None => {
+                        open_waits::open(
+                            waits,
+                            OpenSlice {
+                                lock: begin.lock_addr,
+                                flags: begin.flags,
+                                since: ts,
+                            },
+                        );
+                    }
                 }
             }
             EventKind::ContentionEnd(end) if pid != 0 => {
-                let open = self.tasks.get(&pid).and_then(|t| t.open_wait);
-                if let Some((lock, since)) = open.filter(|&(lock, _)| lock == end.lock_addr) {
-                    self.tasks.get_mut(&pid).expect("has a wait").open_wait = None;
-                    self.wait_slice(pid, lock, since, ts);
+                let closed = self
+                    .tasks
+                    .get_mut(&pid)
+                    .and_then(|t| open_waits::close(&mut t.open_waits, end.lock_addr));
+                if let Some((wait, _)) = closed {
+                    self.wait_slice(pid, wait.lock, wait.since, ts);
                 }
             }
             _ => {}
@@ -328,7 +360,7 @@ impl ExcerptPass {
         let pids: Vec<i32> = self.tasks.keys().copied().collect();
         for pid in pids {
             let task = &self.tasks[&pid];
-            let (state, wait) = (task.state, task.open_wait);
+            let (state, waits) = (task.state, task.open_waits.clone());
             if let Some((state, since, cpu)) = state {
                 let len = task.states.len();
                 if let Some((a, b)) = self.clip(since, close_at, len) {
@@ -344,8 +376,8 @@ impl ExcerptPass {
                         });
                 }
             }
-            if let Some((lock, since)) = wait {
-                self.wait_slice(pid, lock, since, close_at);
+            for wait in waits {
+                self.wait_slice(pid, wait.lock, wait.since, close_at);
             }
         }
         let holds = self.holders.captured().to_vec();

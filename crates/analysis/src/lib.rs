@@ -10,6 +10,7 @@ pub mod excerpt;
 pub mod holders;
 pub mod ipi;
 pub mod naming;
+mod open_waits;
 pub mod spinlocks;
 mod stacks;
 pub mod symbols;
