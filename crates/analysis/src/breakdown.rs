@@ -221,10 +221,11 @@ impl BreakdownPass {
             }
             EventKind::ContentionBegin(b) if pid == thread => {
                 self.lock_flags.entry(b.lock_addr).or_insert(b.flags);
-                self.timelines.wait_begins(thread, ts, b.lock_addr, floor);
+                self.timelines
+                    .wait_begins(thread, ts, b.lock_addr, b.flags, floor);
             }
-            EventKind::ContentionEnd(_) if pid == thread => {
-                self.timelines.wait_ends(thread, ts, floor);
+            EventKind::ContentionEnd(end) if pid == thread => {
+                self.timelines.wait_ends(thread, ts, end.lock_addr, floor);
             }
             EventKind::CsdQueueCpu(q) if pid == thread => {
                 if let Some(op) = &mut self.op {
@@ -581,8 +582,8 @@ mod tests {
         t.switched_in(7, 100, 0);
         t.switched_out(7, 200, false, 0);
         t.switched_in(7, 250, 0);
-        t.wait_begins(7, 300, 0xabc, 0);
-        t.wait_ends(7, 320, 0);
+        t.wait_begins(7, 300, 0xabc, 0, 0);
+        t.wait_ends(7, 320, 0xabc, 0);
         let mut parts = HashMap::new();
         split_into(&t, 7, 150, 400, &[(180, 260, 0xf00)], &mut parts);
         assert_eq!(parts[&Part::CrossCpu(0xf00)], 30);

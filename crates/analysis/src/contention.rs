@@ -1,7 +1,8 @@
 //! Lock contention: every wait between a task's lock:contention_begin and its
 //! lock:contention_end, aggregated per lock address.
 //!
-//! Streaming: state is one open wait per task, one aggregate per lock, one entry per
+//! Streaming: state is the open waits of each task (they nest, [`crate::open_waits`]), one
+//! aggregate per lock, one entry per
 //! distinct stack and per task name, never one per event. A wait still open when the trace
 //! ends is counted apart (its length is unknown), and an end without a begin (the wait
 //! started before tracing did) is ignored and counted.
@@ -16,6 +17,7 @@ use vmscale_trace::event::Event;
 use vmscale_trace::views::EventKind;
 
 use crate::naming;
+use crate::open_waits::{OpenWaits, Wait};
 use crate::stacks::{StackId, StackTable};
 use crate::symbols::Symbols;
 
@@ -30,6 +32,16 @@ struct OpenWait {
     flags: u32,
     start: u64,
     stack: Option<StackId>,
+}
+
+impl Wait for OpenWait {
+    fn lock(&self) -> u64 {
+        self.lock
+    }
+
+    fn flags(&self) -> u32 {
+        self.flags
+    }
 }
 
 #[derive(Default)]
@@ -56,10 +68,10 @@ pub struct LongestWait {
 /// The pass; feed it every event in time order, then [`ContentionPass::finish`].
 #[derive(Default)]
 pub struct ContentionPass {
-    open: HashMap<i32, OpenWait>,
-    /// CPU -> (pid, begin timestamp) of a contention_begin whose stack has not arrived yet.
-    /// The stacktrace trigger records the stack on the same CPU right after the event.
-    awaiting_stack: HashMap<u32, (i32, u64)>,
+    open: OpenWaits<OpenWait>,
+    /// CPU -> (pid, lock, begin timestamp) of a contention_begin whose stack has not arrived
+    /// yet. The stacktrace trigger records the stack on the same CPU right after the event.
+    awaiting_stack: HashMap<u32, (i32, u64, u64)>,
     stacks: StackTable,
     locks: HashMap<u64, LockAggregate>,
     comms: HashMap<i32, String>,
@@ -85,12 +97,14 @@ impl ContentionPass {
         match *kind {
             EventKind::ContentionBegin(begin) => {
                 let pid = event.pid();
-                match self.open.get_mut(&pid) {
+                match self.open.on(pid, begin.lock_addr) {
                     // A mutex traces a second begin when it stops spinning and sleeps: the
                     // same wait goes on, now in its sleeping mode.
-                    Some(wait) if wait.lock == begin.lock_addr => wait.flags = begin.flags,
-                    _ => {
-                        self.open.insert(
+                    Some(wait) => wait.flags = begin.flags,
+                    // What it replaces had its end lost: the length is unknown, so it is
+                    // not counted.
+                    None => {
+                        self.open.open(
                             pid,
                             OpenWait {
                                 lock: begin.lock_addr,
@@ -101,16 +115,17 @@ impl ContentionPass {
                         );
                     }
                 }
-                self.awaiting_stack.insert(event.cpu(), (pid, event.ts()));
+                self.awaiting_stack
+                    .insert(event.cpu(), (pid, begin.lock_addr, event.ts()));
             }
             EventKind::KernelStack(stack) => {
-                let Some((pid, begin_ts)) = self.awaiting_stack.remove(&event.cpu()) else {
+                let Some((pid, lock, begin_ts)) = self.awaiting_stack.remove(&event.cpu()) else {
                     return;
                 };
                 if pid != event.pid() {
                     return;
                 }
-                if let Some(wait) = self.open.get_mut(&pid) {
+                if let Some(wait) = self.open.on(pid, lock) {
                     if wait.stack.is_none() {
                         wait.stack = Some(self.stacks.intern(stack.iter()));
                         self.stack_cost.record(event.ts().saturating_sub(begin_ts));
@@ -119,15 +134,10 @@ impl ContentionPass {
             }
             EventKind::ContentionEnd(end) => {
                 let pid = event.pid();
-                match self.open.remove(&pid) {
-                    Some(wait) if wait.lock == end.lock_addr => {
-                        self.close(pid, wait, event.ts());
-                    }
-                    Some(other) => {
-                        // An end for another lock: keep the open wait, this end is stray.
-                        self.open.insert(pid, other);
-                        self.unmatched_ends += 1;
-                    }
+                match self.open.close(pid, end.lock_addr) {
+                    // Waits opened inside it whose ends were lost are left uncounted, as
+                    // their length is unknown.
+                    Some((wait, _)) => self.close(pid, wait, event.ts()),
                     None => self.unmatched_ends += 1,
                 }
             }

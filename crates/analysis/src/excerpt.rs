@@ -19,6 +19,7 @@ use vmscale_trace::event::Event;
 use vmscale_trace::views::EventKind;
 
 use crate::holders::HoldersPass;
+use crate::open_waits::{self, Wait};
 
 /// Task lanes shown; more involved tasks than this set `truncated`.
 const MAX_TASK_LANES: usize = 12;
@@ -52,7 +53,30 @@ impl Focus {
 struct CpuTrack {
     /// The task on the CPU and since when (idle: none).
     current: Option<(i32, u64)>,
+    /// The task the CPU's last traced switch took off it, until the CPU traces an event of
+    /// another task. The sched_switch tracepoint fires before the context switch, so events
+    /// traced on the way out (the ring buffer waking its reader through irq_work, say) still
+    /// carry the old task's pid after its switch-out: they do not put it back on the CPU.
+    leaving: Option<i32>,
     slices: Vec<RunSlice>,
+}
+
+/// A lock wait whose slice is still open.
+#[derive(Clone, Copy)]
+struct OpenSlice {
+    lock: u64,
+    flags: u32,
+    since: u64,
+}
+
+impl Wait for OpenSlice {
+    fn lock(&self) -> u64 {
+        self.lock
+    }
+
+    fn flags(&self) -> u32 {
+        self.flags
+    }
 }
 
 #[derive(Default)]
@@ -60,7 +84,8 @@ struct TaskTrack {
     comm: String,
     state: Option<(TaskState, u64, Option<u32>)>,
     states: Vec<StateSlice>,
-    open_wait: Option<(u64, u64)>,
+    /// Open lock waits, outermost first (they nest, [`crate::open_waits`]).
+    open_waits: Vec<OpenSlice>,
     locks: Vec<LockSlice>,
 }
 
@@ -143,7 +168,12 @@ impl ExcerptPass {
         // Every event is traced in the context of the task current on its CPU, so it
         // places that task there even when its switch-in was not traced (before the
         // trace, or while tracing was off between phases).
-        if pid != 0 && !matches!(kind, EventKind::KernelStack(_)) {
+        let leaving = self.cpus.get(&cpu).and_then(|c| c.leaving);
+        if leaving.is_some_and(|p| p != pid) {
+            self.cpus.get_mut(&cpu).expect("has a switch").leaving = None;
+        }
+        let switching_out = leaving == Some(pid) && !matches!(kind, EventKind::SchedSwitch(_));
+        if pid != 0 && !switching_out && !matches!(kind, EventKind::KernelStack(_)) {
             let running_here = self
                 .tasks
                 .get(&pid)
@@ -159,6 +189,8 @@ impl ExcerptPass {
         match kind {
             EventKind::SchedSwitch(switch) => {
                 self.run_on(cpu, ts, (switch.next_pid != 0).then_some(switch.next_pid));
+                self.cpus.get_mut(&cpu).expect("run_on made it").leaving =
+                    (switch.prev_pid != 0).then_some(switch.prev_pid);
                 let asleep = switch.prev_state & 0xff != 0;
                 let prev_state = if asleep {
                     TaskState::Asleep
@@ -182,18 +214,30 @@ impl ExcerptPass {
                 }
             }
             EventKind::ContentionBegin(begin) if pid != 0 => {
-                let task = self.tasks.entry(pid).or_default();
-                match task.open_wait {
+                let waits = &mut self.tasks.entry(pid).or_default().open_waits;
+                match open_waits::find(waits, begin.lock_addr) {
                     // A mutex's second begin (now sleeping) continues the same wait.
-                    Some((lock, _)) if lock == begin.lock_addr => {}
-                    _ => task.open_wait = Some((begin.lock_addr, ts)),
+                    Some(wait) => wait.flags = begin.flags,
+                    // What it replaces had its end lost: no slice, its end is unknown.
+                    None => {
+                        open_waits::open(
+                            waits,
+                            OpenSlice {
+                                lock: begin.lock_addr,
+                                flags: begin.flags,
+                                since: ts,
+                            },
+                        );
+                    }
                 }
             }
             EventKind::ContentionEnd(end) if pid != 0 => {
-                let open = self.tasks.get(&pid).and_then(|t| t.open_wait);
-                if let Some((lock, since)) = open.filter(|&(lock, _)| lock == end.lock_addr) {
-                    self.tasks.get_mut(&pid).expect("has a wait").open_wait = None;
-                    self.wait_slice(pid, lock, since, ts);
+                let closed = self
+                    .tasks
+                    .get_mut(&pid)
+                    .and_then(|t| open_waits::close(&mut t.open_waits, end.lock_addr));
+                if let Some((wait, _)) = closed {
+                    self.wait_slice(pid, wait.lock, wait.since, ts);
                 }
             }
             _ => {}
@@ -316,7 +360,7 @@ impl ExcerptPass {
         let pids: Vec<i32> = self.tasks.keys().copied().collect();
         for pid in pids {
             let task = &self.tasks[&pid];
-            let (state, wait) = (task.state, task.open_wait);
+            let (state, waits) = (task.state, task.open_waits.clone());
             if let Some((state, since, cpu)) = state {
                 let len = task.states.len();
                 if let Some((a, b)) = self.clip(since, close_at, len) {
@@ -332,8 +376,8 @@ impl ExcerptPass {
                         });
                 }
             }
-            if let Some((lock, since)) = wait {
-                self.wait_slice(pid, lock, since, close_at);
+            for wait in waits {
+                self.wait_slice(pid, wait.lock, wait.since, close_at);
             }
         }
         let holds = self.holders.captured().to_vec();

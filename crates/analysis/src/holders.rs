@@ -9,7 +9,7 @@
 //! itself waiting on another lock; time between holders is a handoff, and time the trace
 //! cannot explain is unknown, with the reason.
 //!
-//! Streaming: state is one open wait per task, recent segments per lock, per-task spans back
+//! Streaming: state is the open waits of each task (they nest, [`crate::open_waits`]), recent segments per lock, per-task spans back
 //! to the oldest open wait, and aggregates per lock, holder and sleeping stack.
 
 use std::collections::BTreeMap;
@@ -22,6 +22,7 @@ use vmscale_trace::event::Event;
 use vmscale_trace::views::{contention_flags as flag, EventKind};
 
 use crate::naming;
+use crate::open_waits::{OpenWaits, Wait};
 use crate::stacks::{StackId, StackTable};
 use crate::symbols::Symbols;
 use crate::timeline::{Activity, Gap, Timelines};
@@ -89,6 +90,16 @@ struct OpenWait {
     waker: Option<(i32, u64)>,
 }
 
+impl Wait for OpenWait {
+    fn lock(&self) -> u64 {
+        self.lock
+    }
+
+    fn flags(&self) -> u32 {
+        self.flags
+    }
+}
+
 /// One hold that ended by waking a waiter.
 #[derive(Debug, Clone, Copy)]
 struct Segment {
@@ -136,7 +147,7 @@ struct LockState {
 #[derive(Default)]
 pub struct HoldersPass {
     timelines: Timelines,
-    open: HashMap<i32, OpenWait>,
+    open: OpenWaits<OpenWait>,
     /// Starts of open sleeping waits (a multiset): the oldest is how far back holder
     /// activity may still be asked for.
     open_starts: BTreeMap<u64, u32>,
@@ -275,8 +286,9 @@ impl HoldersPass {
             }
             EventKind::SchedWaking(w) => {
                 self.remember(w.pid, w.comm.as_bytes());
-                if let Some(wait) = self.open.get_mut(&w.pid) {
-                    if w.pid != pid {
+                // The wakeup ends the sleep of whichever of its waits sleeps.
+                if w.pid != pid {
+                    for wait in self.open.of_mut(w.pid) {
                         wait.waker = Some((pid, ts));
                     }
                 }
@@ -319,22 +331,19 @@ impl HoldersPass {
             return;
         }
         let floor = self.floor();
-        match self.open.get_mut(&pid) {
+        match self.open.on(pid, lock) {
             // A mutex traces a second begin when it stops spinning and sleeps.
-            Some(wait) if wait.lock == lock => {
+            Some(wait) => {
                 if !is_sleeping(wait.flags) && is_sleeping(flags) {
                     multiset_add(&mut self.open_starts, wait.start);
                 }
                 wait.flags = flags;
             }
-            _ => {
-                if let Some(old) = self.open.remove(&pid) {
-                    self.forget_start(&old);
-                }
+            None => {
                 if is_sleeping(flags) {
                     multiset_add(&mut self.open_starts, ts);
                 }
-                self.open.insert(
+                let replaced = self.open.open(
                     pid,
                     OpenWait {
                         lock,
@@ -343,9 +352,12 @@ impl HoldersPass {
                         waker: None,
                     },
                 );
+                for old in &replaced {
+                    self.forget_start(old);
+                }
             }
         }
-        self.timelines.wait_begins(pid, ts, lock, floor);
+        self.timelines.wait_begins(pid, ts, lock, flags, floor);
     }
 
     fn forget_start(&mut self, wait: &OpenWait) {
@@ -356,26 +368,25 @@ impl HoldersPass {
     }
 
     fn end(&mut self, pid: i32, ts: u64, lock: u64, ret: i32) {
-        let Some(wait) = self.open.remove(&pid) else {
+        // Without a begin on this lock the end is stray: what is open goes on.
+        let Some((wait, lost)) = self.open.close(pid, lock) else {
             return;
         };
-        if wait.lock != lock {
-            // A stray end: the open wait goes on.
-            self.open.insert(pid, wait);
-            return;
+        for inner in &lost {
+            self.forget_start(inner);
         }
         self.forget_start(&wait);
         if is_sleeping(wait.flags) {
             self.close(pid, &wait, ts, ret);
         }
         let floor = self.floor();
-        self.timelines.wait_ends(pid, ts, floor);
+        self.timelines.wait_ends(pid, ts, lock, floor);
     }
 
     /// Starts of the waits still open on `lock`.
     fn queued(&self, lock: u64) -> impl Iterator<Item = u64> + '_ {
         self.open
-            .values()
+            .iter()
             .filter(move |w| w.lock == lock && is_sleeping(w.flags))
             .map(|w| w.start)
     }

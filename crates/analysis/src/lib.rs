@@ -8,8 +8,10 @@ pub mod breakdown;
 pub mod contention;
 pub mod excerpt;
 pub mod holders;
+mod integrity;
 pub mod ipi;
 pub mod naming;
+mod open_waits;
 pub mod spinlocks;
 mod stacks;
 pub mod symbols;
@@ -44,16 +46,29 @@ pub struct TraceAnalysis {
     pub missed_events: u64,
     pub corrupt_pages: u64,
     pub decode_errors: Vec<String>,
+    /// What the trace lacks and what that leaves unknown, one sentence each: a truncated
+    /// or missing per-CPU file, missing or damaged formats, kallsyms or meta.json.
+    pub warnings: Vec<String>,
 }
 
-/// Decodes the trace directory `dir` and runs every analysis over it.
+/// Decodes the trace directory `dir` and runs every analysis over it. A directory that is
+/// damaged or incomplete is analysed as far as it goes, and `warnings` says what is missing
+/// and what that leaves unknown; only what nothing can be decoded without (header_page,
+/// header_event) is an error.
 pub fn analyse(dir: &Path) -> Result<TraceAnalysis, DecodeError> {
-    let decoder = Decoder::open(dir)?;
-    // A missing or unreadable snapshot only costs names, not the analysis.
-    let symbols = decoder.kallsyms().unwrap_or_default();
-    analyse_with(&decoder, &symbols)
+    let (decoder, damage) = Decoder::open_damaged(dir)?;
+    let (symbols, kallsyms) = integrity::load_kallsyms(dir);
+    let mut analysis = analyse_with(&decoder, &symbols)?;
+    let label = dir
+        .file_name()
+        .map_or_else(String::new, |name| format!("{}/", name.to_string_lossy()));
+    let summary = decoder.last_summary().unwrap_or_default();
+    analysis.warnings =
+        integrity::dir_warnings(&label, &decoder, &damage, kallsyms.as_ref(), &summary);
+    Ok(analysis)
 }
 
+/// Runs every analysis over a decoder's events, naming addresses with `symbols`.
 pub fn analyse_with(decoder: &Decoder, symbols: &Kallsyms) -> Result<TraceAnalysis, DecodeError> {
     let mut contention = ContentionPass::default();
     let mut ipis = ipi::IpiPass::default();
@@ -86,6 +101,9 @@ pub fn analyse_with(decoder: &Decoder, symbols: &Kallsyms) -> Result<TraceAnalys
         decoded_events: summary.events(),
         missed_events: summary.missed_events(),
         corrupt_pages: summary.corrupt_pages(),
+        warnings: integrity::unknown_types_warning(&summary)
+            .into_iter()
+            .collect(),
         decode_errors: summary.errors,
     })
 }

@@ -10,6 +10,8 @@ use std::collections::VecDeque;
 
 use foldhash::HashMap;
 
+use crate::open_waits;
+
 /// Spans kept per task; older ones are dropped and the time they covered becomes unknown.
 pub(crate) const MAX_SPANS: usize = 4096;
 
@@ -46,8 +48,9 @@ struct Task {
     spans: VecDeque<Span>,
     /// Spans were dropped for [`MAX_SPANS`]: time before the first span is lost, not unseen.
     trimmed: bool,
-    /// The lock this task waits on, if any: a switch-out then keeps the task waiting.
-    waiting_on: Option<u64>,
+    /// The locks this task waits on and their flags, outermost first (waits nest,
+    /// [`crate::open_waits`]): a switch-out keeps the task waiting on the innermost.
+    waiting_on: Vec<(u64, u32)>,
 }
 
 #[derive(Default)]
@@ -86,8 +89,17 @@ impl Timelines {
         }
     }
 
+    /// The lock the task is waiting on now: the innermost of its open waits.
+    fn waiting(&self, pid: i32) -> Option<u64> {
+        self.tasks
+            .get(&pid)?
+            .waiting_on
+            .last()
+            .map(|&(lock, _)| lock)
+    }
+
     pub(crate) fn switched_in(&mut self, pid: i32, ts: u64, floor: u64) {
-        let waiting = self.tasks.get(&pid).and_then(|t| t.waiting_on);
+        let waiting = self.waiting(pid);
         self.set(
             pid,
             ts,
@@ -98,7 +110,7 @@ impl Timelines {
 
     /// `sleeping`: switched out in a sleeping state (not preempted).
     pub(crate) fn switched_out(&mut self, pid: i32, ts: u64, sleeping: bool, floor: u64) {
-        let waiting = self.tasks.get(&pid).and_then(|t| t.waiting_on);
+        let waiting = self.waiting(pid);
         let activity = match (waiting, sleeping) {
             (Some(lock), _) => Activity::Waiting(lock),
             (None, true) => Activity::Asleep(None),
@@ -129,20 +141,34 @@ impl Timelines {
         }
     }
 
-    pub(crate) fn wait_begins(&mut self, pid: i32, ts: u64, lock: u64, floor: u64) {
+    pub(crate) fn wait_begins(&mut self, pid: i32, ts: u64, lock: u64, flags: u32, floor: u64) {
         if pid == 0 {
             return;
         }
-        self.tasks.entry(pid).or_default().waiting_on = Some(lock);
+        let waits = &mut self.tasks.entry(pid).or_default().waiting_on;
+        match open_waits::find(waits, lock) {
+            Some(wait) => wait.1 = flags,
+            None => {
+                open_waits::open(waits, (lock, flags));
+            }
+        }
         self.set(pid, ts, Activity::Waiting(lock), floor);
     }
 
-    /// The wait is over and the task, which traced the end, is on a CPU.
-    pub(crate) fn wait_ends(&mut self, pid: i32, ts: u64, floor: u64) {
-        if let Some(task) = self.tasks.get_mut(&pid) {
-            task.waiting_on = None;
-        }
-        self.set(pid, ts, Activity::Running, floor);
+    /// The wait on `lock` is over, with any opened inside it (their ends were lost), and
+    /// the task, which traced the end, is on a CPU: running, or back in the wait it nested
+    /// in.
+    pub(crate) fn wait_ends(&mut self, pid: i32, ts: u64, lock: u64, floor: u64) {
+        let outer = self.tasks.get_mut(&pid).and_then(|task| {
+            open_waits::close(&mut task.waiting_on, lock);
+            task.waiting_on.last().map(|&(lock, _)| lock)
+        });
+        self.set(
+            pid,
+            ts,
+            outer.map_or(Activity::Running, Activity::Waiting),
+            floor,
+        );
     }
 
     /// Splits `[from, to)` of the task's time by activity, calling `out` for every piece;
@@ -184,6 +210,7 @@ impl Timelines {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vmscale_trace::views::contention_flags::{MUTEX, SPIN};
 
     fn pieces(t: &Timelines, pid: i32, from: u64, to: u64) -> Vec<(String, u64)> {
         let mut v = Vec::new();
@@ -218,11 +245,11 @@ mod tests {
     fn a_lock_wait_outlasts_switches_and_the_floor_drops_old_spans() {
         let mut t = Timelines::default();
         t.switched_in(7, 100, 0);
-        t.wait_begins(7, 110, 0xabc, 0);
+        t.wait_begins(7, 110, 0xabc, MUTEX, 0);
         t.switched_out(7, 120, true, 0);
         t.woken(7, 200, 0);
         t.switched_in(7, 210, 0);
-        t.wait_ends(7, 215, 0);
+        t.wait_ends(7, 215, 0xabc, 0);
         assert_eq!(
             pieces(&t, 7, 100, 220),
             vec![
@@ -235,5 +262,29 @@ mod tests {
         // Spans ending before the floor are gone; the one covering it stays.
         assert_eq!(pieces(&t, 7, 250, 310)[0], ("Running".to_string(), 50));
         assert_eq!(pieces(&t, 7, 100, 101)[0].0, "BeforeFirstEvent");
+    }
+
+    #[test]
+    fn a_spinlock_wait_inside_a_mutex_wait_returns_to_the_mutex_wait() {
+        let mut t = Timelines::default();
+        t.switched_in(7, 100, 0);
+        t.wait_begins(7, 110, 0xabc, MUTEX | SPIN, 0);
+        t.wait_begins(7, 112, 0xabc, MUTEX, 0);
+        t.wait_begins(7, 114, 0xdef, SPIN, 0);
+        t.wait_ends(7, 118, 0xdef, 0);
+        t.switched_out(7, 120, true, 0);
+        t.woken(7, 200, 0);
+        t.switched_in(7, 210, 0);
+        t.wait_ends(7, 215, 0xabc, 0);
+        assert_eq!(
+            pieces(&t, 7, 100, 220),
+            vec![
+                ("Running".to_string(), 10),
+                ("Waiting(2748)".to_string(), 4),
+                ("Waiting(3567)".to_string(), 4),
+                ("Waiting(2748)".to_string(), 97),
+                ("Running".to_string(), 5),
+            ]
+        );
     }
 }

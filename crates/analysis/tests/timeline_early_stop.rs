@@ -5,23 +5,14 @@
 //! the window: every waiter queued in the window has given up by the time the holder
 //! finally wakes the next one.
 
+#[path = "support/text_trace.rs"]
+mod text_trace;
+
+use text_trace::{line, ns, TextTraceDir};
 use vmscale_analysis::excerpt::{ExcerptPass, Focus};
 use vmscale_run::findings::{LockRole, TimelineExcerpt};
-use vmscale_trace::text_import::TextReader;
-use vmscale_trace::text_trace_dir::{write_trace_dir, DirSink};
-use vmscale_trace::Decoder;
 
 const LOCK: u64 = 0xffff_8881_0000_1000;
-
-/// `comm-pid [cpu] secs: event: body`, the kernel's default event line, at `us` µs past
-/// second 1000.
-fn line(comm: &str, pid: i32, cpu: u32, us: u64, event: &str, body: &str) -> String {
-    format!("{comm:>16}-{pid:<6} [{cpu:03}] d..2.  1000.{us:06}: {event}: {body}\n")
-}
-
-fn ns(us: u64) -> u64 {
-    1_000_000_000_000 + us * 1_000
-}
 
 #[test]
 fn a_hold_taken_in_the_window_is_kept_until_its_release() {
@@ -75,7 +66,8 @@ fn a_hold_taken_in_the_window_is_kept_until_its_release() {
         ),
     ]
     .concat();
-    let (decoder, _dir) = trace_dir(&text);
+    let dir = TextTraceDir::new("early-stop", &text);
+    let decoder = dir.decoder();
 
     // H's own wait, 30 to 55 µs: the window runs to 155 µs.
     let focus = Focus {
@@ -132,23 +124,4 @@ fn a_hold_taken_in_the_window_is_kept_until_its_release() {
     assert_eq!(fed, done_after);
     let json = |t: &TimelineExcerpt| serde_json::to_string(t).unwrap();
     assert_eq!(json(&stopped.finish()), json(&whole));
-}
-
-/// The trace directory of `text`, removed when the guard drops.
-fn trace_dir(text: &str) -> (Decoder, Removed) {
-    let dir = std::env::temp_dir().join(format!("vmscale-early-stop-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let removed = Removed(dir.clone());
-    let mut sink = DirSink::new(&dir).unwrap();
-    let summary = write_trace_dir(TextReader::new(text.as_bytes()), &mut sink).unwrap();
-    assert_eq!(summary.skipped_lines(), 0, "{:?}", summary.warnings());
-    (Decoder::open(&dir).unwrap(), removed)
-}
-
-struct Removed(std::path::PathBuf);
-
-impl Drop for Removed {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }

@@ -32,17 +32,20 @@ pub fn reanalyse(run_dir: &Path, section: &mut TraceSection, warnings: &mut Vec<
     fill_findings(analysis, section, warnings);
 }
 
-/// Puts an analysis's findings in `section`; damaged pages it skipped, or why the trace
-/// could not be analysed at all, become warnings.
+/// Puts an analysis's findings in `section`; damaged pages it skipped, what the trace
+/// directory lacks (truncated or missing files, formats, kallsyms, meta.json), or why the
+/// trace could not be analysed at all, become warnings. A warning the run already has is
+/// not added again: `report` re-analyses a trace whose run recorded the same warnings.
 pub fn fill_findings(
     analysis: Result<vmscale_analysis::TraceAnalysis, vmscale_trace::DecodeError>,
     section: &mut TraceSection,
     warnings: &mut Vec<String>,
 ) {
+    let mut found = Vec::new();
     match analysis {
-        Ok(analysis) => {
+        Ok(mut analysis) => {
             if analysis.corrupt_pages > 0 {
-                warnings.push(format!(
+                found.push(format!(
                     "{} damaged trace pages were skipped (first: {})",
                     analysis.corrupt_pages,
                     analysis
@@ -52,8 +55,14 @@ pub fn fill_findings(
                         .unwrap_or("?")
                 ));
             }
+            found.append(&mut analysis.warnings);
             analysis.fill(section);
         }
-        Err(e) => warnings.push(format!("the kernel trace could not be analysed: {e}")),
+        Err(e) => found.push(format!("the kernel trace could not be analysed: {e}")),
+    }
+    for warning in found {
+        if !warnings.contains(&warning) {
+            warnings.push(warning);
+        }
     }
 }

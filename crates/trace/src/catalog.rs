@@ -26,6 +26,15 @@ pub enum CatalogError {
     CommonFieldMoved { event: String, field: &'static str },
 }
 
+/// A format file [`EventCatalog::load_damaged`] left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedFormat {
+    pub system: String,
+    pub event: String,
+    /// Why it could not be used, in a few words.
+    pub why: String,
+}
+
 /// One event type: its format and its typed view, resolved once.
 #[derive(Debug, Clone)]
 pub struct EventType {
@@ -112,15 +121,34 @@ pub struct EventCatalog {
 impl EventCatalog {
     /// Reads `formats/<system>/<event>` files.
     pub fn load(formats_dir: &Path) -> Result<EventCatalog, CatalogError> {
+        // Nothing is left out when nothing is tolerated.
+        EventCatalog::read(formats_dir, false).map(|(catalog, _)| catalog)
+    }
+
+    /// [`EventCatalog::load`] that leaves out what it cannot read: a format file that does
+    /// not read or parse (listed with why, as `system/event`), and every format when
+    /// `formats_dir` itself is absent. Their events decode as `unknown`.
+    pub fn load_damaged(
+        formats_dir: &Path,
+    ) -> Result<(EventCatalog, Vec<DamagedFormat>), CatalogError> {
+        EventCatalog::read(formats_dir, true)
+    }
+
+    fn read(
+        formats_dir: &Path,
+        tolerate: bool,
+    ) -> Result<(EventCatalog, Vec<DamagedFormat>), CatalogError> {
         let io = |path: &Path| {
             let path = path.display().to_string();
             move |source| CatalogError::Io { path, source }
         };
         let mut types = Vec::new();
-        let mut systems: Vec<_> = std::fs::read_dir(formats_dir)
-            .map_err(io(formats_dir))?
-            .collect::<Result<_, _>>()
-            .map_err(io(formats_dir))?;
+        let mut damaged = Vec::new();
+        let mut systems: Vec<_> = match std::fs::read_dir(formats_dir) {
+            Ok(entries) => entries.collect::<Result<_, _>>().map_err(io(formats_dir))?,
+            Err(e) if tolerate && e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(io(formats_dir)(e)),
+        };
         systems.sort_by_key(|e| e.file_name());
         for system in systems {
             let system_path = system.path();
@@ -135,15 +163,30 @@ impl EventCatalog {
             events.sort_by_key(|e| e.file_name());
             for event in events {
                 let path = event.path();
-                let text = std::fs::read_to_string(&path).map_err(io(&path))?;
-                let format = EventFormat::parse(&text).map_err(|source| CatalogError::Format {
-                    path: path.display().to_string(),
-                    source,
-                })?;
-                types.push(EventType::new(&system_name, format));
+                let parsed = std::fs::read_to_string(&path)
+                    .map_err(io(&path))
+                    .and_then(|text| {
+                        EventFormat::parse(&text).map_err(|source| CatalogError::Format {
+                            path: path.display().to_string(),
+                            source,
+                        })
+                    });
+                match parsed {
+                    Ok(format) => types.push(EventType::new(&system_name, format)),
+                    Err(error) if tolerate => damaged.push(DamagedFormat {
+                        system: system_name.clone(),
+                        event: event.file_name().to_string_lossy().into_owned(),
+                        why: match error {
+                            CatalogError::Io { source, .. } => source.to_string(),
+                            CatalogError::Format { source, .. } => source.to_string(),
+                            other => other.to_string(),
+                        },
+                    }),
+                    Err(error) => return Err(error),
+                }
             }
         }
-        EventCatalog::new(types)
+        Ok((EventCatalog::new(types)?, damaged))
     }
 
     /// A catalog of the given types; ids must be distinct and the common fields agree.

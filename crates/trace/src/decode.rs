@@ -11,13 +11,14 @@
 //! })?;
 //! ```
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
 
-use crate::catalog::{CatalogError, EventCatalog, EventType};
+use crate::catalog::{CatalogError, DamagedFormat, EventCatalog, EventType};
 use crate::clock::{counts_nanoseconds, TimeConversion};
 use crate::cpu_stream::{CpuStream, CpuSummary, StreamSetup};
 use crate::dat::{Buffer, DatError, DatFile, Tsc2Nsec};
@@ -56,6 +57,11 @@ pub enum DecodeError {
     },
     #[error("meta.json: page_size {0} is not a power of two between 64 and 16 MiB")]
     PageSize(usize),
+    #[error(
+        "meta.json cannot be used and header_page gives a page size of {0} bytes, not a power \
+         of two between 64 and 16 MiB"
+    )]
+    InferredPageSize(usize),
     #[error("meta.json: cpu {0} appears twice")]
     DuplicateCpu(u32),
     #[error("{path}: {source}")]
@@ -121,6 +127,14 @@ struct DirMeta {
     /// What an extraction from a .dat file recorded about its times.
     #[serde(default)]
     dat: Option<DatTimes>,
+    /// `system:event` names enabled: their formats should be in formats/.
+    #[serde(default)]
+    events: Vec<String>,
+    #[serde(default)]
+    stacks: bool,
+    /// Pages the recorder wrote per CPU (absent in directories not written by it).
+    #[serde(default)]
+    pages: Option<BTreeMap<String, u64>>,
 }
 
 /// The `dat` facts of an extracted directory's meta.json that change reported times.
@@ -160,6 +174,9 @@ pub struct DecodeSummary {
     pub cpus: Vec<CpuSummary>,
     /// The first few page errors, as text (all of them are counted in `cpus`).
     pub errors: Vec<String>,
+    /// Events whose type id has no format, so nothing of them but the id, time, CPU and
+    /// pid could be read: how many of each id.
+    pub unknown_types: BTreeMap<u16, u64>,
 }
 
 impl DecodeSummary {
@@ -176,17 +193,125 @@ impl DecodeSummary {
         self.cpus.iter().map(|c| c.missed_events).sum()
     }
 
+    /// Events of types without a format.
+    pub fn unknown_events(&self) -> u64 {
+        self.unknown_types.values().sum()
+    }
+
     /// Records of `ftrace:kernel_stack`: nonzero exactly when kernel stacks were recorded.
     pub fn kernel_stacks(&self) -> u64 {
         self.cpus.iter().map(|c| c.kernel_stacks).sum()
     }
 }
 
+/// What [`Decoder::open_damaged`] found missing or damaged in a trace directory and
+/// decoded around. For a whole directory: no `meta`, no formats listed, and every CPU's
+/// file present.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DirDamage {
+    /// Why meta.json could not be used, if it could not: the page size and the CPUs were
+    /// then inferred, and the enabled events and the pages written are unknown.
+    pub meta: Option<MetaDamage>,
+    /// Every CPU of the trace (meta.json's, else the files found), with its file's size.
+    pub cpu_files: Vec<CpuFile>,
+    /// Formats of enabled events that are not there, as paths in the directory:
+    /// `formats/<system>` when the whole system is absent, else `formats/<system>/<event>`
+    /// (`formats` when none is).
+    pub missing_formats: Vec<String>,
+    /// Format files that are there but could not be used.
+    pub damaged_formats: Vec<DamagedFormat>,
+}
+
+/// Why meta.json could not be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetaDamage {
+    Missing,
+    Unreadable(String),
+    /// Not JSON, or not meta.json's fields.
+    Invalid(String),
+}
+
+/// One CPU's `cpu<N>.raw`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuFile {
+    pub cpu: u32,
+    /// Its size; `None` when the file is missing (the CPU is then left out).
+    pub bytes: Option<u64>,
+    /// Pages the recorder wrote to it, when meta.json says.
+    pub recorded_pages: Option<u64>,
+}
+
+/// CPU numbers of the `cpu<N>.raw` files in `dir`.
+fn cpu_files_in(dir: &Path) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name();
+            let name = name.to_str()?;
+            name.strip_prefix("cpu")?.strip_suffix(".raw")?.parse().ok()
+        })
+        .collect()
+}
+
+/// The formats meta.json's events (and the kernel_stack of recorded stacks) call for that
+/// are neither in the catalog nor among the damaged files, each once.
+fn missing_formats(
+    dir: &Path,
+    meta: &DirMeta,
+    catalog: &EventCatalog,
+    damaged: &[DamagedFormat],
+) -> Vec<String> {
+    let stacks = meta.stacks.then(|| "ftrace:kernel_stack".to_string());
+    let mut missing: Vec<String> = Vec::new();
+    for event in meta.events.iter().chain(stacks.as_ref()) {
+        let (system, name) = event.split_once(':').unwrap_or((event, "*"));
+        let wildcard = name == "*";
+        let present = if wildcard {
+            catalog.iter().any(|t| t.system == system)
+        } else {
+            catalog.find(system, name).is_some()
+        };
+        let is_damaged = damaged
+            .iter()
+            .any(|d| d.system == system && (wildcard || d.event == name));
+        if present || is_damaged {
+            continue;
+        }
+        let path = if !dir.join("formats").is_dir() {
+            "formats".to_string()
+        } else if wildcard || !dir.join("formats").join(system).is_dir() {
+            format!("formats/{system}")
+        } else {
+            format!("formats/{system}/{name}")
+        };
+        if !missing.contains(&path) {
+            missing.push(path);
+        }
+    }
+    missing
+}
+
 impl Decoder {
     /// Reads meta.json, header_page, header_event and formats/ of `dir`. The per-CPU files
     /// are opened by [`Decoder::events`].
     pub fn open(dir: impl AsRef<Path>) -> Result<Decoder, DecodeError> {
-        let dir = dir.as_ref().to_path_buf();
+        Decoder::open_dir(dir.as_ref(), false).map(|(decoder, _)| decoder)
+    }
+
+    /// [`Decoder::open`] for a directory that may be damaged: what can be done without is
+    /// left out or inferred, and said in the [`DirDamage`]. Without a usable meta.json the
+    /// page size comes from header_page and the CPUs from the `cpu<N>.raw` files present;
+    /// a CPU whose file is missing is left out; a format file that is missing or does not
+    /// parse leaves its events undecoded (`unknown`). header_page and header_event are
+    /// still needed: nothing decodes without them.
+    pub fn open_damaged(dir: impl AsRef<Path>) -> Result<(Decoder, DirDamage), DecodeError> {
+        Decoder::open_dir(dir.as_ref(), true)
+    }
+
+    fn open_dir(dir: &Path, tolerate: bool) -> Result<(Decoder, DirDamage), DecodeError> {
+        let dir = dir.to_path_buf();
         let read = |name: &str| {
             let path = dir.join(name);
             std::fs::read_to_string(&path).map_err(|source| DecodeError::Io {
@@ -198,37 +323,102 @@ impl Decoder {
             let path = dir.join(name).display().to_string();
             move |source| DecodeError::Header { path, source }
         };
-        let meta: DirMeta =
-            serde_json::from_str(&read("meta.json")?).map_err(|source| DecodeError::Meta {
+        let mut damage = DirDamage::default();
+        let meta = match read("meta.json").and_then(|text| {
+            serde_json::from_str::<DirMeta>(&text).map_err(|source| DecodeError::Meta {
                 path: dir.join("meta.json").display().to_string(),
                 source,
-            })?;
-        check_page_size(meta.page_size)?;
-        let mut cpus = meta.cpus.clone();
+            })
+        }) {
+            Ok(meta) => Some(meta),
+            Err(error) if tolerate => {
+                damage.meta = Some(match error {
+                    DecodeError::Io { source, .. }
+                        if source.kind() == std::io::ErrorKind::NotFound =>
+                    {
+                        MetaDamage::Missing
+                    }
+                    DecodeError::Io { source, .. } => MetaDamage::Unreadable(source.to_string()),
+                    DecodeError::Meta { source, .. } => MetaDamage::Invalid(source.to_string()),
+                    other => MetaDamage::Unreadable(other.to_string()),
+                });
+                None
+            }
+            Err(error) => return Err(error),
+        };
+        let header_page =
+            HeaderPage::parse(&read("header_page")?).map_err(header_error("header_page"))?;
+        let page_size = match &meta {
+            Some(meta) => {
+                check_page_size(meta.page_size)?;
+                meta.page_size
+            }
+            None => {
+                let inferred = header_page.data_offset + header_page.data_size;
+                check_page_size(inferred).map_err(|_| DecodeError::InferredPageSize(inferred))?;
+                inferred
+            }
+        };
+        let mut cpus = match &meta {
+            Some(meta) => meta.cpus.clone(),
+            None => cpu_files_in(&dir),
+        };
         cpus.sort_unstable();
         if let Some(pair) = cpus.windows(2).find(|pair| pair[0] == pair[1]) {
             return Err(DecodeError::DuplicateCpu(pair[0]));
         }
-        let header_page =
-            HeaderPage::parse(&read("header_page")?).map_err(header_error("header_page"))?;
-        let layout = PageLayout::new(&header_page, meta.page_size)
-            .ok_or(DecodeError::HeaderPageDoesNotFit(meta.page_size))?;
+        let layout = PageLayout::new(&header_page, page_size)
+            .ok_or(DecodeError::HeaderPageDoesNotFit(page_size))?;
         HeaderEvent::parse(&read("header_event")?)
             .and_then(|header| header.check_supported())
             .map_err(header_error("header_event"))?;
-        let catalog = EventCatalog::load(&dir.join("formats"))?;
-        let time = meta.dat.map_or_else(TimeConversion::default, |dat| {
-            TimeConversion::new(dat.tsc2nsec, dat.ts_offset_ns.unwrap_or(0))
-        });
-        Ok(Decoder {
+        let formats = dir.join("formats");
+        let catalog = if tolerate {
+            let (catalog, damaged) = EventCatalog::load_damaged(&formats)?;
+            damage.damaged_formats = damaged;
+            catalog
+        } else {
+            EventCatalog::load(&formats)?
+        };
+        if tolerate {
+            let recorded = meta.as_ref().and_then(|m| m.pages.as_ref());
+            damage.cpu_files = cpus
+                .iter()
+                .map(|&cpu| CpuFile {
+                    cpu,
+                    bytes: std::fs::metadata(dir.join(format!("cpu{cpu}.raw")))
+                        .ok()
+                        .map(|m| m.len()),
+                    recorded_pages: recorded.and_then(|pages| pages.get(&cpu.to_string()).copied()),
+                })
+                .collect();
+            cpus.retain(|&cpu| {
+                damage
+                    .cpu_files
+                    .iter()
+                    .any(|f| f.cpu == cpu && f.bytes.is_some())
+            });
+            if let Some(meta) = &meta {
+                damage.missing_formats =
+                    missing_formats(&dir, meta, &catalog, &damage.damaged_formats);
+            }
+        }
+        let time = meta
+            .as_ref()
+            .and_then(|meta| meta.dat.as_ref())
+            .map_or_else(TimeConversion::default, |dat| {
+                TimeConversion::new(dat.tsc2nsec, dat.ts_offset_ns.unwrap_or(0))
+            });
+        let decoder = Decoder {
             origin: Origin::Dir(dir),
             layout,
             cpus,
-            clock: meta.clock,
+            clock: meta.and_then(|meta| meta.clock),
             time,
             catalog,
             last: Mutex::new(None),
-        })
+        };
+        Ok((decoder, damage))
     }
 
     /// Decodes one buffer of a trace-cmd .dat file where it lies: `buffer` by name, or the
@@ -421,9 +611,15 @@ impl Decoder {
     pub fn for_each(&self, mut f: impl FnMut(Event<'_>)) -> Result<DecodeSummary, DecodeError> {
         let mut stream = self.events()?;
         let mut errors = Vec::new();
+        let mut unknown_types = BTreeMap::new();
         while let Some(next) = stream.next_event() {
             match next {
-                Ok(event) => f(event),
+                Ok(event) => {
+                    if self.catalog.get(event.id()).is_none() {
+                        *unknown_types.entry(event.id()).or_default() += 1;
+                    }
+                    f(event)
+                }
                 Err(error) if error.is_fatal() => return Err(error),
                 Err(error) => {
                     if errors.len() < KEPT_ERRORS {
@@ -435,6 +631,7 @@ impl Decoder {
         let summary = DecodeSummary {
             cpus: stream.summaries(),
             errors,
+            unknown_types,
         };
         *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(summary.clone());
         Ok(summary)

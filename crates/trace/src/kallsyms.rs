@@ -19,6 +19,16 @@ pub enum KallsymsError {
     Line { line: usize, what: &'static str },
 }
 
+const TOO_LARGE: &str = "symbol table too large";
+
+/// Lines [`Kallsyms::parse_damaged`] skipped.
+#[derive(Debug, Default)]
+pub struct DamagedLines {
+    pub count: u64,
+    /// The first of them, with why.
+    pub first: Option<KallsymsError>,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     address: u64,
@@ -71,59 +81,89 @@ impl Kallsyms {
     /// Parses `address type name [module]` lines. Symbols at address 0 (addresses hidden
     /// by kptr_restrict) and of other types are skipped.
     pub fn parse(text: &str) -> Result<Kallsyms, KallsymsError> {
+        // Without skipping, a damaged line is the error.
+        Kallsyms::parse_lines(text, false).map(|(table, _)| table)
+    }
+
+    /// [`Kallsyms::parse`] that skips lines it cannot read (a file cut short ends in one)
+    /// and says how many it skipped; the other symbols are kept.
+    pub fn parse_damaged(text: &str) -> (Kallsyms, DamagedLines) {
+        match Kallsyms::parse_lines(text, true) {
+            Ok(parsed) => parsed,
+            // Only a table too large for its 32-bit offsets fails here: no symbols then.
+            Err(first) => (
+                Kallsyms::default(),
+                DamagedLines {
+                    count: text.lines().count() as u64,
+                    first: Some(first),
+                },
+            ),
+        }
+    }
+
+    fn parse_lines(text: &str, skip: bool) -> Result<(Kallsyms, DamagedLines), KallsymsError> {
         let mut table = Kallsyms::default();
+        let mut damaged = DamagedLines::default();
         for (index, line) in text.lines().enumerate() {
-            let error = |what| KallsymsError::Line {
-                line: index + 1,
-                what,
-            };
-            let mut parts = line.split_whitespace();
-            let Some(address) = parts.next() else {
-                continue;
-            };
-            let address =
-                u64::from_str_radix(address, 16).map_err(|_| error("address is not hex"))?;
-            let kind = parts.next().ok_or(error("no symbol type"))?;
-            let name = parts.next().ok_or(error("no symbol name"))?;
-            let module = match parts.next() {
-                Some(m) => Some(
-                    m.strip_prefix('[')
-                        .and_then(|m| m.strip_suffix(']'))
-                        .ok_or(error("module is not in brackets"))?,
-                ),
-                None => None,
-            };
-            let &[kind] = kind.as_bytes() else {
-                return Err(error("symbol type is not one letter"));
-            };
-            let list = match kind {
-                b't' | b'T' | b'w' | b'W' => &mut table.text,
-                b'd' | b'D' | b'b' | b'B' | b'r' | b'R' => &mut table.data,
-                _ => continue,
-            };
-            if address == 0 {
-                continue;
+            match table.add_line(index + 1, line) {
+                Ok(()) => {}
+                Err(error @ KallsymsError::Line { what, .. }) if skip && what != TOO_LARGE => {
+                    damaged.count += 1;
+                    damaged.first.get_or_insert(error);
+                }
+                Err(error) => return Err(error),
             }
-            let name_start = table.names.len();
-            table.names.push_str(name);
-            let module_len = module.map_or(0, |m| {
-                table.names.push_str(m);
-                m.len()
-            });
-            let too_big = || error("symbol table too large");
-            list.push(Entry {
-                address,
-                name_start: u32::try_from(name_start).map_err(|_| too_big())?,
-                name_len: u32::try_from(name.len()).map_err(|_| too_big())?,
-                module_len: u32::try_from(module_len).map_err(|_| too_big())?,
-                kind,
-            });
         }
         // Stable: aliases keep file order, and the first alias names an address, as the
         // kernel's own lookup (get_symbol_pos) does.
         table.text.sort_by_key(|e| e.address);
         table.data.sort_by_key(|e| e.address);
-        Ok(table)
+        Ok((table, damaged))
+    }
+
+    fn add_line(&mut self, number: usize, line: &str) -> Result<(), KallsymsError> {
+        let error = |what| KallsymsError::Line { line: number, what };
+        let mut parts = line.split_whitespace();
+        let Some(address) = parts.next() else {
+            return Ok(());
+        };
+        let address = u64::from_str_radix(address, 16).map_err(|_| error("address is not hex"))?;
+        let kind = parts.next().ok_or(error("no symbol type"))?;
+        let name = parts.next().ok_or(error("no symbol name"))?;
+        let module = match parts.next() {
+            Some(m) => Some(
+                m.strip_prefix('[')
+                    .and_then(|m| m.strip_suffix(']'))
+                    .ok_or(error("module is not in brackets"))?,
+            ),
+            None => None,
+        };
+        let &[kind] = kind.as_bytes() else {
+            return Err(error("symbol type is not one letter"));
+        };
+        let list = match kind {
+            b't' | b'T' | b'w' | b'W' => &mut self.text,
+            b'd' | b'D' | b'b' | b'B' | b'r' | b'R' => &mut self.data,
+            _ => return Ok(()),
+        };
+        if address == 0 {
+            return Ok(());
+        }
+        let name_start = self.names.len();
+        self.names.push_str(name);
+        let module_len = module.map_or(0, |m| {
+            self.names.push_str(m);
+            m.len()
+        });
+        let too_big = || error(TOO_LARGE);
+        list.push(Entry {
+            address,
+            name_start: u32::try_from(name_start).map_err(|_| too_big())?,
+            name_len: u32::try_from(name.len()).map_err(|_| too_big())?,
+            module_len: u32::try_from(module_len).map_err(|_| too_big())?,
+            kind,
+        });
+        Ok(())
     }
 
     /// Number of text and data symbols kept.

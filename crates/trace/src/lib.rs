@@ -26,7 +26,7 @@ pub mod views;
 
 pub use catalog::{EventCatalog, EventType};
 pub use cpu_stream::{CpuSummary, LossPoint};
-pub use decode::{DecodeError, DecodeSummary, Decoder};
+pub use decode::{CpuFile, DecodeError, DecodeSummary, Decoder, DirDamage, MetaDamage};
 pub use event::Event;
 pub use kallsyms::{Kallsyms, Symbol};
 pub use merge::EventStream;

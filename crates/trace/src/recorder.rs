@@ -105,8 +105,11 @@ pub struct TraceMeta {
     pub started_ns: u64,
     pub stopped_ns: u64,
     /// CLOCK_MONOTONIC intervals during which tracing_on was 1.
+    #[serde(default)]
     pub windows: Vec<(u64, u64)>,
-    /// Pages each reader wrote, per CPU.
+    /// Pages each reader wrote, per CPU: `cpu<N>.raw` is exactly this many pages, so a file
+    /// cut at a page boundary shows. Absent (empty) in a meta.json written before it was.
+    #[serde(default)]
     pub pages: BTreeMap<String, u64>,
 }
 

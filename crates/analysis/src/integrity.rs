@@ -1,0 +1,372 @@
+//! What a damaged or incomplete trace directory costs the analysis, as one sentence per
+//! problem for the run's warnings: the file, what is wrong with it, and what is therefore
+//! unknown, with counts. A CPU's missing pages, a missing format or a missing symbol table
+//! otherwise only make findings smaller, and an absence would read as "none found".
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use vmscale_trace::{DecodeSummary, Decoder, DirDamage, Kallsyms, MetaDamage};
+
+/// Why the symbols are fewer than the trace's kernel had.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum KallsymsProblem {
+    Missing,
+    Unreadable(String),
+    Damaged { lines: u64, first: String },
+    Empty,
+}
+
+/// The trace directory's kallsyms, as much of it as reads, and what was wrong with it.
+pub(crate) fn load_kallsyms(dir: &Path) -> (Kallsyms, Option<KallsymsProblem>) {
+    let text = match std::fs::read_to_string(dir.join("kallsyms")) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return (Kallsyms::default(), Some(KallsymsProblem::Missing))
+        }
+        Err(e) => {
+            return (
+                Kallsyms::default(),
+                Some(KallsymsProblem::Unreadable(e.to_string())),
+            )
+        }
+    };
+    let (symbols, damaged) = Kallsyms::parse_damaged(&text);
+    let problem = if damaged.count > 0 {
+        Some(KallsymsProblem::Damaged {
+            lines: damaged.count,
+            first: damaged.first.map(|e| e.to_string()).unwrap_or_default(),
+        })
+    } else if symbols.is_empty() {
+        Some(KallsymsProblem::Empty)
+    } else {
+        None
+    };
+    (symbols, problem)
+}
+
+/// The warnings for a trace directory shown as `label` (e.g. `trace/`, which prefixes
+/// every file named).
+pub(crate) fn dir_warnings(
+    label: &str,
+    decoder: &Decoder,
+    damage: &DirDamage,
+    kallsyms: Option<&KallsymsProblem>,
+    summary: &DecodeSummary,
+) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if let Some(meta) = &damage.meta {
+        warnings.push(meta_warning(label, meta, decoder));
+    }
+    let page_size = decoder.page_layout().page_size as u64;
+    for file in &damage.cpu_files {
+        warnings.extend(cpu_file_warning(label, file, page_size));
+    }
+    warnings.extend(format_warning(label, damage, summary));
+    if let Some(problem) = kallsyms {
+        warnings.extend(kallsyms_warning(label, problem, summary));
+    }
+    warnings
+}
+
+/// The warning for events without a format in a trace that is not a directory (a .dat
+/// file decoded in place), where no file can be named.
+pub(crate) fn unknown_types_warning(summary: &DecodeSummary) -> Option<String> {
+    let events = summary.unknown_events();
+    (events > 0).then(|| {
+        format!(
+            "{} of {} without a format in the trace ({}) could not be decoded: what they \
+             recorded is unknown",
+            plural(events, "event"),
+            plural(summary.unknown_types.len() as u64, "type"),
+            type_ids(summary)
+        )
+    })
+}
+
+fn meta_warning(label: &str, meta: &MetaDamage, decoder: &Decoder) -> String {
+    let what = match meta {
+        MetaDamage::Missing => "is missing".to_string(),
+        MetaDamage::Unreadable(why) => format!("could not be read ({why})"),
+        MetaDamage::Invalid(why) => format!("is not valid ({why})"),
+    };
+    let cpus = if decoder.cpus().is_empty() {
+        "none".to_string()
+    } else {
+        decoder
+            .cpus()
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "{label}meta.json {what}: the page size ({} bytes, from header_page) and the CPUs \
+         ({cpus}, from the cpu*.raw files present) were inferred; which events were enabled \
+         and how many pages the recorder wrote are unknown, so a missing format or a file \
+         cut at a page boundary cannot be detected",
+        count(decoder.page_layout().page_size as u64)
+    )
+}
+
+fn cpu_file_warning(label: &str, file: &vmscale_trace::CpuFile, page_size: u64) -> Option<String> {
+    let cpu = file.cpu;
+    let name = format!("{label}cpu{cpu}.raw");
+    let Some(bytes) = file.bytes else {
+        let recorded = file.recorded_pages.map_or(String::new(), |pages| {
+            format!(
+                " (the recorder wrote {}, {})",
+                plural(pages, "page"),
+                kib(pages * page_size)
+            )
+        });
+        return Some(format!(
+            "{name} is missing: CPU {cpu}'s events are not in the analysis{recorded}"
+        ));
+    };
+    let (whole, partial) = (bytes / page_size, bytes % page_size);
+    let recorded = file.recorded_pages;
+    if partial > 0 {
+        let more = match recorded {
+            Some(pages) if pages > whole + 1 => format!(
+                "; {} more of the {pages} pages the recorder wrote {} missing too",
+                count(pages - whole - 1),
+                if pages - whole - 1 == 1 { "is" } else { "are" }
+            ),
+            _ => String::new(),
+        };
+        return Some(format!(
+            "{name} ends {} into a page: the file was truncated; the partial page was \
+             skipped{more}",
+            plural(partial, "byte")
+        ));
+    }
+    let pages = recorded?;
+    if whole < pages {
+        let lost = pages - whole;
+        Some(format!(
+            "{name} holds {} of the {} pages the recorder wrote: the file was truncated at a \
+             page boundary; CPU {cpu}'s last {} ({}) of events are missing",
+            count(whole),
+            count(pages),
+            plural(lost, "page"),
+            kib(lost * page_size)
+        ))
+    } else if whole > pages {
+        Some(format!(
+            "{name} holds {} but the recorder wrote {}: the file changed after recording; \
+             all of it was decoded",
+            plural(whole, "page"),
+            count(pages)
+        ))
+    } else {
+        None
+    }
+}
+
+fn format_warning(label: &str, damage: &DirDamage, summary: &DecodeSummary) -> Option<String> {
+    let events = summary.unknown_events();
+    let types = summary.unknown_types.len() as u64;
+    let mut clauses: Vec<String> = damage
+        .missing_formats
+        .iter()
+        .map(|path| format!("{label}{path} is missing"))
+        .collect();
+    clauses.extend(damage.damaged_formats.iter().map(|d| {
+        format!(
+            "{label}formats/{}/{} is damaged ({})",
+            d.system, d.event, d.why
+        )
+    }));
+    if clauses.is_empty() {
+        return (events > 0).then(|| {
+            format!(
+                "{} of {} have no format in {label}formats ({}) and could not be decoded: \
+                 what they recorded is unknown",
+                plural(events, "event"),
+                plural(types, "type"),
+                type_ids(summary)
+            )
+        });
+    }
+    let subject = join_and(&clauses);
+    if events == 0 {
+        return Some(format!(
+            "{subject}, but no event in the trace was of a type without a format: nothing \
+             was lost"
+        ));
+    }
+    let mut unknown = BTreeSet::new();
+    for path in &damage.missing_formats {
+        let mut parts = path.split('/').skip(1);
+        unknown.insert(consequence(parts.next(), parts.next()));
+    }
+    for d in &damage.damaged_formats {
+        unknown.insert(consequence(Some(&d.system), Some(&d.event)));
+    }
+    let unknown: Vec<String> = unknown.into_iter().collect();
+    Some(format!(
+        "{subject}: {} of {} could not be decoded, so {}",
+        plural(events, "event"),
+        plural(types, "unknown type"),
+        join_and(&unknown)
+    ))
+}
+
+/// What the analyses cannot know without the events of `system` (`event`: one of them;
+/// neither: every format is missing).
+fn consequence(system: Option<&str>, event: Option<&str>) -> String {
+    match (system, event) {
+        (None, _) => "nothing the trace recorded is known".into(),
+        (Some("lock"), _) => "lock contention is unknown".into(),
+        (Some("sched"), _) => {
+            "which tasks ran, slept and woke is unknown, so lock holders and what they did \
+             are unknown"
+                .into()
+        }
+        (Some("ipi"), _) => "IPIs are unknown".into(),
+        (Some("csd"), _) => "cross-CPU function calls are unknown".into(),
+        (Some("raw_syscalls"), _) => {
+            "system calls are unknown, so the per-operation breakdown is missing".into()
+        }
+        (Some("ftrace"), Some("kernel_stack")) => {
+            "kernel stacks are unknown, so waits are not named by their stacks".into()
+        }
+        (Some("ftrace"), Some("print")) => {
+            "phase markers are unknown, so results per measured phase are missing".into()
+        }
+        (Some("ftrace"), None) => "kernel stacks and phase markers are unknown".into(),
+        (Some(system), _) => format!("what its {system} events recorded is unknown"),
+    }
+}
+
+fn kallsyms_warning(
+    label: &str,
+    problem: &KallsymsProblem,
+    summary: &DecodeSummary,
+) -> Option<String> {
+    const CONSEQUENCE: &str = "stack frames and other kernel addresses are shown as \
+                               addresses, not symbols";
+    let name = format!("{label}kallsyms");
+    Some(match problem {
+        KallsymsProblem::Missing => format!("{name} is missing: {CONSEQUENCE}"),
+        KallsymsProblem::Unreadable(why) => {
+            format!("{name} could not be read ({why}): {CONSEQUENCE}")
+        }
+        KallsymsProblem::Damaged { lines, first } => format!(
+            "{name} has {} that could not be read (the first: {first}), skipped: the \
+             addresses only they name are shown as addresses, not symbols",
+            plural(*lines, "damaged line")
+        ),
+        // A trace without stacks may well have been recorded without symbols; with stacks
+        // the frames cannot be named.
+        KallsymsProblem::Empty if summary.kernel_stacks() > 0 => {
+            format!("{name} has no symbols: {CONSEQUENCE}")
+        }
+        KallsymsProblem::Empty => return None,
+    })
+}
+
+/// "ids 312, 313" of the unknown types, the first five.
+fn type_ids(summary: &DecodeSummary) -> String {
+    let ids: Vec<String> = summary
+        .unknown_types
+        .keys()
+        .take(5)
+        .map(u16::to_string)
+        .collect();
+    let more = if summary.unknown_types.len() > ids.len() {
+        ", ..."
+    } else {
+        ""
+    };
+    let word = if ids.len() == 1 { "id" } else { "ids" };
+    format!("type {word} {}{more}", ids.join(", "))
+}
+
+fn join_and(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+fn plural(n: u64, what: &str) -> String {
+    format!("{} {what}{}", count(n), if n == 1 { "" } else { "s" })
+}
+
+fn kib(bytes: u64) -> String {
+    format!("{} KiB", count(bytes.div_ceil(1024)))
+}
+
+/// 5123 as "5,123".
+fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_grouped_by_thousands() {
+        assert_eq!(count(0), "0");
+        assert_eq!(count(999), "999");
+        assert_eq!(count(5123), "5,123");
+        assert_eq!(count(1_234_567), "1,234,567");
+        assert_eq!(plural(1, "page"), "1 page");
+        assert_eq!(plural(3, "page"), "3 pages");
+    }
+
+    #[test]
+    fn a_cpu_file_is_compared_with_what_the_recorder_wrote() {
+        let file = |bytes, recorded_pages| vmscale_trace::CpuFile {
+            cpu: 1,
+            bytes,
+            recorded_pages,
+        };
+        let warn = |f| cpu_file_warning("trace/", &f, 4096);
+        assert_eq!(warn(file(Some(7 * 4096), Some(7))), None);
+        assert_eq!(warn(file(Some(7 * 4096), None)), None);
+        assert_eq!(
+            warn(file(Some(5 * 4096 + 1234), Some(7))).unwrap(),
+            "trace/cpu1.raw ends 1,234 bytes into a page: the file was truncated; the partial \
+             page was skipped; 1 more of the 7 pages the recorder wrote is missing too"
+        );
+        assert_eq!(
+            warn(file(Some(4 * 4096), Some(7))).unwrap(),
+            "trace/cpu1.raw holds 4 of the 7 pages the recorder wrote: the file was truncated \
+             at a page boundary; CPU 1's last 3 pages (12 KiB) of events are missing"
+        );
+        assert_eq!(
+            warn(file(None, Some(6))).unwrap(),
+            "trace/cpu1.raw is missing: CPU 1's events are not in the analysis (the recorder \
+             wrote 6 pages, 24 KiB)"
+        );
+        assert!(warn(file(Some(9 * 4096), Some(7)))
+            .unwrap()
+            .starts_with("trace/cpu1.raw holds 9 pages but the recorder wrote 7"));
+    }
+
+    #[test]
+    fn events_without_a_format_in_a_dat_file_are_counted_by_type() {
+        let mut summary = DecodeSummary::default();
+        assert_eq!(unknown_types_warning(&summary), None);
+        summary.unknown_types.insert(312, 5000);
+        summary.unknown_types.insert(313, 123);
+        assert_eq!(
+            unknown_types_warning(&summary).unwrap(),
+            "5,123 events of 2 types without a format in the trace (type ids 312, 313) could \
+             not be decoded: what they recorded is unknown"
+        );
+    }
+}
