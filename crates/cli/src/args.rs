@@ -99,7 +99,8 @@ pub enum Command {
     TeardownHolder(TeardownHolderArgs),
     /// Check that this host can run vmscale: root, /dev/kvm, tracefs, kallsyms, limits
     Doctor {
-        /// First remove tracefs instances left by vmscale processes that were killed
+        /// Remove the tracefs instances of vmscale runs that were killed (plain doctor only
+        /// lists them); instances of running vmscale processes are never touched
         #[arg(long)]
         cleanup: bool,
     },

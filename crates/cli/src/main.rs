@@ -3,6 +3,7 @@
 
 mod args;
 mod commands;
+mod console;
 mod failure;
 mod interrupt;
 mod progress;
@@ -14,7 +15,7 @@ use clap::Parser;
 use args::{Cli, Command, RunScenario};
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = parse_or_exit();
     let outcome = match cli.command {
         Command::Tour(args) => commands::tour::tour(&args),
         Command::List => commands::list::list(),
@@ -49,7 +50,58 @@ fn main() {
         Command::Doctor { cleanup } => commands::doctor::doctor(cleanup),
     };
     if let Err(failure) = outcome {
-        eprintln!("vmscale: error: {}", failure.message);
+        console::note!("vmscale: error: {}", failure.message);
         std::process::exit(failure.exit_code);
+    }
+}
+
+/// The command line, or one line saying what is wrong with it (exit 2). Help and version
+/// print as clap writes them.
+fn parse_or_exit() -> Cli {
+    use clap::error::ErrorKind;
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) =>
+        {
+            e.exit()
+        }
+        Err(e) => {
+            console::note!("vmscale: error: {}", one_line(&e.render().to_string()));
+            std::process::exit(failure::EXIT_USAGE);
+        }
+    }
+}
+
+/// clap's error is a paragraph (the error, a tip, the usage, a pointer to --help); the
+/// first line says what is wrong, and the tip, when there is one, how to mend it.
+fn one_line(rendered: &str) -> String {
+    let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("invalid command line");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    match lines.find_map(|l| l.strip_prefix("tip: ")) {
+        Some(tip) => format!("{first} ({tip}; see --help)"),
+        None => format!("{first} (see --help)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn clap_errors_become_one_line_with_the_tip() {
+        let rendered = "error: unexpected argument '--repat' found\n\n  tip: a similar argument exists: '--repeat'\n\nUsage: vmscale run memslot --repeat <REPEAT>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            super::one_line(rendered),
+            "unexpected argument '--repat' found (a similar argument exists: '--repeat'; see --help)"
+        );
+        assert_eq!(
+            super::one_line("error: invalid value 'x' for '--repeat <N>'\n"),
+            "invalid value 'x' for '--repeat <N>' (see --help)"
+        );
     }
 }

@@ -78,6 +78,16 @@ impl TraceSession {
             config.stack_events.push(SLEEP_STACK_EVENT.into());
         }
         let mount = vmscale_trace::tracefs::mount_point().map_err(trace_failure(args))?;
+        // Instances of killed runs hold buffer memory until someone removes them; a live
+        // run's are left alone. Failing to look is not a reason to refuse to trace.
+        if let Ok(removed) = vmscale_trace::tracefs::remove_stale_instances(&mount) {
+            if !removed.is_empty() {
+                crate::console::note!(
+                    "vmscale: removed tracefs instances of killed runs: {}",
+                    removed.join(", ")
+                );
+            }
+        }
         let recording = Recording::prepare(&mount, &run_dir.join(TRACE_DIR), config)
             .map_err(trace_failure(args))?;
         Ok(TraceSession {

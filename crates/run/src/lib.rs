@@ -4,17 +4,21 @@
 //! - [`host`]: the facts that make two runs comparable (kernel, CPU, cores, KVM backend).
 //! - [`load`]: how busy the rest of the machine was while a run measured.
 //! - [`dir`]: `vmscale-runs/<UTC>-<scenario>/` and loading a run from it.
+//! - [`owner`]: which process made a run directory or tracefs instance, to tell a killed
+//!   run's leftovers from a live run's work.
 
 pub mod dir;
 pub mod findings;
 pub mod host;
 pub mod load;
+pub mod owner;
 pub mod schema;
 
 pub use dir::{load_run, LoadError, RunDir};
 pub use findings::{IpiPhase, IpiSender, IpiSite, LockContention, TraceSection, WaitStack, Waiter};
 pub use host::HostFacts;
 pub use load::{BackgroundLoad, LoadMeter};
+pub use owner::ProcessStamp;
 pub use schema::{Phase, Point, RunRecord, Series, ToolInfo, SCHEMA_VERSION};
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock every vmscale timestamp uses, and the one the

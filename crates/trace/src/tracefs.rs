@@ -1,16 +1,20 @@
 //! A private tracefs instance: vmscale's only way of touching the kernel's tracing.
 //!
-//! Everything is configured inside `instances/vmscale-<pid>-<n>`, never in the top-level
-//! (global) buffer another tool or person may be using. The instance is removed when the
-//! [`Instance`] drops: on success, on error, on unwinding from a panic, and (through the
-//! callers' signal flag) on Ctrl-C/SIGTERM. After a SIGKILL nothing can run, so every start
-//! removes instances whose owning pid no longer exists ([`remove_stale_instances`]).
+//! Everything is configured inside `instances/vmscale-<pid>-<start>-<n>`, never in the
+//! top-level (global) buffer another tool or person may be using. The instance is removed
+//! when the [`Instance`] drops: on success, on error, on unwinding from a panic, and
+//! (through the callers' signal flag) on Ctrl-C/SIGTERM. After a SIGKILL nothing can run, so
+//! the next run removes instances whose owner no longer runs ([`remove_stale_instances`])
+//! and says so. User-given event names never become paths: they are checked and looked up
+//! in the instance's own event list ([`Instance::event_dir`]).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
+
+use vmscale_run::ProcessStamp;
 
 /// Where tracefs is mounted when vmscale has to mount it itself.
 pub const DEFAULT_MOUNT: &str = "/sys/kernel/tracing";
@@ -25,6 +29,8 @@ pub enum Error {
     NoTracefs(String),
     #[error("event {0} does not exist on this kernel (see /sys/kernel/tracing/available_events)")]
     NoSuchEvent(String),
+    #[error("'{0}' is not an event name (expected system:event or system, in letters, digits and _)")]
+    BadEventName(String),
     #[error("tracefs: {path}: {source}")]
     Io {
         path: String,
@@ -75,39 +81,113 @@ fn find_mount() -> Option<PathBuf> {
     })
 }
 
-/// Removes `vmscale-<pid>-*` instances whose pid is gone (a vmscale killed by SIGKILL).
-/// Instances of live vmscale processes are left alone, so two runs never disturb each
-/// other. Returns the names removed.
-pub fn remove_stale_instances(mount: &Path) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(mount.join("instances")) else {
-        return Vec::new();
-    };
-    let mut removed = Vec::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = owner_pid(&name) else {
-            continue;
-        };
-        if Path::new("/proc").join(pid.to_string()).exists() {
-            continue;
-        }
-        let instance = Instance {
-            path: entry.path(),
-            name: name.clone(),
-        };
-        if instance.remove().is_ok() {
-            removed.push(name);
-        }
-    }
-    removed
+/// Who made a `vmscale-...` instance, read from its name.
+///
+/// Names are `vmscale-<pid>-<start>-<n>` (see [`ProcessStamp`]), so a pid reused by another
+/// process after a SIGKILL is not mistaken for the owner. Names of older builds,
+/// `vmscale-<pid>-<n>`, carry no start time; their owner is taken to be alive while that
+/// pid runs a `vmscale`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstanceOwner {
+    Process(ProcessStamp),
+    Legacy { pid: u32 },
 }
 
-/// The pid in `vmscale-<pid>-<n>`, if the name has that shape.
-fn owner_pid(name: &str) -> Option<u32> {
-    let rest = name.strip_prefix(INSTANCE_PREFIX)?;
-    let (pid, n) = rest.split_once('-')?;
-    n.parse::<u32>().ok()?;
-    pid.parse().ok()
+impl InstanceOwner {
+    /// The owner of `name`, if it is a vmscale instance name.
+    pub fn of(name: &str) -> Option<InstanceOwner> {
+        let rest = name.strip_prefix(INSTANCE_PREFIX)?;
+        let (owner, n) = rest.rsplit_once('-')?;
+        n.parse::<u32>().ok()?;
+        match ProcessStamp::parse(owner) {
+            Some(stamp) => Some(InstanceOwner::Process(stamp)),
+            None => Some(InstanceOwner::Legacy {
+                pid: owner.parse().ok()?,
+            }),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        match self {
+            InstanceOwner::Process(stamp) => stamp.pid,
+            InstanceOwner::Legacy { pid } => *pid,
+        }
+    }
+
+    /// Whether the process that made the instance still runs.
+    pub fn is_alive(&self) -> bool {
+        match self {
+            InstanceOwner::Process(stamp) => stamp.is_alive(),
+            InstanceOwner::Legacy { pid } => std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| comm.trim_end().starts_with("vmscale")),
+        }
+    }
+}
+
+/// A vmscale instance found under `instances/`.
+#[derive(Debug, Clone)]
+pub struct FoundInstance {
+    pub name: String,
+    pub owner: InstanceOwner,
+    pub alive: bool,
+}
+
+/// Every vmscale instance under `mount`, with whether its owner still runs. An unreadable
+/// `instances/` is an error: "none" must never stand for "could not look".
+pub fn vmscale_instances(mount: &Path) -> Result<Vec<FoundInstance>, Error> {
+    let dir = mount.join("instances");
+    let entries = std::fs::read_dir(&dir).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => {
+            Error::NotRoot(format!("cannot read {}: {e}", dir.display()))
+        }
+        _ => io_error(&dir)(e),
+    })?;
+    let mut found: Vec<FoundInstance> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let owner = InstanceOwner::of(&name)?;
+            let alive = owner.is_alive();
+            Some(FoundInstance { name, owner, alive })
+        })
+        .collect();
+    found.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(found)
+}
+
+/// Removes the instances of vmscale processes that no longer run (killed with SIGKILL, so
+/// their own cleanup never ran). Instances of live processes are left alone, so two runs
+/// never disturb each other. Returns the names removed.
+pub fn remove_stale_instances(mount: &Path) -> Result<Vec<String>, Error> {
+    let mut removed = Vec::new();
+    for found in vmscale_instances(mount)? {
+        if found.alive {
+            continue;
+        }
+        remove_instance_dir(&mount.join("instances").join(&found.name))?;
+        removed.push(found.name);
+    }
+    Ok(removed)
+}
+
+/// Splits `system:event` or a bare `system` and checks that each part could be a kernel
+/// event name (letters, digits, `_`), so that separators, `..` and absolute paths are
+/// refused before the name is looked up.
+pub fn parse_event_name(event: &str) -> Result<(&str, Option<&str>), Error> {
+    let plausible = |part: &str| {
+        !part.is_empty()
+            && part.len() <= 128
+            && part.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    };
+    let (system, name) = match event.split_once(':') {
+        Some((system, name)) => (system, Some(name)),
+        None => (event, None),
+    };
+    if plausible(system) && name.is_none_or(plausible) {
+        Ok((system, name))
+    } else {
+        Err(Error::BadEventName(event.escape_debug().to_string()))
+    }
 }
 
 /// Reads a tracefs file with large reads. Some tracefs files (events/header_page) regenerate
@@ -133,17 +213,19 @@ pub fn read_whole(path: &Path) -> std::io::Result<Vec<u8>> {
 pub struct Instance {
     path: PathBuf,
     name: String,
+    /// The kernel's events, listed once: they do not change while vmscale traces.
+    events: std::sync::OnceLock<Vec<(String, String)>>,
 }
 
 impl Instance {
-    /// Creates `instances/vmscale-<pid>-<n>` with tracing off, after removing stale
-    /// instances of dead vmscale processes.
+    /// Creates `instances/vmscale-<pid>-<start>-<n>` with tracing off. Stale instances of
+    /// killed runs are the caller's to remove ([`remove_stale_instances`]), so that it can
+    /// say so.
     pub fn create(mount: &Path) -> Result<Instance, Error> {
         static NEXT: AtomicU32 = AtomicU32::new(0);
-        remove_stale_instances(mount);
         let name = format!(
             "{INSTANCE_PREFIX}{}-{}",
-            std::process::id(),
+            ProcessStamp::current(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
         let path = mount.join("instances").join(&name);
@@ -156,7 +238,11 @@ impl Instance {
                 source: e,
             },
         })?;
-        let instance = Instance { path, name };
+        let instance = Instance {
+            path,
+            name,
+            events: std::sync::OnceLock::new(),
+        };
         // A new instance starts with tracing on; nothing is enabled yet, but switch it off
         // before anything is so no setup noise is ever recorded.
         instance.write("tracing_on", "0")?;
@@ -192,29 +278,63 @@ impl Instance {
         self.write("tracing_on", if on { "1" } else { "0" })
     }
 
-    /// `system:event` -> its directory, or a clear error when this kernel lacks it.
+    /// `system:event` -> its directory, or a clear error when this kernel lacks it. The
+    /// path is built only from a name found in the kernel's own list of events, never from
+    /// the caller's text, so no name can reach outside the instance's `events/`.
     pub fn event_dir(&self, event: &str) -> Result<PathBuf, Error> {
-        let (system, name) = event
-            .split_once(':')
-            .ok_or_else(|| Error::NoSuchEvent(format!("'{event}' (expected system:event)")))?;
-        let dir = self.path.join("events").join(system).join(name);
-        if dir.join("format").exists() {
-            Ok(dir)
-        } else {
-            Err(Error::NoSuchEvent(event.to_string()))
+        let (system, name) = match parse_event_name(event)? {
+            (system, Some(name)) => (system, name),
+            (_, None) => {
+                return Err(Error::NoSuchEvent(format!(
+                    "'{event}' (expected system:event)"
+                )))
+            }
+        };
+        let known = self.available_events()?;
+        if !known.iter().any(|(s, n)| s == system && n == name) {
+            return Err(Error::NoSuchEvent(event.to_string()));
         }
+        Ok(self.path.join("events").join(system).join(name))
+    }
+
+    /// A whole system's directory (`sched`), if the kernel has events in it.
+    fn system_dir(&self, system: &str) -> Result<PathBuf, Error> {
+        let known = self.available_events()?;
+        if !known.iter().any(|(s, _)| s == system) {
+            return Err(Error::NoSuchEvent(format!("group '{system}'")));
+        }
+        Ok(self.path.join("events").join(system))
+    }
+
+    /// The kernel's events, as `(system, event)`: the entries of the instance's `events/`
+    /// (an instance has no `available_events` file of its own).
+    fn available_events(&self) -> Result<&[(String, String)], Error> {
+        if let Some(known) = self.events.get() {
+            return Ok(known);
+        }
+        let events = self.path.join("events");
+        let systems = std::fs::read_dir(&events).map_err(io_error(&events))?;
+        let mut known = Vec::new();
+        for system in systems.flatten().filter(|e| e.path().is_dir()) {
+            let system_name = system.file_name().to_string_lossy().into_owned();
+            let Ok(entries) = std::fs::read_dir(system.path()) else {
+                continue;
+            };
+            known.extend(
+                entries
+                    .flatten()
+                    .filter(|e| e.path().join("format").exists())
+                    .map(|e| (system_name.clone(), e.file_name().to_string_lossy().into_owned())),
+            );
+        }
+        Ok(self.events.get_or_init(|| known))
     }
 
     /// Enables `system:event`, or every event of `system` when given a bare group name.
     pub fn enable_event(&self, event: &str) -> Result<(), Error> {
-        let dir = if event.contains(':') {
-            self.event_dir(event)?
-        } else {
-            let group = self.path.join("events").join(event);
-            if !group.join("enable").exists() {
-                return Err(Error::NoSuchEvent(format!("group '{event}'")));
-            }
-            group
+        let dir = match parse_event_name(event)? {
+            (_, Some(_)) => self.event_dir(event)?,
+            (system, None) => self.system_dir(system)?,
         };
         let path = dir.join("enable");
         std::fs::write(&path, "1").map_err(io_error(&path))
@@ -223,19 +343,24 @@ impl Instance {
     /// `system:event` names a group or event stands for (a bare group expands to all of its
     /// events), so their formats can be saved.
     pub fn expand_events(&self, event: &str) -> Result<Vec<String>, Error> {
-        if event.contains(':') {
-            self.event_dir(event)?;
-            return Ok(vec![event.to_string()]);
-        }
-        let group = self.path.join("events").join(event);
-        let entries = std::fs::read_dir(&group)
-            .map_err(|_| Error::NoSuchEvent(format!("group '{event}'")))?;
-        let mut names: Vec<String> = entries
-            .flatten()
-            .filter(|e| e.path().join("format").exists())
-            .map(|e| format!("{event}:{}", e.file_name().to_string_lossy()))
+        let system = match parse_event_name(event)? {
+            (_, Some(_)) => {
+                self.event_dir(event)?;
+                return Ok(vec![event.to_string()]);
+            }
+            (system, None) => system,
+        };
+        let mut names: Vec<String> = self
+            .available_events()?
+            .iter()
+            .filter(|(s, _)| s == system)
+            .map(|(s, n)| format!("{s}:{n}"))
             .collect();
+        if names.is_empty() {
+            return Err(Error::NoSuchEvent(format!("group '{event}'")));
+        }
         names.sort();
+        names.dedup();
         Ok(names)
     }
 
@@ -277,29 +402,36 @@ impl Instance {
     /// Switches tracing off and removes the instance. The kernel tears down the instance's
     /// enabled events and triggers with it.
     fn remove(&self) -> Result<(), Error> {
-        let _ = std::fs::write(self.path.join("tracing_on"), "0");
-        // rmdir fails with EBUSY while a reader still holds a per-CPU file open; readers are
-        // closed before the instance drops, but give a racing close a moment.
-        let mut last = None;
-        for _ in 0..50 {
-            match std::fs::remove_dir(&self.path) {
-                Ok(()) => return Ok(()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-                Err(e) => last = Some(e),
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Err(Error::Io {
-            path: self.path.display().to_string(),
-            source: last.expect("loop ran"),
-        })
+        remove_instance_dir(&self.path)
     }
+}
+
+/// Switches an instance's tracing off and removes it.
+fn remove_instance_dir(path: &Path) -> Result<(), Error> {
+    let _ = std::fs::write(path.join("tracing_on"), "0");
+    // rmdir fails with EBUSY while a reader still holds a per-CPU file open; readers are
+    // closed before the instance drops, but give a racing close a moment.
+    let mut last = None;
+    for _ in 0..50 {
+        match std::fs::remove_dir(path) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => last = Some(e),
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Err(Error::Io {
+        path: path.display().to_string(),
+        source: last.expect("loop ran"),
+    })
 }
 
 impl Drop for Instance {
     fn drop(&mut self) {
         if let Err(e) = self.remove() {
-            eprintln!(
+            // A closed stderr must not turn a failed cleanup into a panic inside drop.
+            let _ = writeln!(
+                std::io::stderr(),
                 "vmscale: warning: could not remove tracefs instance {}: {e}",
                 self.name
             );
@@ -312,10 +444,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn owner_pid_reads_only_vmscale_instance_names() {
-        assert_eq!(owner_pid("vmscale-1234-0"), Some(1234));
-        assert_eq!(owner_pid("vmscale-1234-doctor"), None);
-        assert_eq!(owner_pid("vmscale-x-0"), None);
-        assert_eq!(owner_pid("perf-1234-0"), None);
+    fn owners_are_read_only_from_vmscale_instance_names() {
+        let owner = InstanceOwner::of;
+        assert_eq!(owner("vmscale-1234-0"), Some(InstanceOwner::Legacy { pid: 1234 }));
+        assert_eq!(
+            owner("vmscale-1234-98765-3"),
+            Some(InstanceOwner::Process(ProcessStamp {
+                pid: 1234,
+                start_ticks: 98765
+            }))
+        );
+        assert_eq!(owner("vmscale-1234-doctor"), None);
+        assert_eq!(owner("vmscale-1234-1-2-3"), None);
+        assert_eq!(owner("vmscale-x-0"), None);
+        assert_eq!(owner("perf-1234-0"), None);
+    }
+
+    #[test]
+    fn event_names_that_could_leave_the_events_directory_are_refused() {
+        assert_eq!(parse_event_name("sched:sched_switch").unwrap(), ("sched", Some("sched_switch")));
+        assert_eq!(parse_event_name("kvmmmu").unwrap(), ("kvmmmu", None));
+        for bad in [
+            "../../tracing_on",
+            "/etc/passwd",
+            "sched:../../../current_tracer",
+            "sched:",
+            ":x",
+            "",
+            "a b",
+            "sched:sched_switch/enable",
+            "sched:*",
+            "lock:contention_begin\n",
+        ] {
+            assert!(
+                matches!(parse_event_name(bad), Err(Error::BadEventName(_))),
+                "{bad:?} accepted"
+            );
+        }
     }
 }

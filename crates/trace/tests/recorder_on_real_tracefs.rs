@@ -125,12 +125,28 @@ fn recording_writes_the_trace_directory_and_leaves_nothing_behind() {
     assert!(mine(&mount).is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
 
-    // 4. An instance of a dead vmscale (SIGKILLed) is removed by the next start; a live
-    //    process's instance is not.
-    let dead = mount.join("instances/vmscale-4194300-0");
-    std::fs::create_dir(&dead).unwrap();
+    // 4. Instances of a dead vmscale (SIGKILLed) are removed by remove_stale_instances,
+    //    including one whose pid now belongs to a live process (ours, started at another
+    //    time); instances of live vmscale processes are not. Creating an instance removes
+    //    nothing by itself: the caller removes and says so.
+    let me = vmscale_run::ProcessStamp::current();
+    let reused = mount.join(format!(
+        "instances/vmscale-{}-{}-0",
+        me.pid,
+        me.start_ticks + 1
+    ));
+    let legacy_dead = mount.join("instances/vmscale-4194300-0");
+    std::fs::create_dir(&reused).unwrap();
+    std::fs::create_dir(&legacy_dead).unwrap();
     let live = Instance::create(&mount).unwrap();
-    assert!(!dead.exists(), "stale instance of a dead pid survived");
+    assert!(reused.exists() && legacy_dead.exists(), "create removed something");
+    let removed = vmscale_trace::tracefs::remove_stale_instances(&mount).unwrap();
+    assert!(!reused.exists(), "stale instance of a reused pid survived");
+    assert!(!legacy_dead.exists(), "stale instance of a dead pid survived");
+    for gone in [&reused, &legacy_dead] {
+        let name = gone.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(removed.contains(&name), "{name} not reported in {removed:?}");
+    }
     let other = Instance::create(&mount).unwrap();
     assert!(live.path().exists() && other.path().exists());
     drop((live, other));

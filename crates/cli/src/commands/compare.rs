@@ -161,19 +161,19 @@ pub fn compare(
         rows,
     };
     match format {
-        vmscale_report::Format::Json => println!(
+        vmscale_report::Format::Json => crate::console::outln!(
             "{}",
             serde_json::to_string_pretty(&comparison).expect("comparison serializes")
         ),
-        vmscale_report::Format::Csv => print!("{}", render_csv(&comparison)),
-        vmscale_report::Format::Md => print!("{}", render_markdown(&comparison)),
-        vmscale_report::Format::Table => print!("{}", render_text(&comparison)),
-    }
+        vmscale_report::Format::Csv => crate::console::out!("{}", render_csv(&comparison)),
+        vmscale_report::Format::Md => crate::console::out!("{}", render_markdown(&comparison)),
+        vmscale_report::Format::Table => crate::console::out!("{}", render_text(&comparison)),
+    }?;
     if let Some(path) = html {
         let page = vmscale_report::html::render_compare_html(&a, &b, &render_text(&comparison));
         std::fs::write(path, page)
             .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", path.display())))?;
-        eprintln!("comparison page: {}", path.display());
+        crate::console::note!("comparison page: {}", path.display());
     }
     if let Some(limit) = fail_above_pct {
         let limit = limit / 100.0;

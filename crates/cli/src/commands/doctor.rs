@@ -5,6 +5,7 @@ use std::path::Path;
 use vmscale_kvm::preflight::{fd_limits, host_memory, FDS_BASE, FDS_PER_VCPU};
 use vmscale_kvm::KvmSystem;
 
+use crate::console::outln;
 use crate::failure::Failure;
 
 const TRACEFS: &str = "/sys/kernel/tracing";
@@ -34,9 +35,6 @@ impl Check {
 }
 
 pub fn doctor(cleanup: bool) -> Result<(), Failure> {
-    if cleanup {
-        clean_up_stale_instances();
-    }
     let checks = [
         check_root(),
         check_kvm(),
@@ -51,8 +49,9 @@ pub fn doctor(cleanup: bool) -> Result<(), Failure> {
             Verdict::Note => "note",
             Verdict::Fail => "FAIL",
         };
-        println!("{tag}  {:<10} {}", c.name, c.detail);
+        outln!("{tag}  {:<10} {}", c.name, c.detail)?;
     }
+    stale_instances(cleanup)?;
     let failed = checks.iter().filter(|c| c.verdict == Verdict::Fail).count();
     if failed > 0 {
         return Err(Failure::runtime(format!(
@@ -62,21 +61,50 @@ pub fn doctor(cleanup: bool) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Removes the tracefs instances of vmscale processes that no longer exist (killed with
-/// SIGKILL, so their own cleanup never ran).
-fn clean_up_stale_instances() {
+/// Lists the tracefs instances vmscale runs left behind (killed with SIGKILL, so their own
+/// cleanup never ran) and the live runs tracing now; removes the leftovers only with
+/// `--cleanup`. An unreadable `instances/` is an error, never "none".
+fn stale_instances(cleanup: bool) -> Result<(), Failure> {
+    use vmscale_trace::tracefs;
     if !tracefs_mounted() {
-        println!("cleanup: tracefs is not mounted, nothing to clean");
-        return;
+        return outln!("instances  tracefs is not mounted: no vmscale instance can exist");
     }
-    let removed = vmscale_trace::tracefs::remove_stale_instances(Path::new(TRACEFS));
-    if removed.is_empty() {
-        println!("cleanup: no stale vmscale tracefs instances");
+    let mount = Path::new(TRACEFS);
+    let found = tracefs::vmscale_instances(mount).map_err(|e| Failure::runtime(e.to_string()))?;
+    let live: Vec<String> = found
+        .iter()
+        .filter(|f| f.alive)
+        .map(|f| format!("{} (pid {})", f.name, f.owner.pid()))
+        .collect();
+    if !live.is_empty() {
+        outln!(
+            "note  instances  vmscale runs tracing now: {}; a run started meanwhile shares the machine with them",
+            live.join(", ")
+        )?;
+    }
+    if cleanup {
+        let removed =
+            tracefs::remove_stale_instances(mount).map_err(|e| Failure::runtime(e.to_string()))?;
+        return match removed.is_empty() {
+            true => outln!("ok    cleanup    no stale vmscale tracefs instances"),
+            false => outln!(
+                "ok    cleanup    removed stale tracefs instances {}",
+                removed.join(", ")
+            ),
+        };
+    }
+    let stale: Vec<&str> = found
+        .iter()
+        .filter(|f| !f.alive)
+        .map(|f| f.name.as_str())
+        .collect();
+    if stale.is_empty() {
+        outln!("ok    instances  no stale vmscale tracefs instances")
     } else {
-        println!(
-            "cleanup: removed stale tracefs instances {}",
-            removed.join(", ")
-        );
+        outln!(
+            "note  instances  stale tracefs instances of killed runs: {} (remove them with `vmscale doctor --cleanup`)",
+            stale.join(", ")
+        )
     }
 }
 

@@ -78,7 +78,7 @@ fn export_perfetto(run: &Path, out: Option<PathBuf>) -> Result<(), Failure> {
         let _ = std::fs::remove_file(&target);
         Failure::runtime(format!("cannot export {}: {e}", trace_dir.display()))
     })?;
-    eprintln!(
+    crate::console::note!(
         "wrote {} ({} packets, {} tracks, {} slices, {} instants, {} flows): open it in ui.perfetto.dev",
         target.display(),
         summary.packets,
@@ -111,7 +111,7 @@ fn export_dat(run: &Path, out: Option<PathBuf>, compression: Option<&str>) -> Re
         0 => String::new(),
         n => format!(", {n} damaged pages copied as recorded"),
     };
-    eprintln!(
+    crate::console::note!(
         "wrote {} ({} bytes, {} events on {} CPUs, {} pages, {} task names{damaged}): open it with `trace-cmd report -i {}` or KernelShark",
         target.display(),
         written.bytes,

@@ -17,7 +17,7 @@ pub fn command(args: &IrqfdArgs) -> Result<(), Failure> {
         vms: args.vms,
         release: Release::parse(&args.release)?,
     };
-    show(&measure(knobs, &args.output, &args.trace)?, &args.output);
+    show(&measure(knobs, &args.output, &args.trace)?, &args.output)?;
     Ok(())
 }
 

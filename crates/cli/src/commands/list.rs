@@ -1,21 +1,22 @@
 //! `vmscale list`: scenarios, their knobs and defaults.
 
+use crate::console::outln;
 use crate::failure::Failure;
 
 pub fn list() -> Result<(), Failure> {
     for scenario in vmscale_scenario::catalogue() {
-        println!("{}  ({})", scenario.name, scenario.case);
-        println!("    {}", scenario.summary);
-        println!("    sweeps: {}", scenario.sweep);
+        outln!("{}  ({})", scenario.name, scenario.case)?;
+        outln!("    {}", scenario.summary)?;
+        outln!("    sweeps: {}", scenario.sweep)?;
         for knob in &scenario.knobs {
-            println!(
+            outln!(
                 "    {:<12} {:<16} {}",
                 knob.flag,
                 format!("[{}]", knob.default),
                 knob.help
-            );
+            )?;
         }
-        println!("    run: vmscale run {} [knobs]", scenario.name);
+        outln!("    run: vmscale run {} [knobs]", scenario.name)?;
     }
     Ok(())
 }

@@ -27,7 +27,7 @@ pub fn command(args: &MemslotArgs) -> Result<(), Failure> {
         fifo: args.fifo,
         slot_bytes: args.slot_mib.saturating_mul(1 << 20),
     };
-    show(&measure(knobs, &args.output, &args.trace)?, &args.output);
+    show(&measure(knobs, &args.output, &args.trace)?, &args.output)?;
     Ok(())
 }
 

@@ -18,7 +18,7 @@ pub fn command(args: &MlockArgs) -> Result<(), Failure> {
         busy: args.busy.clone(),
         buffer_kib: args.size_kib,
     };
-    show(&measure(knobs, &args.output, &args.trace)?, &args.output);
+    show(&measure(knobs, &args.output, &args.trace)?, &args.output)?;
     Ok(())
 }
 

@@ -75,7 +75,7 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
     if !outcome.is_empty() {
         record.warnings.push(outcome);
     }
-    show(&save(Measured { dir, record }, &args.output)?, &args.output);
+    show(&save(Measured { dir, record }, &args.output)?, &args.output)?;
     Ok(())
 }
 

@@ -46,7 +46,7 @@ pub fn report(
             crate::trace_analysis::reanalyse(run_dir, section, &mut record.warnings);
         }
     }
-    print!("{}", vmscale_report::render_with(&record, format, &options));
+    crate::console::out!("{}", vmscale_report::render_with(&record, format, &options))?;
     Ok(())
 }
 
@@ -113,7 +113,7 @@ fn import_dat(
     }
     crate::trace_analysis::fill_findings(analysis, &mut section, &mut warnings);
     let record = imported_record(path, &dat, &buffer.name, section, warnings);
-    print!("{}", vmscale_report::render(&record, format));
+    crate::console::out!("{}", vmscale_report::render(&record, format))?;
     Ok(())
 }
 

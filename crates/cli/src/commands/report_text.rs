@@ -81,7 +81,7 @@ pub fn import_text(path: &Path, format: vmscale_report::Format) -> Result<(), Fa
     let _ = std::fs::remove_dir_all(&scratch);
     let result = analyse(path, &scratch);
     let _ = std::fs::remove_dir_all(&scratch);
-    print!("{}", vmscale_report::render(&result?, format));
+    crate::console::out!("{}", vmscale_report::render(&result?, format))?;
     Ok(())
 }
 

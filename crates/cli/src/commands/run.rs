@@ -140,12 +140,13 @@ pub(crate) fn save(measured: Measured, output: &OutputArgs) -> Result<Measured, 
 }
 
 /// Prints the run in the chosen format and, on stderr, where it is.
-pub(crate) fn show(measured: &Measured, output: &OutputArgs) {
-    print!(
+pub(crate) fn show(measured: &Measured, output: &OutputArgs) -> Result<(), Failure> {
+    crate::console::out!(
         "{}",
         vmscale_report::render(&measured.record, output.format)
-    );
-    eprintln!("run directory: {}", measured.dir.path.display());
+    )?;
+    crate::console::note!("run directory: {}", measured.dir.path.display());
+    Ok(())
 }
 
 /// vCPUs beyond the host's CPUs change what every number means; say so once per run.

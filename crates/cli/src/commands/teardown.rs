@@ -20,7 +20,7 @@ pub fn command(args: &TeardownArgs) -> Result<(), Failure> {
         repeat: args.repeat,
         vfio: args.vfio.clone(),
     };
-    show(&measure(knobs, &args.output, &args.trace)?, &args.output);
+    show(&measure(knobs, &args.output, &args.trace)?, &args.output)?;
     Ok(())
 }
 

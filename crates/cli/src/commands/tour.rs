@@ -92,7 +92,7 @@ pub fn tour(args: &TourArgs) -> Result<(), Failure> {
     let mut runs = Vec::new();
     for (name, step) in steps {
         if !args.output.quiet {
-            eprintln!("tour: {name}");
+            crate::console::note!("tour: {name}");
         }
         match step() {
             Ok(measured) => runs.push(measured),
@@ -110,14 +110,14 @@ pub fn tour(args: &TourArgs) -> Result<(), Failure> {
     match args.output.format {
         vmscale_report::Format::Json => {
             let records: Vec<_> = runs.iter().map(|m| &m.record).collect();
-            println!(
+            crate::console::outln!(
                 "{}",
                 serde_json::to_string_pretty(&records).expect("records serialize")
-            );
+            )?;
         }
-        _ => runs.iter().for_each(|m| show(m, &args.output)),
+        _ => runs.iter().try_for_each(|m| show(m, &args.output))?,
     }
-    eprintln!("tour directory: {}", tour_dir.path.display());
+    crate::console::note!("tour directory: {}", tour_dir.path.display());
     Ok(())
 }
 

@@ -19,7 +19,7 @@ pub fn command(args: &ZapArgs) -> Result<(), Failure> {
         threshold_ns: args.threshold_us.saturating_mul(1_000),
         baseline: !args.no_baseline,
     };
-    show(&measure(knobs, &args.output, &args.trace)?, &args.output);
+    show(&measure(knobs, &args.output, &args.trace)?, &args.output)?;
     Ok(())
 }
 
