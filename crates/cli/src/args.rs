@@ -99,10 +99,14 @@ pub enum Command {
     TeardownHolder(TeardownHolderArgs),
     /// Check that this host can run vmscale: root, /dev/kvm, tracefs, kallsyms, limits
     Doctor {
-        /// Remove the tracefs instances of vmscale runs that were killed (plain doctor only
-        /// lists them); instances of running vmscale processes are never touched
+        /// Remove what killed vmscale runs left: their tracefs instances and unfinished run
+        /// directories in --out (plain doctor only lists them). What running vmscale
+        /// processes use is never touched
         #[arg(long)]
         cleanup: bool,
+        /// Directory of runs to check for unfinished run directories
+        #[arg(long, value_name = "DIR", default_value = "vmscale-runs")]
+        out: PathBuf,
     },
 }
 

@@ -47,7 +47,7 @@ fn main() {
             deadline,
             buffer,
         } => commands::report::report(&run, format, deadline, buffer.as_deref()),
-        Command::Doctor { cleanup } => commands::doctor::doctor(cleanup),
+        Command::Doctor { cleanup, out } => commands::doctor::doctor(cleanup, &out),
     };
     if let Err(failure) = outcome {
         console::note!("vmscale: error: {}", failure.message);

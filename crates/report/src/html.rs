@@ -85,7 +85,7 @@ pub fn render_html(record: &RunRecord) -> String {
 
 /// `text` with the characters that HTML gives meaning to replaced by entities, safe both
 /// as element content and inside a quoted attribute.
-pub(crate) fn escape(text: &str) -> String {
+pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

@@ -3,10 +3,12 @@
 //! - [`schema`]: `run.json`, the one file every later command reads back.
 //! - [`host`]: the facts that make two runs comparable (kernel, CPU, cores, KVM backend).
 //! - [`load`]: how busy the rest of the machine was while a run measured.
+//! - [`bounded`]: reading untrusted input files (regular files only, at most N bytes).
 //! - [`dir`]: `vmscale-runs/<UTC>-<scenario>/` and loading a run from it.
 //! - [`owner`]: which process made a run directory or tracefs instance, to tell a killed
 //!   run's leftovers from a live run's work.
 
+pub mod bounded;
 pub mod dir;
 pub mod findings;
 pub mod host;

@@ -233,7 +233,9 @@ pub fn run(
             "{total} irqfds, {} threads, {} VMs",
             knobs.threads, knobs.vms
         ));
-        points.push(one_point(system, knobs, total, capacity, progress, hook)?);
+        points.push(one_point(
+            system, knobs, total, capacity, progress, cancel, hook,
+        )?);
     }
     Ok(points)
 }
@@ -244,6 +246,7 @@ fn one_point(
     total: usize,
     capacity: usize,
     progress: &dyn Progress,
+    cancel: &Cancel,
     hook: &mut dyn PhaseHook,
 ) -> Result<Point, Error> {
     // Shared through Arcs that every holder drops before the VMs are closed, so the last
@@ -286,6 +289,7 @@ fn one_point(
                     gate: &gate,
                     phases: &phases,
                     progress,
+                    cancel: cancel.0,
                 };
                 let first_error = &first_error;
                 std::thread::Builder::new()
@@ -321,7 +325,11 @@ fn one_point(
         if knobs.release == Release::Close {
             // Closing a bound eventfd queues KVM's irqfd shutdown, which waits for an SRCU
             // grace period in a kworker: they pile up, then drain.
-            kworkers = Some(watch_kworkers(kworkers_before, Duration::from_secs(60)));
+            kworkers = Some(watch_kworkers(
+                kworkers_before,
+                Duration::from_secs(60),
+                cancel,
+            ));
         }
         results
     });
@@ -330,6 +338,7 @@ fn one_point(
     if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
     }
+    cancel.check()?;
 
     let mut assign = calls_series(
         "assign",
@@ -396,6 +405,8 @@ struct HolderJob<'a> {
     gate: &'a Gate,
     phases: &'a Phases,
     progress: &'a dyn Progress,
+    /// Polled between calls: one point can hold tens of thousands of them.
+    cancel: &'a std::sync::atomic::AtomicBool,
 }
 
 impl HolderJob<'_> {
@@ -441,6 +452,7 @@ impl HolderJob<'_> {
     ) -> Result<(), Error> {
         self.gate.enter();
         let result = (0..self.share).try_for_each(|i| {
+            Cancel(self.cancel).check()?;
             let eventfd = EventFd::new(EFD_NONBLOCK)
                 .map_err(|e| Error::Usage(format!("eventfd: {e} (file descriptor limit?)")))?;
             let gsi = i as u32 % IRQCHIP_GSIS;
@@ -463,6 +475,8 @@ impl HolderJob<'_> {
         out: &mut HolderSamples,
     ) -> Result<(), Error> {
         for (eventfd, gsi) in eventfds.drain(..) {
+            // What is left is closed with `eventfds`, which KVM handles like a release.
+            Cancel(self.cancel).check()?;
             let before = self.registered.fetch_sub(1, Ordering::Relaxed);
             let start = monotonic_ns();
             if self.release == Release::Deassign {
@@ -520,10 +534,10 @@ pub fn count_kworkers() -> usize {
 }
 
 /// Peak kworker count, and how long until the count is back within 10% of `baseline`.
-fn watch_kworkers(baseline: usize, limit: Duration) -> (usize, Option<u64>) {
+fn watch_kworkers(baseline: usize, limit: Duration, cancel: &Cancel) -> (usize, Option<u64>) {
     let start = Instant::now();
     let mut peak = baseline;
-    while start.elapsed() < limit {
+    while start.elapsed() < limit && cancel.check().is_ok() {
         let now = count_kworkers();
         peak = peak.max(now);
         if now <= baseline + baseline / 10 + 2 {

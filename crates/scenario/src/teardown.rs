@@ -453,7 +453,10 @@ pub fn run(
             for _ in 0..knobs.repeat {
                 cancel.check()?;
                 hook.measured_phase_begins(&label)?;
-                let measured = release_once(exe, knobs, vms, mode);
+                // A signal that reached a holder too (Ctrl-C goes to the whole process
+                // group) is an interruption, whatever the holder then said.
+                let measured = release_once(exe, knobs, vms, mode)
+                    .map_err(|e| cancel.check().err().unwrap_or(e));
                 hook.measured_phase_ends(&label)?;
                 let (total, r) = measured?;
                 totals.push(total);

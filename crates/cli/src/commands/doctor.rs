@@ -34,7 +34,7 @@ impl Check {
     }
 }
 
-pub fn doctor(cleanup: bool) -> Result<(), Failure> {
+pub fn doctor(cleanup: bool, out: &Path) -> Result<(), Failure> {
     let checks = [
         check_root(),
         check_kvm(),
@@ -52,6 +52,7 @@ pub fn doctor(cleanup: bool) -> Result<(), Failure> {
         outln!("{tag}  {:<10} {}", c.name, c.detail)?;
     }
     stale_instances(cleanup)?;
+    unfinished_runs(cleanup, out)?;
     let failed = checks.iter().filter(|c| c.verdict == Verdict::Fail).count();
     if failed > 0 {
         return Err(Failure::runtime(format!(
@@ -103,6 +104,40 @@ fn stale_instances(cleanup: bool) -> Result<(), Failure> {
     } else {
         outln!(
             "note  instances  stale tracefs instances of killed runs: {} (remove them with `vmscale doctor --cleanup`)",
+            stale.join(", ")
+        )
+    }
+}
+
+/// Run directories that killed runs left under their temporary names in `out`.
+fn unfinished_runs(cleanup: bool, out: &Path) -> Result<(), Failure> {
+    use vmscale_run::dir::{partial_owner, remove_stale_partials};
+    let shown = out.display();
+    if cleanup {
+        let removed = remove_stale_partials(out)
+            .map_err(|e| Failure::runtime(format!("cannot clean {shown}: {e}")))?;
+        return match removed.is_empty() {
+            true => outln!("ok    runs       no unfinished run directories in {shown}"),
+            false => outln!(
+                "ok    cleanup    removed unfinished run directories in {shown}: {}",
+                removed.join(", ")
+            ),
+        };
+    }
+    let stale: Vec<String> = match std::fs::read_dir(out) {
+        Ok(entries) => entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|name| partial_owner(name).is_some_and(|owner| !owner.is_alive()))
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(Failure::runtime(format!("cannot read {shown}: {e}"))),
+    };
+    if stale.is_empty() {
+        outln!("ok    runs       no unfinished run directories in {shown}")
+    } else {
+        outln!(
+            "note  runs       unfinished run directories of killed runs in {shown}: {} (remove them with `vmscale doctor --cleanup`)",
             stale.join(", ")
         )
     }

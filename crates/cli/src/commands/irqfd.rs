@@ -5,7 +5,7 @@ use vmscale_scenario::irqfd::{self, IrqfdKnobs, Release};
 use vmscale_scenario::{Cancel, PhaseHook};
 
 use crate::args::{IrqfdArgs, OutputArgs};
-use crate::commands::run::{execute, save, show, untraced_syscalls_config, Measured, RunPlan};
+use crate::commands::run::{OnSignal, execute, save, show, untraced_syscalls_config, Measured, RunPlan};
 use crate::failure::Failure;
 use crate::progress::Bar;
 use crate::tracing::TraceArgs;
@@ -34,6 +34,7 @@ pub(crate) fn measure(
         kvm: Some(system.facts()),
         knobs: serde_json::to_value(&knobs).expect("knobs serialize"),
         trace_config: untraced_syscalls_config(),
+        on_signal: OnSignal::DiscardRun,
     };
     let measure = |hook: &mut dyn PhaseHook, bar: &Bar, cancel: &Cancel| {
         irqfd::run(&system, &knobs, bar, cancel, hook)

@@ -5,7 +5,7 @@ use vmscale_scenario::memslot::{self, MemslotKnobs, Strategy};
 use vmscale_scenario::{Cancel, PhaseHook};
 
 use crate::args::{MemslotArgs, OutputArgs};
-use crate::commands::run::{
+use crate::commands::run::{OnSignal, 
     execute, overcommit_warnings, save, scenario_trace_config, show, stalled_vcpu_warnings,
     Measured, RunPlan,
 };
@@ -50,6 +50,7 @@ pub(crate) fn measure(
         kvm: Some(system.facts()),
         knobs: knobs_json,
         trace_config: scenario_trace_config(),
+        on_signal: OnSignal::DiscardRun,
     };
     let (dir, mut record) = execute(plan, output, trace, measure)?;
     let mut warnings = overcommit_warnings(&record.points, record.host.online_cpus, guest);

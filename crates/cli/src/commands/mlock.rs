@@ -6,7 +6,7 @@ use vmscale_scenario::mlock::{self, MlockKnobs};
 use vmscale_scenario::{Cancel, PhaseHook};
 
 use crate::args::{MlockArgs, OutputArgs};
-use crate::commands::run::{execute, save, scenario_trace_config, show, Measured, RunPlan};
+use crate::commands::run::{OnSignal, execute, save, scenario_trace_config, show, Measured, RunPlan};
 use crate::failure::Failure;
 use crate::progress::Bar;
 use crate::tracing::{current_tid, TraceArgs};
@@ -34,6 +34,7 @@ pub(crate) fn measure(
         kvm: KvmSystem::open().ok().map(|s| s.facts()),
         knobs: serde_json::to_value(&knobs).expect("knobs serialize"),
         trace_config: scenario_trace_config(),
+        on_signal: OnSignal::DiscardRun,
     };
     let measure = |hook: &mut dyn PhaseHook, bar: &Bar, cancel: &Cancel| {
         mlock::run(&knobs, bar, cancel, hook)

@@ -27,10 +27,22 @@ pub(crate) struct RunPlan {
     pub kvm: Option<vmscale_kvm::KvmFacts>,
     pub knobs: serde_json::Value,
     pub trace_config: RecordConfig,
+    pub on_signal: OnSignal,
 }
 
-/// Runs `measure` with tracing around its measured phases, in a fresh run directory that is
-/// removed again if anything fails, so a failed or interrupted run leaves nothing behind.
+/// What SIGINT/SIGTERM mean for a run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnSignal {
+    /// A scenario stops between samples, tears its VMs down and writes nothing: half a sweep
+    /// is not the run that was asked for.
+    DiscardRun,
+    /// A recording ends; what was traced up to then is kept and marked by the command.
+    KeepTrace,
+}
+
+/// Runs `measure` with tracing around its measured phases, in a fresh run directory under a
+/// temporary name that is removed again if anything fails, so a failed or interrupted run
+/// leaves nothing behind.
 pub(crate) fn execute(
     plan: RunPlan,
     output: &OutputArgs,
@@ -47,8 +59,10 @@ pub(crate) fn execute(
         kvm,
         knobs,
         trace_config,
+        on_signal,
     } = plan;
     let started_utc = utc_now();
+    remove_stale_partials(&output.out);
     let dir =
         RunDir::create(&output.out, scenario, &started_utc).map_err(|e| cannot_write(output, e))?;
     let recorded = (|| {
@@ -60,6 +74,11 @@ pub(crate) fn execute(
         let points = measure(&mut session, &bar, &Cancel(&interrupted));
         bar.finish();
         let points = points?;
+        // A scenario that finished its last sample as the signal came is interrupted all
+        // the same: the user asked it to stop, and exit 0 would say it ran as asked.
+        if on_signal == OnSignal::DiscardRun {
+            Cancel(&interrupted).check()?;
+        }
         let background = meter.finish(host.online_cpus);
         let trace_meta = session.finish()?;
         let mut warnings = Vec::new();
@@ -83,11 +102,20 @@ pub(crate) fn execute(
             warnings,
         })
     })();
-    match recorded {
-        Ok(record) => Ok((dir, record)),
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&dir.path);
-            Err(e)
+    // On an error the directory goes with `dir`'s drop.
+    recorded.map(|record| (dir, record))
+}
+
+/// Runs killed by SIGKILL leave their temporary directories in `out`; the next run there
+/// removes them and says so.
+pub(crate) fn remove_stale_partials(out: &std::path::Path) {
+    if let Ok(removed) = vmscale_run::dir::remove_stale_partials(out) {
+        if !removed.is_empty() {
+            crate::console::note!(
+                "vmscale: removed unfinished run directories of killed runs in {}: {}",
+                out.display(),
+                removed.join(", ")
+            );
         }
     }
 }
@@ -120,22 +148,27 @@ fn cannot_write(output: &OutputArgs, e: std::io::Error) -> Failure {
     ))
 }
 
-/// Writes run.json, summary.md and report.html into the run directory.
-pub(crate) fn save(measured: Measured, output: &OutputArgs) -> Result<Measured, Failure> {
+/// Writes summary.md, report.html and run.json into the run directory, then gives it its
+/// final name: a run directory under its own name is always complete. On any error (a full
+/// disk) nothing is left but the error.
+pub(crate) fn save(mut measured: Measured, output: &OutputArgs) -> Result<Measured, Failure> {
+    use vmscale_run::dir::write_atomically;
+    let dir = &measured.dir.path;
+    write_atomically(
+        &dir.join("summary.md"),
+        vmscale_report::render(&measured.record, vmscale_report::Format::Md).as_bytes(),
+    )
+    .map_err(|e| cannot_write(output, e))?;
+    write_atomically(
+        &dir.join("report.html"),
+        vmscale_report::html::render_html(&measured.record).as_bytes(),
+    )
+    .map_err(|e| cannot_write(output, e))?;
     measured
         .dir
         .write_record(&measured.record)
         .map_err(|e| cannot_write(output, e))?;
-    std::fs::write(
-        measured.dir.path.join("summary.md"),
-        vmscale_report::render(&measured.record, vmscale_report::Format::Md),
-    )
-    .map_err(|e| cannot_write(output, e))?;
-    std::fs::write(
-        measured.dir.path.join("report.html"),
-        vmscale_report::html::render_html(&measured.record),
-    )
-    .map_err(|e| cannot_write(output, e))?;
+    measured.dir.publish().map_err(|e| cannot_write(output, e))?;
     Ok(measured)
 }
 

@@ -5,7 +5,7 @@ use vmscale_scenario::teardown::{self, Mode, TeardownKnobs};
 use vmscale_scenario::{Cancel, PhaseHook};
 
 use crate::args::{OutputArgs, TeardownArgs, TeardownHolderArgs};
-use crate::commands::run::{execute, save, show, untraced_syscalls_config, Measured, RunPlan};
+use crate::commands::run::{OnSignal, execute, save, show, untraced_syscalls_config, Measured, RunPlan};
 use crate::failure::Failure;
 use crate::progress::Bar;
 use crate::tracing::TraceArgs;
@@ -43,6 +43,7 @@ pub(crate) fn measure(
         kvm: Some(system.facts()),
         knobs: serde_json::to_value(&knobs).expect("knobs serialize"),
         trace_config: untraced_syscalls_config(),
+        on_signal: OnSignal::DiscardRun,
     };
     let measure = |hook: &mut dyn PhaseHook, bar: &Bar, cancel: &Cancel| {
         teardown::run(&exe, &knobs, bar, cancel, hook)
@@ -56,6 +57,13 @@ pub(crate) fn measure(
 
 /// The hidden `teardown-holder` command: holds VMs for the teardown scenario.
 pub fn holder(args: &TeardownHolderArgs) -> Result<(), Failure> {
+    // A terminal's Ctrl-C reaches the whole process group. The parent decides what an
+    // interruption means and ends its holders itself (SIGKILL, or closing their stdin), so
+    // a holder dying first would only turn an interruption into a holder failure.
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: SIG_IGN installs no handler code; it only changes the disposition.
+        unsafe { libc::signal(signal, libc::SIG_IGN) };
+    }
     if !args.vfio.is_empty() {
         teardown::hold_devices_and_release(&args.vfio, &args.release)?;
         return Ok(());

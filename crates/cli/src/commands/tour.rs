@@ -3,6 +3,7 @@
 
 use vmscale_kvm::GuestProgram;
 use vmscale_run::dir::utc_now;
+use vmscale_run::dir::write_atomically;
 use vmscale_run::RunDir;
 use vmscale_scenario::irqfd::{IrqfdKnobs, Release};
 use vmscale_scenario::memslot::{MemslotKnobs, Strategy};
@@ -20,7 +21,8 @@ type Step<'a> = (&'static str, &'a dyn Fn() -> Result<Measured, Failure>);
 
 pub fn tour(args: &TourArgs) -> Result<(), Failure> {
     let started = utc_now();
-    let tour_dir = RunDir::create(&args.output.out, "tour", &started)
+    crate::commands::run::remove_stale_partials(&args.output.out);
+    let mut tour_dir = RunDir::create(&args.output.out, "tour", &started)
         .map_err(|e| Failure::runtime(format!("cannot create the tour directory: {e}")))?;
     // Every scenario's run directory goes inside the tour's.
     let output = OutputArgs {
@@ -89,24 +91,42 @@ pub fn tour(args: &TourArgs) -> Result<(), Failure> {
             )
         }),
     ];
+    let names: Vec<&str> = steps.iter().map(|(name, _)| *name).collect();
     let mut runs = Vec::new();
-    for (name, step) in steps {
+    for (index, (name, step)) in steps.into_iter().enumerate() {
         if !args.output.quiet {
             crate::console::note!("tour: {name}");
         }
         match step() {
             Ok(measured) => runs.push(measured),
             Err(failure) => {
-                // The tour keeps what it measured so far; the failure is still the result.
-                write_summary(&tour_dir, &runs);
-                return Err(Failure {
-                    message: format!("tour stopped at {name}: {}", failure.message),
-                    ..failure
-                });
+                // The tour keeps what it measured so far, marked as stopped, unless nothing
+                // finished; the failure is still the result.
+                let stopped = Stopped {
+                    at: name,
+                    interrupted: failure.exit_code == crate::failure::EXIT_INTERRUPTED,
+                    not_run: &names[index + 1..],
+                };
+                let mut message = match stopped.interrupted {
+                    true => format!("tour interrupted during {name}; its VMs were torn down"),
+                    false => format!("tour stopped at {name}: {}", failure.message),
+                };
+                if !runs.is_empty() {
+                    write_summary(&tour_dir, &runs, Some(&stopped))?;
+                    tour_dir.publish().map_err(cannot_write)?;
+                    rebase(&mut runs, &tour_dir);
+                    message.push_str(&format!(
+                        "; what finished is in {}",
+                        tour_dir.path.display()
+                    ));
+                }
+                return Err(Failure { message, ..failure });
             }
         }
     }
-    write_summary(&tour_dir, &runs);
+    write_summary(&tour_dir, &runs, None)?;
+    tour_dir.publish().map_err(cannot_write)?;
+    rebase(&mut runs, &tour_dir);
     match args.output.format {
         vmscale_report::Format::Json => {
             let records: Vec<_> = runs.iter().map(|m| &m.record).collect();
@@ -121,14 +141,58 @@ pub fn tour(args: &TourArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Where a tour that did not finish stopped, and what it never ran.
+struct Stopped<'a> {
+    at: &'a str,
+    interrupted: bool,
+    not_run: &'a [&'a str],
+}
+
+impl Stopped<'_> {
+    fn sentence(&self, ran: &[&str]) -> String {
+        let how = if self.interrupted {
+            "interrupted"
+        } else {
+            "stopped by an error"
+        };
+        let not_run = match self.not_run {
+            [] => String::new(),
+            rest => format!("; never ran: {}", rest.join(", ")),
+        };
+        format!(
+            "This tour did not finish: {how} during {}. Finished: {}{not_run}.",
+            self.at,
+            ran.join(", ")
+        )
+    }
+}
+
+/// The scenario runs moved with the tour directory when it got its final name.
+fn rebase(runs: &mut [Measured], tour_dir: &RunDir) {
+    for run in runs {
+        if let Some(name) = run.dir.path.file_name() {
+            run.dir.path = tour_dir.path.join(name);
+        }
+    }
+}
+
+fn cannot_write(e: std::io::Error) -> Failure {
+    Failure::runtime(format!("cannot write the tour directory: {e}"))
+}
+
 /// summary.md of the tour (every scenario's Markdown rendering, in order) and report.html,
-/// a page linking each scenario's own self-contained report.
-fn write_summary(tour_dir: &RunDir, runs: &[Measured]) {
-    let text: Vec<String> = runs
-        .iter()
-        .map(|m| vmscale_report::render(&m.record, vmscale_report::Format::Md))
-        .collect();
-    let _ = std::fs::write(tour_dir.path.join("summary.md"), text.join("\n\n"));
+/// a page linking each scenario's own self-contained report. A tour that stopped early says
+/// so first in both.
+fn write_summary(tour_dir: &RunDir, runs: &[Measured], stopped: Option<&Stopped>) -> Result<(), Failure> {
+    let ran: Vec<&str> = runs.iter().map(|m| m.record.scenario.as_str()).collect();
+    let banner = stopped.map(|s| s.sentence(&ran));
+    let mut text: Vec<String> = banner.iter().map(|b| format!("**{b}**")).collect();
+    text.extend(
+        runs.iter()
+            .map(|m| vmscale_report::render(&m.record, vmscale_report::Format::Md)),
+    );
+    write_atomically(&tour_dir.path.join("summary.md"), text.join("\n\n").as_bytes())
+        .map_err(cannot_write)?;
     let links: String = runs
         .iter()
         .filter_map(|m| {
@@ -141,8 +205,11 @@ fn write_summary(tour_dir: &RunDir, runs: &[Measured]) {
             ))
         })
         .collect();
+    let banner = banner
+        .map(|b| format!("<p><strong>{}</strong></p>\n", vmscale_report::html::escape(&b)))
+        .unwrap_or_default();
     let page = format!(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>vmscale tour</title></head>\n<body style=\"font-family: sans-serif\"><h1>vmscale tour</h1>\n<ul>\n{links}</ul></body></html>\n"
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>vmscale tour</title></head>\n<body style=\"font-family: sans-serif\"><h1>vmscale tour</h1>\n{banner}<ul>\n{links}</ul></body></html>\n"
     );
-    let _ = std::fs::write(tour_dir.path.join("report.html"), page);
+    write_atomically(&tour_dir.path.join("report.html"), page.as_bytes()).map_err(cannot_write)
 }

@@ -5,7 +5,7 @@ use vmscale_scenario::zap::{self, ZapKnobs};
 use vmscale_scenario::{Cancel, PhaseHook};
 
 use crate::args::{OutputArgs, ZapArgs};
-use crate::commands::run::{
+use crate::commands::run::{OnSignal, 
     execute, overcommit_warnings, save, scenario_trace_config, show, Measured, RunPlan,
 };
 use crate::failure::Failure;
@@ -41,6 +41,7 @@ pub(crate) fn measure(
         kvm: Some(facts.clone()),
         knobs: serde_json::to_value(&knobs).expect("knobs serialize"),
         trace_config: config,
+        on_signal: OnSignal::DiscardRun,
     };
     let measure = |hook: &mut dyn PhaseHook, bar: &Bar, cancel: &Cancel| {
         zap::run(&system, &knobs, bar, cancel, hook)
