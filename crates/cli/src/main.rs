@@ -10,8 +10,6 @@ mod progress;
 mod trace_analysis;
 mod tracing;
 
-use clap::Parser;
-
 use args::{Cli, Command, RunScenario};
 
 fn main() {
@@ -55,11 +53,45 @@ fn main() {
     }
 }
 
+/// Each scenario knob's help ends with the values it accepts, taken from the scenario's own
+/// declaration (the one its validation checks), so --help and the check cannot disagree.
+fn with_knob_ranges(cli: clap::Command) -> clap::Command {
+    cli.mut_subcommand("run", |run| {
+        vmscale_scenario::catalogue()
+            .into_iter()
+            .fold(run, |run, scenario| {
+                run.mut_subcommand(scenario.name, |mut command| {
+                    for knob in &scenario.knobs {
+                        let (Some(range), Some(id)) = (knob.range, knob.flag.strip_prefix("--"))
+                        else {
+                            continue;
+                        };
+                        let id = id.replace('-', "_");
+                        // mut_arg panics on an unknown id; a knob named differently from its
+                        // flag keeps its plain help instead.
+                        if !command.get_arguments().any(|a| a.get_id() == id.as_str()) {
+                            continue;
+                        }
+                        command = command.mut_arg(id, |arg| {
+                            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+                            arg.help(format!("{help} ({} to {})", range.min, range.max))
+                        });
+                    }
+                    command
+                })
+            })
+    })
+}
+
 /// The command line, or one line saying what is wrong with it (exit 2). Help and version
 /// print as clap writes them.
 fn parse_or_exit() -> Cli {
     use clap::error::ErrorKind;
-    match Cli::try_parse() {
+    use clap::{CommandFactory, FromArgMatches};
+    let parsed = with_knob_ranges(Cli::command())
+        .try_get_matches()
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    match parsed {
         Ok(cli) => cli,
         Err(e)
             if matches!(

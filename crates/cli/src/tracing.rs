@@ -13,8 +13,8 @@ pub struct TraceArgs {
     /// Do not trace the kernel during the run
     #[arg(long)]
     pub no_trace: bool,
-    /// Per-CPU trace buffer, in KiB
-    #[arg(long, default_value_t = DEFAULT_BUFFER_KIB, value_name = "KIB")]
+    /// Per-CPU trace buffer, in KiB (64 to 1048576)
+    #[arg(long, default_value_t = DEFAULT_BUFFER_KIB, value_name = "KIB", value_parser = buffer_kib)]
     pub buffer_kib: u64,
     /// Do not record kernel stacks on lock contention (each costs microseconds)
     #[arg(long)]
@@ -64,12 +64,6 @@ impl TraceSession {
     ) -> Result<TraceSession, Failure> {
         if args.no_trace {
             return Ok(TraceSession { recording: None });
-        }
-        if args.buffer_kib < 64 {
-            return Err(Failure::usage(format!(
-                "--buffer-kib must be at least 64 (got {})",
-                args.buffer_kib
-            )));
         }
         config.buffer_kib = args.buffer_kib;
         if args.no_stacks {
@@ -123,5 +117,16 @@ impl PhaseHook for TraceSession {
             r.set_on(false).map_err(hook_error)?;
         }
         Ok(())
+    }
+}
+
+/// `--buffer-kib`, checked when the command line is parsed.
+pub fn buffer_kib(text: &str) -> Result<u64, String> {
+    use vmscale_trace::recorder::{MAX_BUFFER_KIB, MIN_BUFFER_KIB};
+    let kib: u64 = text.parse().map_err(|e| format!("{e}"))?;
+    if (MIN_BUFFER_KIB..=MAX_BUFFER_KIB).contains(&kib) {
+        Ok(kib)
+    } else {
+        Err(format!("must be between {MIN_BUFFER_KIB} and {MAX_BUFFER_KIB} KiB"))
     }
 }

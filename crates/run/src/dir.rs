@@ -224,7 +224,7 @@ pub enum LoadError {
 }
 
 /// run.json holds samples, not traces: far below this even for millions of samples.
-pub const MAX_RUN_FILE_BYTES: u64 = 1 << 30;
+pub const MAX_RUN_FILE_BYTES: u64 = 256 << 20;
 
 /// A directory still under its temporary name, or one without run.json, is not a run to
 /// report: say which and why instead of "no such file".

@@ -21,7 +21,7 @@ use vmscale_kvm::KvmSystem;
 use vmscale_run::{monotonic_ns, Point, Series};
 use vmscale_stats::Summary;
 
-use crate::{Cancel, Error, Knob, PhaseHook, Progress, ScenarioInfo};
+use crate::{Range, Cancel, Error, Knob, PhaseHook, Progress, ScenarioInfo};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -78,6 +78,13 @@ impl Default for IrqfdKnobs {
     }
 }
 
+/// Accepted values of `--total`: each irqfd costs kernel memory (~1 KiB) and an fd.
+pub const TOTAL: Range = Range::new(1, 2_000_000);
+/// Accepted values of `--threads`.
+pub const THREADS: Range = Range::new(1, 1_024);
+/// Accepted values of `--vms`.
+pub const VMS: Range = Range::new(1, 256);
+
 pub fn info() -> ScenarioInfo {
     ScenarioInfo {
         name: "irqfd",
@@ -85,43 +92,22 @@ pub fn info() -> ScenarioInfo {
         summary: "per-call latency of KVM_IRQFD assign and release versus irqfds already registered, from many threads across VMs",
         sweep: "total",
         knobs: vec![
-            Knob { flag: "--total", default: DEFAULT_TOTAL, help: "irqfds to register (a list sweeps)" },
-            Knob { flag: "--threads", default: "2", help: "threads registering at once" },
-            Knob { flag: "--vms", default: "1", help: "VMs the irqfds are spread over" },
-            Knob { flag: "--release", default: "deassign", help: "deassign, close (eventfds, no deassign) or vm-close" },
+            Knob { flag: "--total", default: DEFAULT_TOTAL, help: "irqfds to register (a list sweeps)", range: Some(TOTAL) },
+            Knob { flag: "--threads", default: "2", help: "threads registering at once", range: Some(THREADS) },
+            Knob { flag: "--vms", default: "1", help: "VMs the irqfds are spread over", range: Some(VMS) },
+            Knob { flag: "--release", default: "deassign", help: "deassign, close (eventfds, no deassign) or vm-close", range: None },
         ],
     }
 }
 
 /// File descriptors a holder thread keeps free for everything else it inherited.
 const FD_MARGIN: u64 = 256;
-/// No more irqfds than this in one run: each costs kernel memory (~1 KiB) and an fd.
-const MAX_TOTAL: usize = 2_000_000;
 
 impl IrqfdKnobs {
     pub fn validate(&self) -> Result<(), Error> {
-        if self.total.is_empty() || self.total.contains(&0) {
-            return Err(Error::Usage(
-                "--total must list counts of at least 1".into(),
-            ));
-        }
-        if let Some(&t) = self.total.iter().find(|&&t| t > MAX_TOTAL) {
-            return Err(Error::Usage(format!(
-                "--total {t} is above the {MAX_TOTAL} this scenario allows"
-            )));
-        }
-        if self.threads == 0 || self.threads > 1024 {
-            return Err(Error::Usage(format!(
-                "--threads must be between 1 and 1024 (got {})",
-                self.threads
-            )));
-        }
-        if self.vms == 0 || self.vms > 256 {
-            return Err(Error::Usage(format!(
-                "--vms must be between 1 and 256 (got {})",
-                self.vms
-            )));
-        }
+        TOTAL.check_all("--total", &crate::as_u64(&self.total))?;
+        THREADS.check("--threads", self.threads as u64)?;
+        VMS.check("--vms", self.vms as u64)?;
         Ok(())
     }
 }

@@ -19,6 +19,42 @@ pub struct Knob {
     pub flag: &'static str,
     pub default: &'static str,
     pub help: &'static str,
+    /// Every numeric knob has one.
+    pub range: Option<Range>,
+}
+
+/// The values a numeric knob accepts. `vmscale list` and `--help` show it, and the scenario
+/// checks it before it creates anything, so an absurd value is a one-line error rather than
+/// an allocation failure, a run that never ends, or half a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Range {
+    pub min: u64,
+    pub max: u64,
+}
+
+impl Range {
+    pub const fn new(min: u64, max: u64) -> Range {
+        Range { min, max }
+    }
+
+    pub fn check(&self, flag: &str, value: u64) -> Result<(), Error> {
+        if (self.min..=self.max).contains(&value) {
+            Ok(())
+        } else {
+            Err(Error::Usage(format!(
+                "{flag} must be between {} and {} (got {value})",
+                self.min, self.max
+            )))
+        }
+    }
+
+    /// Checks every value of a list knob; an empty list has nothing to measure.
+    pub fn check_all<T: Copy + Into<u64>>(&self, flag: &str, values: &[T]) -> Result<(), Error> {
+        if values.is_empty() {
+            return Err(Error::Usage(format!("{flag} needs at least one value")));
+        }
+        values.iter().try_for_each(|&v| self.check(flag, v.into()))
+    }
 }
 
 /// What `vmscale list` shows of a scenario.
@@ -103,6 +139,11 @@ impl Error {
             Error::Usage(_) | Error::Kvm(vmscale_kvm::Error::Impossible(_))
         )
     }
+}
+
+/// A list of counts as the `u64`s [`Range::check_all`] takes.
+pub(crate) fn as_u64(values: &[usize]) -> Vec<u64> {
+    values.iter().map(|&v| v as u64).collect()
 }
 
 /// Set from a signal handler (Ctrl-C); scenarios poll it between samples so that VMs are

@@ -22,7 +22,7 @@ use vmscale_run::{monotonic_ns, Phase, Point, Series};
 use vmscale_stats::Summary;
 
 use crate::sched::FifoGuard;
-use crate::{Cancel, Error, Knob, PhaseHook, Progress, ScenarioInfo};
+use crate::{Range, Cancel, Error, Knob, PhaseHook, Progress, ScenarioInfo};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -128,6 +128,17 @@ impl Default for MemslotKnobs {
     }
 }
 
+/// Accepted values of `--vcpus`.
+pub const VCPUS: Range = Range::new(1, 4_096);
+/// Accepted values of `--repeat`.
+pub const REPEAT: Range = Range::new(1, 1_000_000);
+/// Accepted values of `--warmup`.
+pub const WARMUP: Range = Range::new(0, 100_000);
+/// Accepted values of `--batch`.
+pub const BATCH: Range = Range::new(1, 256);
+/// Accepted values of `--slot-mib`.
+pub const SLOT_MIB: Range = Range::new(2, 4_096);
+
 pub fn info() -> ScenarioInfo {
     ScenarioInfo {
         name: "memslot",
@@ -135,14 +146,14 @@ pub fn info() -> ScenarioInfo {
         summary: "latency of one memslot update (delete + add) while N vCPUs run, directly or with every vCPU paused",
         sweep: "vcpus",
         knobs: vec![
-            Knob { flag: "--vcpus", default: DEFAULT_VCPUS, help: "vCPU counts to sweep" },
-            Knob { flag: "--repeat", default: "200", help: "measured updates per point and strategy" },
-            Knob { flag: "--warmup", default: "10", help: "updates run first and not counted" },
-            Knob { flag: "--strategy", default: "all", help: "direct, pause-all, batch (both batch-direct and batch-pause-all)" },
-            Knob { flag: "--batch", default: "8", help: "updates per batch transaction" },
-            Knob { flag: "--guest", default: "spin", help: "spin (vCPUs run a CPL3 loop) or halt (vCPUs sleep in HLT)" },
-            Knob { flag: "--fifo", default: "off", help: "measure from a SCHED_FIFO thread" },
-            Knob { flag: "--slot-mib", default: "2", help: "size of each updated memslot" },
+            Knob { flag: "--vcpus", default: DEFAULT_VCPUS, help: "vCPU counts to sweep", range: Some(VCPUS) },
+            Knob { flag: "--repeat", default: "200", help: "measured updates per point and strategy", range: Some(REPEAT) },
+            Knob { flag: "--warmup", default: "10", help: "updates run first and not counted", range: Some(WARMUP) },
+            Knob { flag: "--strategy", default: "all", help: "direct, pause-all, batch (both batch-direct and batch-pause-all)", range: None },
+            Knob { flag: "--batch", default: "8", help: "updates per batch transaction", range: Some(BATCH) },
+            Knob { flag: "--guest", default: "spin", help: "spin (vCPUs run a CPL3 loop) or halt (vCPUs sleep in HLT)", range: None },
+            Knob { flag: "--fifo", default: "off", help: "measure from a SCHED_FIFO thread", range: None },
+            Knob { flag: "--slot-mib", default: "2", help: "size of each updated memslot", range: Some(SLOT_MIB) },
         ],
     }
 }
@@ -150,17 +161,11 @@ pub fn info() -> ScenarioInfo {
 impl MemslotKnobs {
     /// Refuses knob values that cannot produce a measurement.
     pub fn validate(&self) -> Result<(), Error> {
-        if self.vcpus.is_empty() {
-            return Err(Error::Usage("--vcpus needs at least one count".into()));
-        }
-        if let Some(0) = self.vcpus.iter().copied().find(|&n| n == 0) {
-            return Err(Error::Usage(
-                "--vcpus: a VM needs at least 1 vCPU (got 0)".into(),
-            ));
-        }
-        if self.repeat == 0 {
-            return Err(Error::Usage("--repeat must be at least 1".into()));
-        }
+        VCPUS.check_all("--vcpus", &crate::as_u64(&self.vcpus))?;
+        REPEAT.check("--repeat", self.repeat as u64)?;
+        WARMUP.check("--warmup", self.warmup as u64)?;
+        BATCH.check("--batch", self.batch as u64)?;
+        SLOT_MIB.check("--slot-mib", self.slot_bytes >> 20)?;
         if self.strategies.is_empty() {
             return Err(Error::Usage("--strategy: nothing to run".into()));
         }
@@ -168,12 +173,6 @@ impl MemslotKnobs {
             return Err(Error::Usage(format!(
                 "--slot-mib must be a positive multiple of 2 (got {} MiB)",
                 self.slot_bytes >> 20
-            )));
-        }
-        if self.batch == 0 || self.batch > 256 {
-            return Err(Error::Usage(format!(
-                "--batch must be between 1 and 256 (got {})",
-                self.batch
             )));
         }
         Ok(())

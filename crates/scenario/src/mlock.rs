@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use vmscale_run::{monotonic_ns, Point, Series};
 use vmscale_stats::Summary;
 
-use crate::{Cancel, Error, Knob, PhaseHook, Progress, ScenarioInfo};
+use crate::{Range, Cancel, Error, Knob, PhaseHook, Progress, ScenarioInfo};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -95,6 +95,13 @@ impl Default for MlockKnobs {
     }
 }
 
+/// Accepted values of `--calls`.
+pub const CALLS: Range = Range::new(1, 1_000_000);
+/// Accepted values of `--busy`.
+pub const BUSY: Range = Range::new(0, 256);
+/// Accepted values of `--size-kib`.
+pub const SIZE_KIB: Range = Range::new(4, 1_048_576);
+
 pub fn info() -> ScenarioInfo {
     ScenarioInfo {
         name: "mlock",
@@ -102,10 +109,10 @@ pub fn info() -> ScenarioInfo {
         summary: "per-call latency of locking a buffer around every call (lock, map) versus a pool locked once, and the IPIs each sends",
         sweep: "busy",
         knobs: vec![
-            Knob { flag: "--calls", default: "20000", help: "calls per mode and point" },
-            Knob { flag: "--mode", default: "all", help: "lock, map, pool" },
-            Knob { flag: "--busy", default: "0,1", help: "sibling threads spinning on other CPUs (a list sweeps)" },
-            Knob { flag: "--size-kib", default: "16", help: "size of the buffer each call locks" },
+            Knob { flag: "--calls", default: "20000", help: "calls per mode and point", range: Some(CALLS) },
+            Knob { flag: "--mode", default: "all", help: "lock, map, pool", range: None },
+            Knob { flag: "--busy", default: "0,1", help: "sibling threads spinning on other CPUs (a list sweeps)", range: Some(BUSY) },
+            Knob { flag: "--size-kib", default: "16", help: "size of the buffer each call locks", range: Some(SIZE_KIB) },
         ],
     }
 }
@@ -117,15 +124,16 @@ impl MlockKnobs {
                 "nothing to measure: --calls, --mode and --busy need values".into(),
             ));
         }
-        if let Some(&b) = self.busy.iter().find(|&&b| b > 256) {
+        CALLS.check("--calls", self.calls as u64)?;
+        BUSY.check_all("--busy", &crate::as_u64(&self.busy))?;
+        SIZE_KIB.check("--size-kib", self.buffer_kib as u64)?;
+        // Spinners are meant to sit on *other* CPUs: more than there are is not the
+        // experiment asked for, only CPU starvation of the caller.
+        let others = vmscale_run::host::online_cpus().saturating_sub(1) as u64;
+        if let Some(&b) = self.busy.iter().find(|&&b| b as u64 > others) {
             return Err(Error::Usage(format!(
-                "--busy {b}: at most 256 spinning threads"
-            )));
-        }
-        if self.buffer_kib == 0 || self.buffer_kib > 1 << 20 {
-            return Err(Error::Usage(format!(
-                "--size-kib must be between 1 and 1048576 (got {})",
-                self.buffer_kib
+                "--busy {b}: this host has {} online CPUs, so at most {others} can spin beside the caller",
+                others + 1
             )));
         }
         Ok(())

@@ -21,7 +21,7 @@ use vmscale_kvm::TeardownTimes;
 use vmscale_run::{monotonic_ns, Point, Series};
 use vmscale_stats::Summary;
 
-use crate::{Cancel, Error, Knob, PhaseHook, Progress, ScenarioInfo};
+use crate::{Range, Cancel, Error, Knob, PhaseHook, Progress, ScenarioInfo};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -111,6 +111,15 @@ impl Default for TeardownKnobs {
     }
 }
 
+/// Accepted values of `--vms`.
+pub const VMS: Range = Range::new(1, 1_024);
+/// Accepted values of `--vcpus`.
+pub const VCPUS: Range = Range::new(1, 256);
+/// Accepted values of `--mem-mib`.
+pub const MEM_MIB: Range = Range::new(2, 65_536);
+/// Accepted values of `--repeat`.
+pub const REPEAT: Range = Range::new(1, 10_000);
+
 pub fn info() -> ScenarioInfo {
     ScenarioInfo {
         name: "teardown",
@@ -118,28 +127,24 @@ pub fn info() -> ScenarioInfo {
         summary: "time until M VMs are really gone (process reaped, memory returned), per release mode, and the per-VM slope",
         sweep: "vms",
         knobs: vec![
-            Knob { flag: "--vms", default: DEFAULT_VMS, help: "VM counts to sweep" },
-            Knob { flag: "--vcpus", default: "1", help: "vCPUs per VM (halted)" },
-            Knob { flag: "--mem-mib", default: "64", help: "guest memory per VM" },
-            Knob { flag: "--untouched", default: "off", help: "leave guest memory untouched (not backed by the host)" },
-            Knob { flag: "--mode", default: "all", help: "exit, close, threads, fork" },
-            Knob { flag: "--repeat", default: "3", help: "releases measured per point and mode" },
-            Knob { flag: "--vfio", default: "none", help: "BDF,... of devices bound to vfio-pci: release their fds instead of VMs" },
+            Knob { flag: "--vms", default: DEFAULT_VMS, help: "VM counts to sweep", range: Some(VMS) },
+            Knob { flag: "--vcpus", default: "1", help: "vCPUs per VM (halted)", range: Some(VCPUS) },
+            Knob { flag: "--mem-mib", default: "64", help: "guest memory per VM", range: Some(MEM_MIB) },
+            Knob { flag: "--untouched", default: "off", help: "leave guest memory untouched (not backed by the host)", range: None },
+            Knob { flag: "--mode", default: "all", help: "exit, close, threads, fork", range: None },
+            Knob { flag: "--repeat", default: "3", help: "releases measured per point and mode", range: Some(REPEAT) },
+            Knob { flag: "--vfio", default: "none", help: "BDF,... of devices bound to vfio-pci: release their fds instead of VMs", range: None },
         ],
     }
 }
 
 impl TeardownKnobs {
     pub fn validate(&self) -> Result<(), Error> {
-        if self.vms.is_empty() || self.vms.contains(&0) {
-            return Err(Error::Usage("--vms must list counts of at least 1".into()));
-        }
-        if self.vcpus == 0 {
-            return Err(Error::Usage(
-                "--vcpus: a VM needs at least 1 vCPU (got 0)".into(),
-            ));
-        }
-        if self.mem_mib == 0 || !self.mem_mib.is_multiple_of(2) {
+        VMS.check_all("--vms", &crate::as_u64(&self.vms))?;
+        VCPUS.check("--vcpus", self.vcpus as u64)?;
+        MEM_MIB.check("--mem-mib", self.mem_mib)?;
+        REPEAT.check("--repeat", self.repeat as u64)?;
+        if !self.mem_mib.is_multiple_of(2) {
             return Err(Error::Usage(format!(
                 "--mem-mib must be a positive multiple of 2 (got {})",
                 self.mem_mib

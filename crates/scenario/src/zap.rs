@@ -16,7 +16,7 @@ use vmscale_kvm::{GuestProgram, KvmSystem, Vm, VmConfig};
 use vmscale_run::{monotonic_ns, Point, Series};
 use vmscale_stats::Summary;
 
-use crate::{Cancel, Error, Knob, PhaseHook, Progress, ScenarioInfo};
+use crate::{Range, Cancel, Error, Knob, PhaseHook, Progress, ScenarioInfo};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ZapKnobs {
@@ -41,6 +41,13 @@ impl Default for ZapKnobs {
     }
 }
 
+/// Accepted values of `--vcpus`.
+pub const VCPUS: Range = Range::new(1, 4_096);
+/// Accepted values of `--repeat`.
+pub const REPEAT: Range = Range::new(1, 1_000_000);
+/// Accepted values of `--threshold-us`.
+pub const THRESHOLD_US: Range = Range::new(1, 1_000_000);
+
 pub fn info() -> ScenarioInfo {
     ScenarioInfo {
         name: "zap",
@@ -48,27 +55,19 @@ pub fn info() -> ScenarioInfo {
         summary: "the stall each running vCPU suffers (from inside the guest) when a memslot delete invalidates every MMU root, against a no-delete baseline",
         sweep: "vcpus",
         knobs: vec![
-            Knob { flag: "--vcpus", default: DEFAULT_VCPUS, help: "vCPU counts to sweep (up to KVM_CAP_MAX_VCPUS)" },
-            Knob { flag: "--repeat", default: "50", help: "deletes per point" },
-            Knob { flag: "--threshold-us", default: "5", help: "guest TSC gaps shorter than this are not stalls" },
-            Knob { flag: "--no-baseline", default: "off", help: "skip the no-delete baseline" },
+            Knob { flag: "--vcpus", default: DEFAULT_VCPUS, help: "vCPU counts to sweep (up to KVM_CAP_MAX_VCPUS)", range: Some(VCPUS) },
+            Knob { flag: "--repeat", default: "50", help: "deletes per point", range: Some(REPEAT) },
+            Knob { flag: "--threshold-us", default: "5", help: "guest TSC gaps shorter than this are not stalls", range: Some(THRESHOLD_US) },
+            Knob { flag: "--no-baseline", default: "off", help: "skip the no-delete baseline", range: None },
         ],
     }
 }
 
 impl ZapKnobs {
     pub fn validate(&self) -> Result<(), Error> {
-        if self.vcpus.is_empty() || self.vcpus.contains(&0) {
-            return Err(Error::Usage(
-                "--vcpus: a VM needs at least 1 vCPU (got 0)".into(),
-            ));
-        }
-        if self.repeat == 0 {
-            return Err(Error::Usage("--repeat must be at least 1".into()));
-        }
-        if self.threshold_ns == 0 {
-            return Err(Error::Usage("--threshold-us must be above 0".into()));
-        }
+        VCPUS.check_all("--vcpus", &crate::as_u64(&self.vcpus))?;
+        REPEAT.check("--repeat", self.repeat as u64)?;
+        THRESHOLD_US.check("--threshold-us", self.threshold_ns / 1000)?;
         Ok(())
     }
 

@@ -43,6 +43,10 @@ pub struct RecordConfig {
 /// The default per-CPU buffer: 16 MiB held every run here without overruns; 2 MiB with
 /// stacks on every event overran.
 pub const DEFAULT_BUFFER_KIB: u64 = 16 * 1024;
+/// Per-CPU buffer sizes vmscale asks for: below a few pages nothing useful fits; above 1 GiB
+/// per CPU the kernel's allocation would eat the host.
+pub const MIN_BUFFER_KIB: u64 = 64;
+pub const MAX_BUFFER_KIB: u64 = 1 << 20;
 
 /// Events every scenario records for the lock-contention analysis.
 pub fn default_events() -> Vec<String> {

@@ -9,8 +9,12 @@ pub fn list() -> Result<(), Failure> {
         outln!("    {}", scenario.summary)?;
         outln!("    sweeps: {}", scenario.sweep)?;
         for knob in &scenario.knobs {
+            let range = knob
+                .range
+                .map(|r| format!(" ({} to {})", r.min, r.max))
+                .unwrap_or_default();
             outln!(
-                "    {:<12} {:<16} {}",
+                "    {:<14} {:<16} {}{range}",
                 knob.flag,
                 format!("[{}]", knob.default),
                 knob.help

@@ -19,6 +19,9 @@ pub fn report(
     deadline: Option<std::time::Duration>,
     buffer: Option<&str>,
 ) -> Result<(), Failure> {
+    if !run.is_dir() {
+        check_input_file(run)?;
+    }
     if is_dat(run) {
         return import_dat(run, format, buffer);
     }
@@ -48,6 +51,50 @@ pub fn report(
     }
     crate::console::out!("{}", vmscale_report::render_with(&record, format, &options))?;
     Ok(())
+}
+
+/// A file given to `report` must be a regular file with something in it, and look like one
+/// of the three inputs; anything else is named in one line before any parser sees it.
+fn check_input_file(path: &Path) -> Result<(), Failure> {
+    use std::io::Read;
+    let shown = path.display();
+    let file = vmscale_run::bounded::open_regular(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            Failure::runtime(format!("{shown}: no such run directory or file"))
+        }
+        _ => Failure::runtime(format!("{shown}: {e}")),
+    })?;
+    let mut head = Vec::with_capacity(512);
+    file.take(512)
+        .read_to_end(&mut head)
+        .map_err(|e| Failure::runtime(format!("{shown}: {e}")))?;
+    let looks_like_json = head.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    if head.is_empty() {
+        return Err(Failure::runtime(format!(
+            "{shown}: empty file: expected a run directory, run.json, trace-cmd .dat or ftrace text"
+        )));
+    }
+    if !looks_like_json
+        && !head.starts_with(DAT_MAGIC)
+        && !crate::commands::report_text::is_text_trace(path)
+    {
+        return Err(Failure::runtime(format!(
+            "{shown}: not a run.json, trace-cmd .dat or ftrace text (it starts with {})",
+            describe_bytes(&head)
+        )));
+    }
+    Ok(())
+}
+
+/// The first bytes of an unknown file, as a user can recognise them.
+fn describe_bytes(head: &[u8]) -> String {
+    let shown: Vec<u8> = head.iter().copied().take(16).collect();
+    if shown.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
+        format!("{:?}", String::from_utf8_lossy(&shown))
+    } else {
+        let hex: Vec<String> = shown.iter().map(|b| format!("{b:02x}")).collect();
+        format!("bytes {}", hex.join(" "))
+    }
 }
 
 fn is_dat(path: &Path) -> bool {
