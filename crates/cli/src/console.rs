@@ -19,7 +19,10 @@ pub fn write_out(text: &str) -> Result<(), Failure> {
         return Ok(());
     }
     let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
             STDOUT_GONE.store(true, Ordering::Relaxed);

@@ -127,6 +127,8 @@ pub fn buffer_kib(text: &str) -> Result<u64, String> {
     if (MIN_BUFFER_KIB..=MAX_BUFFER_KIB).contains(&kib) {
         Ok(kib)
     } else {
-        Err(format!("must be between {MIN_BUFFER_KIB} and {MAX_BUFFER_KIB} KiB"))
+        Err(format!(
+            "must be between {MIN_BUFFER_KIB} and {MAX_BUFFER_KIB} KiB"
+        ))
     }
 }

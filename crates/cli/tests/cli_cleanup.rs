@@ -1,10 +1,15 @@
-//! Nothing left behind: interrupted and killed runs, on the real kernel. Runs alone in its
-//! own test binary, since it inspects tracefs instances by pid.
+//! Signals, on the real kernel: every scenario and `record`, interrupted by a Ctrl-C to the
+//! whole process group (as a terminal sends it) and by a SIGTERM to vmscale alone. Each
+//! run must end with exit 130 and one line, leave no tracefs instance, no process and (for
+//! scenarios) no run directory; `record` keeps its trace, marked. A SIGKILLed run's leftovers
+//! are listed by `doctor` and removed by `doctor --cleanup`. Runs alone in its own test
+//! binary, since it inspects tracefs instances by pid.
 
 mod common;
 
 use common::*;
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -23,19 +28,56 @@ fn instances_of(pid: u32) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn holds_dev_kvm(pid: u32) -> bool {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| {
-            d.flatten()
-                .any(|e| std::fs::read_link(e.path()).is_ok_and(|t| t == Path::new("/dev/kvm")))
-        })
-        .unwrap_or(false)
+/// Whether the run is inside a measured phase (its instance is tracing) or has started a
+/// child (teardown holders, record's command): past setup, in the part a user interrupts.
+fn measuring(pid: u32) -> bool {
+    let tracing = instances_of(pid).iter().any(|name| {
+        std::fs::read_to_string(Path::new(INSTANCES).join(name).join("tracing_on"))
+            .is_ok_and(|on| on.trim() == "1")
+    });
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .is_ok_and(|c| !c.trim().is_empty());
+    !instances_of(pid).is_empty() && (tracing || children)
 }
 
-/// A long traced run, started and waited for until its instance exists and it measures.
-fn start_long_run(out: &Path) -> Child {
-    let child = Command::new(env!("CARGO_BIN_EXE_vmscale"))
-        .args([
+/// Every process of the group `pgid` is gone (holders, the traced command).
+fn group_gone(pgid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the group exists; nothing is delivered.
+    let rc = unsafe { libc::kill(-(pgid as i32), 0) };
+    rc == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+}
+
+/// Starts vmscale in its own process group (a terminal's job) and waits until it measures.
+fn start(args: &[&str], out: &Path) -> Child {
+    // Options go before a `--`, which starts record's command.
+    let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vmscale"))
+        .args(&args[..split])
+        .arg("--out")
+        .arg(out)
+        .arg("--quiet")
+        .args(&args[split..])
+        .process_group(0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !measuring(child.id()) {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("vmscale {args:?} ended before measuring: {status}");
+        }
+        assert!(Instant::now() < deadline, "vmscale {args:?} never measured");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// Each scenario with knobs that keep it measuring for far longer than the test waits.
+const SCENARIOS: &[(&str, &[&str])] = &[
+    (
+        "memslot",
+        &[
             "run",
             "memslot",
             "--vcpus",
@@ -46,87 +88,227 @@ fn start_long_run(out: &Path) -> Child {
             "0",
             "--strategy",
             "pause-all",
-            "--quiet",
-            "--out",
-        ])
-        .arg(out)
+        ],
+    ),
+    (
+        "zap",
+        &[
+            "run",
+            "zap",
+            "--vcpus",
+            "2",
+            "--repeat",
+            "1000000",
+            "--no-baseline",
+        ],
+    ),
+    (
+        "teardown",
+        &[
+            "run", "teardown", "--vms", "1", "--vcpus", "1", "--mode", "close", "--repeat", "10000",
+        ],
+    ),
+    (
+        "irqfd",
+        &["run", "irqfd", "--total", "150000", "--threads", "2"],
+    ),
+    (
+        "mlock",
+        &["run", "mlock", "--calls", "1000000", "--busy", "0"],
+    ),
+];
+
+/// How a signal reaches vmscale: the terminal's Ctrl-C goes to the whole process group,
+/// `kill` to vmscale alone.
+const SIGNALS: &[(i32, bool, &str)] = &[
+    (libc::SIGINT, true, "Ctrl-C"),
+    (libc::SIGTERM, false, "SIGTERM"),
+];
+
+fn send(child: &Child, signal: i32, to_group: bool) {
+    let target = if to_group {
+        -(child.id() as i32)
+    } else {
+        child.id() as i32
+    };
+    // SAFETY: our own child (not yet reaped) or its process group; only a signal is sent.
+    assert_eq!(unsafe { libc::kill(target, signal) }, 0);
+}
+
+#[test]
+fn every_scenario_stops_cleanly_on_ctrl_c_and_sigterm() {
+    assert!(
+        Path::new(INSTANCES).exists(),
+        "tracefs is not mounted at /sys/kernel/tracing"
+    );
+    for (scenario, args) in SCENARIOS {
+        for &(signal, to_group, how) in SIGNALS {
+            let out = scratch(&format!("signal-{scenario}-{signal}"));
+            let _removed = RemovedOnDrop(out.clone());
+            let child = start(args, &out);
+            let pid = child.id();
+            send(&child, signal, to_group);
+            let output = child.wait_with_output().unwrap();
+            let err = stderr(&output);
+            let case = format!("{scenario} after {how}");
+            assert_eq!(output.status.code(), Some(130), "{case}: {err}");
+            assert!(err.contains("interrupted"), "{case}: {err}");
+            assert_eq!(err.trim_end().lines().count(), 1, "{case}: {err}");
+            assert!(
+                instances_of(pid).is_empty(),
+                "{case}: tracefs instance left"
+            );
+            assert!(
+                group_gone(pid),
+                "{case}: a process of the run is still alive"
+            );
+            let left: Vec<_> = std::fs::read_dir(&out)
+                .map(|d| d.flatten().map(|e| e.file_name()).collect())
+                .unwrap_or_default();
+            assert!(left.is_empty(), "{case}: left in --out: {left:?}");
+        }
+    }
+}
+
+#[test]
+fn record_passes_the_signal_on_and_keeps_the_trace_marked() {
+    for &(signal, to_group, how) in SIGNALS {
+        let out = scratch(&format!("signal-record-{signal}"));
+        let _removed = RemovedOnDrop(out.clone());
+        let child = start(&["record", "--format", "json", "--", "sleep", "600"], &out);
+        let pid = child.id();
+        send(&child, signal, to_group);
+        let output = child.wait_with_output().unwrap();
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(130), "{how}: {err}");
+        assert!(
+            group_gone(pid),
+            "{how}: the traced command outlived vmscale"
+        );
+        assert!(instances_of(pid).is_empty(), "{how}: tracefs instance left");
+        let run = only_run_dir(&out);
+        let record: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(run.join("run.json")).unwrap()).unwrap();
+        let warnings = record["warnings"].to_string();
+        assert!(
+            warnings.contains("recording interrupted by"),
+            "{how}: {warnings}"
+        );
+        assert!(run.join("trace").is_dir(), "{how}: the trace was not kept");
+        assert!(err.contains("interrupted by"), "{how}: {err}");
+    }
+}
+
+#[test]
+fn an_interrupted_tour_keeps_what_finished_and_says_where_it_stopped() {
+    let out = scratch("signal-tour");
+    let _removed = RemovedOnDrop(out.clone());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vmscale"))
+        .args(["tour", "--quiet", "--out"])
+        .arg(&out)
+        .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while instances_of(child.id()).is_empty() || !holds_dev_kvm(child.id()) {
+    // Interrupt once the first scenario has finished (its directory got its final name
+    // inside the tour's temporary one) and the second one measures.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let finished_one = || {
+        std::fs::read_dir(&out)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|tour| {
+                std::fs::read_dir(tour.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .any(|run| {
+                        let name = run.file_name().to_string_lossy().into_owned();
+                        name.ends_with("-memslot")
+                    })
+            })
+    };
+    while !(finished_one() && measuring(child.id())) {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the tour ended by itself"
+        );
         assert!(
             Instant::now() < deadline,
-            "the run never started tracing with a VM"
+            "the tour never reached its second scenario"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    child
+    send(&child, libc::SIGINT, true);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let tour = only_run_dir(&out);
+    assert!(tour
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .ends_with("-tour"));
+    let summary = std::fs::read_to_string(tour.join("summary.md")).unwrap();
+    assert!(
+        summary.starts_with(
+            "**This tour did not finish: interrupted during zap. Finished: memslot; never ran:"
+        ),
+        "{}",
+        &summary[..summary.len().min(300)]
+    );
+    let page = std::fs::read_to_string(tour.join("report.html")).unwrap();
+    assert!(page.contains("did not finish"));
 }
 
 #[test]
-fn interrupted_and_killed_runs_leave_nothing_behind() {
-    assert!(
-        Path::new(INSTANCES).exists() || vmscale_mounts_tracefs(),
-        "tracefs unavailable"
-    );
-
-    for (signal, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
-        let out = scratch(name);
-        let _removed = RemovedOnDrop(out.clone());
-        let child = start_long_run(&out);
-        let pid = child.id();
-        // SAFETY: sends a signal to our own child, which is still running (not yet waited).
-        assert_eq!(unsafe { libc::kill(pid as i32, signal) }, 0);
-        let output = child.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(130), "{name}: {stderr}");
-        assert!(stderr.contains("interrupted"), "{name}: {stderr}");
-        assert_eq!(stderr.trim_end().lines().count(), 1, "{name}: {stderr}");
-        assert!(
-            instances_of(pid).is_empty(),
-            "{name}: tracefs instance left"
-        );
-        let runs: Vec<_> = std::fs::read_dir(&out)
-            .map(|d| d.flatten().collect())
-            .unwrap_or_default();
-        assert!(
-            runs.is_empty(),
-            "{name}: a partial run directory was left: {runs:?}"
-        );
-    }
-
-    // SIGKILL runs no cleanup at all: its instance stays until the next vmscale starts.
+fn a_killed_runs_leftovers_are_listed_by_doctor_and_removed_by_cleanup() {
     let out = scratch("SIGKILL");
-    let mut child = start_long_run(&out);
+    let _removed = RemovedOnDrop(out.clone());
+    let mut child = start(SCENARIOS[0].1, &out);
     let pid = child.id();
     child.kill().unwrap();
     child.wait().unwrap();
+    // SIGKILL runs no cleanup at all: its instance and temporary directory stay.
     assert!(
         !instances_of(pid).is_empty(),
         "the killed run's instance should still be there"
     );
-    let doctor = Command::new(env!("CARGO_BIN_EXE_vmscale"))
-        .args(["doctor", "--cleanup"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&doctor.stdout);
+    let partial: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
     assert!(
-        text.contains(&format!("vmscale-{pid}-")),
-        "doctor --cleanup did not name it: {text}"
+        partial.len() == 1 && partial[0].starts_with(&format!(".partial-{pid}-")),
+        "{partial:?}"
     );
+    let doctor = |cleanup: bool| {
+        let mut command = vmscale();
+        command.arg("doctor").arg("--out").arg(&out);
+        if cleanup {
+            command.arg("--cleanup");
+        }
+        stdout(&command.output().unwrap())
+    };
+    let listed = doctor(false);
+    assert!(listed.contains(&format!("vmscale-{pid}-")), "{listed}");
+    assert!(listed.contains(&partial[0]), "{listed}");
+    assert!(
+        !instances_of(pid).is_empty(),
+        "plain doctor removed an instance"
+    );
+    let cleaned = doctor(true);
+    assert!(cleaned.contains(&format!("vmscale-{pid}-")), "{cleaned}");
+    assert!(cleaned.contains(&partial[0]), "{cleaned}");
     assert!(
         instances_of(pid).is_empty(),
         "stale instance survived doctor --cleanup"
     );
-    let _ = std::fs::remove_dir_all(&out);
-}
-
-fn vmscale_mounts_tracefs() -> bool {
-    Command::new(env!("CARGO_BIN_EXE_vmscale"))
-        .arg("doctor")
-        .status()
-        .is_ok()
-        && Path::new(INSTANCES).exists()
+    assert_eq!(
+        std::fs::read_dir(&out).unwrap().count(),
+        0,
+        "partial directory survived"
+    );
 }

@@ -245,12 +245,16 @@ fn check_finished(dir: &Path) -> Result<(), LoadError> {
                 dir.parent().map_or_else(|| ".".into(), |p| p.display().to_string())
             )
         };
-        return Err(LoadError::Unfinished { path: shown, reason });
+        return Err(LoadError::Unfinished {
+            path: shown,
+            reason,
+        });
     }
     if !dir.join(RUN_FILE).exists() && dir.join("trace").is_dir() {
         return Err(LoadError::Unfinished {
             path: shown,
-            reason: "a trace/ directory without run.json: the run was killed before it ended".into(),
+            reason: "a trace/ directory without run.json: the run was killed before it ended"
+                .into(),
         });
     }
     Ok(())
@@ -268,13 +272,14 @@ pub fn load_run(path: &Path) -> Result<RunRecord, LoadError> {
         path.to_path_buf()
     };
     let shown = file.display().to_string();
-    let bytes = crate::bounded::read_regular(&file, MAX_RUN_FILE_BYTES).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => LoadError::Missing(shown.clone()),
-        _ => LoadError::Io {
-            path: shown.clone(),
-            source: e,
-        },
-    })?;
+    let bytes =
+        crate::bounded::read_regular(&file, MAX_RUN_FILE_BYTES).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => LoadError::Missing(shown.clone()),
+            _ => LoadError::Io {
+                path: shown.clone(),
+                source: e,
+            },
+        })?;
     let value: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|e| LoadError::Corrupt {
             path: shown.clone(),
@@ -333,7 +338,10 @@ mod tests {
         assert!(matches!(e, LoadError::Unfinished { .. }), "{e}");
         assert!(e.to_string().contains("still writing"), "{e}");
         drop(dropped);
-        assert!(!partial.exists(), "an unpublished run directory survived its drop");
+        assert!(
+            !partial.exists(),
+            "an unpublished run directory survived its drop"
+        );
         assert_eq!(std::fs::read_dir(&base).unwrap().count(), 0);
         std::fs::remove_dir_all(&base).unwrap();
     }

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use vmscale_run::{monotonic_ns, Point, Series};
 use vmscale_stats::Summary;
 
-use crate::{Range, Cancel, Error, Knob, PhaseHook, Progress, ScenarioInfo};
+use crate::{Cancel, Error, Knob, PhaseHook, Progress, Range, ScenarioInfo};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -16,7 +16,7 @@ use vmscale_kvm::{GuestProgram, KvmSystem, Vm, VmConfig};
 use vmscale_run::{monotonic_ns, Point, Series};
 use vmscale_stats::Summary;
 
-use crate::{Range, Cancel, Error, Knob, PhaseHook, Progress, ScenarioInfo};
+use crate::{Cancel, Error, Knob, PhaseHook, Progress, Range, ScenarioInfo};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ZapKnobs {

@@ -29,7 +29,9 @@ pub enum Error {
     NoTracefs(String),
     #[error("event {0} does not exist on this kernel (see /sys/kernel/tracing/available_events)")]
     NoSuchEvent(String),
-    #[error("'{0}' is not an event name (expected system:event or system, in letters, digits and _)")]
+    #[error(
+        "'{0}' is not an event name (expected system:event or system, in letters, digits and _)"
+    )]
     BadEventName(String),
     #[error("tracefs: {path}: {source}")]
     Io {
@@ -324,7 +326,12 @@ impl Instance {
                 entries
                     .flatten()
                     .filter(|e| e.path().join("format").exists())
-                    .map(|e| (system_name.clone(), e.file_name().to_string_lossy().into_owned())),
+                    .map(|e| {
+                        (
+                            system_name.clone(),
+                            e.file_name().to_string_lossy().into_owned(),
+                        )
+                    }),
             );
         }
         Ok(self.events.get_or_init(|| known))
@@ -446,7 +453,10 @@ mod tests {
     #[test]
     fn owners_are_read_only_from_vmscale_instance_names() {
         let owner = InstanceOwner::of;
-        assert_eq!(owner("vmscale-1234-0"), Some(InstanceOwner::Legacy { pid: 1234 }));
+        assert_eq!(
+            owner("vmscale-1234-0"),
+            Some(InstanceOwner::Legacy { pid: 1234 })
+        );
         assert_eq!(
             owner("vmscale-1234-98765-3"),
             Some(InstanceOwner::Process(ProcessStamp {
@@ -462,7 +472,10 @@ mod tests {
 
     #[test]
     fn event_names_that_could_leave_the_events_directory_are_refused() {
-        assert_eq!(parse_event_name("sched:sched_switch").unwrap(), ("sched", Some("sched_switch")));
+        assert_eq!(
+            parse_event_name("sched:sched_switch").unwrap(),
+            ("sched", Some("sched_switch"))
+        );
         assert_eq!(parse_event_name("kvmmmu").unwrap(), ("kvmmmu", None));
         for bad in [
             "../../tracing_on",

@@ -139,13 +139,22 @@ fn recording_writes_the_trace_directory_and_leaves_nothing_behind() {
     std::fs::create_dir(&reused).unwrap();
     std::fs::create_dir(&legacy_dead).unwrap();
     let live = Instance::create(&mount).unwrap();
-    assert!(reused.exists() && legacy_dead.exists(), "create removed something");
+    assert!(
+        reused.exists() && legacy_dead.exists(),
+        "create removed something"
+    );
     let removed = vmscale_trace::tracefs::remove_stale_instances(&mount).unwrap();
     assert!(!reused.exists(), "stale instance of a reused pid survived");
-    assert!(!legacy_dead.exists(), "stale instance of a dead pid survived");
+    assert!(
+        !legacy_dead.exists(),
+        "stale instance of a dead pid survived"
+    );
     for gone in [&reused, &legacy_dead] {
         let name = gone.file_name().unwrap().to_string_lossy().into_owned();
-        assert!(removed.contains(&name), "{name} not reported in {removed:?}");
+        assert!(
+            removed.contains(&name),
+            "{name} not reported in {removed:?}"
+        );
     }
     let other = Instance::create(&mount).unwrap();
     assert!(live.path().exists() && other.path().exists());

@@ -5,7 +5,9 @@ use vmscale_scenario::irqfd::{self, IrqfdKnobs, Release};
 use vmscale_scenario::{Cancel, PhaseHook};
 
 use crate::args::{IrqfdArgs, OutputArgs};
-use crate::commands::run::{OnSignal, execute, save, show, untraced_syscalls_config, Measured, RunPlan};
+use crate::commands::run::{
+    execute, save, show, untraced_syscalls_config, Measured, OnSignal, RunPlan,
+};
 use crate::failure::Failure;
 use crate::progress::Bar;
 use crate::tracing::TraceArgs;

@@ -5,9 +5,9 @@ use vmscale_scenario::memslot::{self, MemslotKnobs, Strategy};
 use vmscale_scenario::{Cancel, PhaseHook};
 
 use crate::args::{MemslotArgs, OutputArgs};
-use crate::commands::run::{OnSignal, 
+use crate::commands::run::{
     execute, overcommit_warnings, save, scenario_trace_config, show, stalled_vcpu_warnings,
-    Measured, RunPlan,
+    Measured, OnSignal, RunPlan,
 };
 use crate::failure::Failure;
 use crate::progress::Bar;

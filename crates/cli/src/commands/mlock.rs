@@ -6,7 +6,9 @@ use vmscale_scenario::mlock::{self, MlockKnobs};
 use vmscale_scenario::{Cancel, PhaseHook};
 
 use crate::args::{MlockArgs, OutputArgs};
-use crate::commands::run::{OnSignal, execute, save, scenario_trace_config, show, Measured, RunPlan};
+use crate::commands::run::{
+    execute, save, scenario_trace_config, show, Measured, OnSignal, RunPlan,
+};
 use crate::failure::Failure;
 use crate::progress::Bar;
 use crate::tracing::{current_tid, TraceArgs};

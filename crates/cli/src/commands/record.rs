@@ -12,7 +12,7 @@ use vmscale_scenario::PhaseHook;
 use vmscale_trace::recorder::{default_events, RecordConfig};
 
 use crate::args::RecordArgs;
-use crate::commands::run::{OnSignal, execute, save, show, Measured, RunPlan};
+use crate::commands::run::{execute, save, show, Measured, OnSignal, RunPlan};
 use crate::failure::Failure;
 use crate::tracing::TraceArgs;
 
@@ -163,13 +163,20 @@ fn run_command(command: &[String], interrupted: &AtomicBool) -> (String, Option<
     let how = match status {
         Ok(status) if status.success() => String::new(),
         Ok(status) => format!("the traced command {} ended with {status}", command[0]),
-        Err(e) => format!("the traced command {} could not be waited for: {e}", command[0]),
+        Err(e) => format!(
+            "the traced command {} could not be waited for: {e}",
+            command[0]
+        ),
     };
     let outcome = match signal {
         Some(signal) => format!(
             "recording interrupted by {}, which the command received too{}",
             crate::interrupt::name(signal),
-            if how.is_empty() { String::new() } else { format!("; {how}") }
+            if how.is_empty() {
+                String::new()
+            } else {
+                format!("; {how}")
+            }
         ),
         None => how,
     };

@@ -118,7 +118,7 @@ fn import_dat(
         DatError::AmbiguousBuffer(_) => {
             Failure::runtime(format!("{e}, with --buffer NAME ({})", path.display()))
         }
-        e => Failure::runtime(e.to_string()),
+        e => Failure::runtime(format!("{}: {e}", path.display())),
     };
     let dat = Arc::new(DatFile::open(path).map_err(failed)?);
     let buffer = dat.decodable_buffer(name).map_err(failed)?;

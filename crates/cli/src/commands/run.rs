@@ -168,7 +168,10 @@ pub(crate) fn save(mut measured: Measured, output: &OutputArgs) -> Result<Measur
         .dir
         .write_record(&measured.record)
         .map_err(|e| cannot_write(output, e))?;
-    measured.dir.publish().map_err(|e| cannot_write(output, e))?;
+    measured
+        .dir
+        .publish()
+        .map_err(|e| cannot_write(output, e))?;
     Ok(measured)
 }
 

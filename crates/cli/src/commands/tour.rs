@@ -183,7 +183,11 @@ fn cannot_write(e: std::io::Error) -> Failure {
 /// summary.md of the tour (every scenario's Markdown rendering, in order) and report.html,
 /// a page linking each scenario's own self-contained report. A tour that stopped early says
 /// so first in both.
-fn write_summary(tour_dir: &RunDir, runs: &[Measured], stopped: Option<&Stopped>) -> Result<(), Failure> {
+fn write_summary(
+    tour_dir: &RunDir,
+    runs: &[Measured],
+    stopped: Option<&Stopped>,
+) -> Result<(), Failure> {
     let ran: Vec<&str> = runs.iter().map(|m| m.record.scenario.as_str()).collect();
     let banner = stopped.map(|s| s.sentence(&ran));
     let mut text: Vec<String> = banner.iter().map(|b| format!("**{b}**")).collect();
@@ -191,8 +195,11 @@ fn write_summary(tour_dir: &RunDir, runs: &[Measured], stopped: Option<&Stopped>
         runs.iter()
             .map(|m| vmscale_report::render(&m.record, vmscale_report::Format::Md)),
     );
-    write_atomically(&tour_dir.path.join("summary.md"), text.join("\n\n").as_bytes())
-        .map_err(cannot_write)?;
+    write_atomically(
+        &tour_dir.path.join("summary.md"),
+        text.join("\n\n").as_bytes(),
+    )
+    .map_err(cannot_write)?;
     let links: String = runs
         .iter()
         .filter_map(|m| {
@@ -206,7 +213,12 @@ fn write_summary(tour_dir: &RunDir, runs: &[Measured], stopped: Option<&Stopped>
         })
         .collect();
     let banner = banner
-        .map(|b| format!("<p><strong>{}</strong></p>\n", vmscale_report::html::escape(&b)))
+        .map(|b| {
+            format!(
+                "<p><strong>{}</strong></p>\n",
+                vmscale_report::html::escape(&b)
+            )
+        })
         .unwrap_or_default();
     let page = format!(
         "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>vmscale tour</title></head>\n<body style=\"font-family: sans-serif\"><h1>vmscale tour</h1>\n{banner}<ul>\n{links}</ul></body></html>\n"

@@ -5,8 +5,8 @@ use vmscale_scenario::zap::{self, ZapKnobs};
 use vmscale_scenario::{Cancel, PhaseHook};
 
 use crate::args::{OutputArgs, ZapArgs};
-use crate::commands::run::{OnSignal, 
-    execute, overcommit_warnings, save, scenario_trace_config, show, Measured, RunPlan,
+use crate::commands::run::{
+    execute, overcommit_warnings, save, scenario_trace_config, show, Measured, OnSignal, RunPlan,
 };
 use crate::failure::Failure;
 use crate::progress::Bar;

@@ -1,0 +1,297 @@
+//! Hostile input: out-of-range knobs, malformed arguments, a closed or full stdout, files
+//! that are not what `report` reads, and event names that try to leave vmscale's tracefs
+//! instance. Each must end in one clear line and a non-zero exit (or, for a reader that
+//! went away, a quiet exit 0), never a panic, a hang, or something left behind.
+
+mod common;
+
+use common::*;
+
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs `command`, failing the test if it has not ended within `limit`: a hang is a bug
+/// here, and the test must say so rather than hang itself.
+fn output_within(command: &mut Command, limit: Duration) -> Output {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("{command:?} still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn no_panic(o: &Output) {
+    let err = stderr(o);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_ne!(o.status.code(), Some(101), "{err}");
+}
+
+#[test]
+fn every_knob_outside_its_range_is_one_line_before_anything_is_created() {
+    let out = scratch("hostile-ranges");
+    let _removed = RemovedOnDrop(out.clone());
+    let mut checked = 0;
+    for scenario in vmscale_scenario::catalogue() {
+        for knob in &scenario.knobs {
+            let Some(range) = knob.range else { continue };
+            let mut bad = vec![range.max + 1];
+            if range.min > 0 {
+                bad.push(range.min - 1);
+            }
+            for value in bad {
+                let o = vmscale()
+                    .args(["run", scenario.name, knob.flag, &value.to_string(), "--out"])
+                    .arg(&out)
+                    .output()
+                    .unwrap();
+                one_line_failure(&o, 2, knob.flag);
+                assert!(
+                    !out.exists(),
+                    "{} {} {value} created {}",
+                    scenario.name,
+                    knob.flag,
+                    out.display()
+                );
+                checked += 1;
+            }
+            // --help states the range the check enforces.
+            let help = stdout(
+                &vmscale()
+                    .args(["run", scenario.name, "--help"])
+                    .output()
+                    .unwrap(),
+            );
+            let stated = format!("({} to {})", range.min, range.max);
+            assert!(
+                help.lines()
+                    .any(|l| l.contains(knob.flag) && l.contains(&stated)),
+                "{} {}: --help does not say {stated}",
+                scenario.name,
+                knob.flag
+            );
+        }
+    }
+    assert!(checked >= 20, "only {checked} knob limits checked");
+}
+
+#[test]
+fn malformed_arguments_are_one_line() {
+    for args in [
+        &["run", "memslot", "--repeat", "abc"][..],
+        &["run", "memslot", "--repeat", "99999999999999999999999999"],
+        &["run", "memslot", "--no-such-flag"],
+        &["run", "no-such-scenario"],
+        &["run", "zap", "--buffer-kib", "1"],
+        &["compare", "only-one"],
+    ] {
+        let o = vmscale().args(args).output().unwrap();
+        one_line_failure(&o, 2, "vmscale: error:");
+    }
+}
+
+/// A pipe whose reader is already gone: every write to it fails with EPIPE, as when
+/// `vmscale ... | head -1` has exited.
+fn closed_pipe() -> Stdio {
+    let mut fds = [0; 2];
+    // SAFETY: pipe writes two fresh fds into the array we own.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both fds are ours and open; each is owned exactly once from here.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read);
+    Stdio::from(write)
+}
+
+fn text_fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../trace/tests/fixtures/text/events/default.txt")
+}
+
+#[test]
+fn a_reader_that_goes_away_ends_output_quietly() {
+    let fixture = text_fixture();
+    let commands: Vec<Vec<&std::ffi::OsStr>> = vec![
+        vec!["list".as_ref()],
+        vec!["doctor".as_ref()],
+        vec![
+            "report".as_ref(),
+            "--format".as_ref(),
+            "json".as_ref(),
+            fixture.as_os_str(),
+        ],
+    ];
+    for args in commands {
+        let o = vmscale()
+            .args(&args)
+            .stdout(closed_pipe())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        no_panic(&o);
+        // doctor's own verdict (a failed check) is its exit code; the closed pipe adds none.
+        assert!(
+            stderr(&o).lines().all(|l| !l.contains("standard output")),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+        if args[0] != "doctor" {
+            assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        }
+    }
+}
+
+#[test]
+fn a_full_stdout_is_one_line() {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let o = vmscale()
+        .arg("list")
+        .stdout(full)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    no_panic(&o);
+    one_line_failure(&o, 1, "cannot write to standard output");
+}
+
+#[test]
+fn out_naming_a_file_is_one_line() {
+    let file = scratch("hostile-out-file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let o = vmscale()
+        .args([
+            "run",
+            "zap",
+            "--vcpus",
+            "1",
+            "--repeat",
+            "1",
+            "--no-trace",
+            "--out",
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("is not a directory"), "{err}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"not a directory");
+    std::fs::remove_file(&file).unwrap();
+}
+
+#[test]
+fn report_names_what_it_cannot_read_without_blocking() {
+    let dir = scratch("hostile-report");
+    let _removed = RemovedOnDrop(dir.clone());
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates a node.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    std::fs::write(dir.join("empty.json"), b"").unwrap();
+    std::fs::write(
+        dir.join("random.dat"),
+        (0..4096u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("cut.json"),
+        b"{\"schema_version\": 1, \"points\": [",
+    )
+    .unwrap();
+    std::fs::File::create(dir.join("sparse.json"))
+        .unwrap()
+        .set_len(16 << 30)
+        .unwrap();
+    let mut dat_header = b"\x17\x08\x44tracing6\0".to_vec();
+    dat_header.extend([0xff; 64]);
+    std::fs::write(dir.join("hostile.dat"), dat_header).unwrap();
+    std::fs::create_dir_all(dir.join("killed/trace")).unwrap();
+    std::fs::create_dir_all(dir.join(".partial-1-1-20260101T000000Z-zap-1")).unwrap();
+    let cases: [(&Path, &str); 9] = [
+        (&fifo, "FIFO"),
+        (Path::new("/dev/zero"), "device"),
+        (&dir.join("empty.json"), "empty file"),
+        (
+            &dir.join("random.dat"),
+            "not a run.json, trace-cmd .dat or ftrace text",
+        ),
+        (&dir.join("cut.json"), "not a vmscale run.json"),
+        (
+            &dir.join("sparse.json"),
+            "not a run.json, trace-cmd .dat or ftrace text",
+        ),
+        (&dir.join("hostile.dat"), "hostile.dat"),
+        (&dir.join("killed"), "killed before it ended"),
+        (
+            &dir.join(".partial-1-1-20260101T000000Z-zap-1"),
+            "not a finished run",
+        ),
+    ];
+    for (path, needle) in cases {
+        let o = output_within(vmscale().arg("report").arg(path), Duration::from_secs(30));
+        no_panic(&o);
+        one_line_failure(&o, 1, needle);
+    }
+}
+
+#[test]
+fn event_names_never_become_paths() {
+    let tracing_on = Path::new("/sys/kernel/tracing/tracing_on");
+    let before = std::fs::read_to_string(tracing_on).expect("tracefs is not mounted");
+    let canary = scratch("hostile-canary");
+    std::fs::create_dir_all(canary.join("sched/x")).unwrap();
+    std::fs::write(canary.join("sched/x/enable"), b"0").unwrap();
+    let escape = format!("sched:../../../../../../..{}/sched/x", canary.display());
+    let out = scratch("hostile-events");
+    for event in [
+        "../../tracing_on",
+        "/etc/passwd",
+        "sched:../../../tracing_on",
+        escape.as_str(),
+        "sched:*",
+        "sched:sched_switch/enable",
+    ] {
+        let o = vmscale()
+            .args([
+                "record",
+                "--duration",
+                "0.1",
+                "--quiet",
+                "-e",
+                event,
+                "--out",
+            ])
+            .arg(&out)
+            .output()
+            .unwrap();
+        no_panic(&o);
+        let err = stderr(&o);
+        assert_ne!(o.status.code(), Some(0), "{event}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{event}: {err}");
+        assert!(err.contains("not an event name"), "{event}: {err}");
+    }
+    assert_eq!(std::fs::read_to_string(tracing_on).unwrap(), before);
+    assert_eq!(std::fs::read(canary.join("sched/x/enable")).unwrap(), b"0");
+    let left: Vec<_> = std::fs::read_dir(&out)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left in --out: {left:?}");
+    let _ = std::fs::remove_dir_all(&canary);
+    let _ = std::fs::remove_dir_all(&out);
+}
