@@ -56,9 +56,16 @@ pub struct TraceAnalysis {
 /// and what that leaves unknown; only what nothing can be decoded without (header_page,
 /// header_event) is an error.
 pub fn analyse(dir: &Path) -> Result<TraceAnalysis, DecodeError> {
+    analyse_without(dir, &[])
+}
+
+/// [`analyse`], leaving out what the tasks `excluded` did (another vmscale run traced at the
+/// same time): their lock waits, stacks, IPIs and system calls. Their scheduling events
+/// stay, since they still place every task on or off its CPU.
+pub fn analyse_without(dir: &Path, excluded: &[u32]) -> Result<TraceAnalysis, DecodeError> {
     let (decoder, damage) = Decoder::open_damaged(dir)?;
     let (symbols, kallsyms) = integrity::load_kallsyms(dir);
-    let mut analysis = analyse_with(&decoder, &symbols)?;
+    let mut analysis = analyse_excluding(&decoder, &symbols, excluded)?;
     let label = dir
         .file_name()
         .map_or_else(String::new, |name| format!("{}/", name.to_string_lossy()));
@@ -70,6 +77,17 @@ pub fn analyse(dir: &Path) -> Result<TraceAnalysis, DecodeError> {
 
 /// Runs every analysis over a decoder's events, naming addresses with `symbols`.
 pub fn analyse_with(decoder: &Decoder, symbols: &Kallsyms) -> Result<TraceAnalysis, DecodeError> {
+    analyse_excluding(decoder, symbols, &[])
+}
+
+/// [`analyse_with`] without the tasks `excluded` (see [`analyse_without`]).
+pub fn analyse_excluding(
+    decoder: &Decoder,
+    symbols: &Kallsyms,
+    excluded: &[u32],
+) -> Result<TraceAnalysis, DecodeError> {
+    use vmscale_trace::EventKind;
+    let excluded: std::collections::HashSet<i32> = excluded.iter().map(|&t| t as i32).collect();
     let mut contention = ContentionPass::default();
     let mut ipis = ipi::IpiPass::default();
     let mut holders = HoldersPass::default();
@@ -79,6 +97,17 @@ pub fn analyse_with(decoder: &Decoder, symbols: &Kallsyms) -> Result<TraceAnalys
         // The typed view is read once and shared: each pass reading it again cost more
         // than the decode itself.
         let kind = event.kind();
+        if excluded.contains(&event.pid())
+            && !matches!(
+                kind,
+                EventKind::SchedSwitch(_)
+                    | EventKind::SchedWaking(_)
+                    | EventKind::SchedWakeup(_)
+                    | EventKind::SchedWakeupNew(_)
+            )
+        {
+            return;
+        }
         contention.observe(&event, &kind);
         ipis.observe(&event, &kind);
         holders.observe(&event, &kind);

@@ -9,8 +9,14 @@ use crate::tracing::TRACE_DIR;
 
 /// How the trace was recorded, plus what the analyses find in it. A trace that cannot be
 /// decoded costs the findings, not the run: the reason becomes a warning.
-pub fn analyse(run_dir: &Path, meta: &TraceMeta, warnings: &mut Vec<String>) -> TraceSection {
+pub fn analyse(
+    run_dir: &Path,
+    meta: &TraceMeta,
+    excluded_tids: Vec<u32>,
+    warnings: &mut Vec<String>,
+) -> TraceSection {
     let mut section = TraceSection {
+        excluded_tids,
         dir: TRACE_DIR.into(),
         events: meta.events.clone(),
         stacks: meta.stacks,
@@ -28,7 +34,8 @@ pub fn analyse(run_dir: &Path, meta: &TraceMeta, warnings: &mut Vec<String>) -> 
 
 /// Runs the analyses over the run's raw trace and replaces the section's findings.
 pub fn reanalyse(run_dir: &Path, section: &mut TraceSection, warnings: &mut Vec<String>) {
-    let analysis = vmscale_analysis::analyse(&run_dir.join(&section.dir));
+    let analysis =
+        vmscale_analysis::analyse_without(&run_dir.join(&section.dir), &section.excluded_tids);
     fill_findings(analysis, section, warnings);
 }
 

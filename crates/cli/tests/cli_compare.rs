@@ -228,6 +228,7 @@ fn synthetic(samples: Vec<u64>, other_busy: f64, trace: Option<TraceSection>) ->
         host,
         knobs: serde_json::json!({"vcpus": [1], "repeat": samples.len()}),
         background: Some(BackgroundLoad {
+            neighbours: Vec::new(),
             wall_ns,
             host_busy_ns: (wall_ns as f64 * 2.0 * other_busy) as u64 + wall_ns,
             own_ns: wall_ns,

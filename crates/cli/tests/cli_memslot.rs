@@ -205,7 +205,11 @@ fn impossible_requests_are_refused_with_one_line() {
             .output()
             .unwrap()
     };
-    assert_refused(&run(&["--vcpus", "0"]), &out, "at least 1 vCPU");
+    assert_refused(
+        &run(&["--vcpus", "0"]),
+        &out,
+        "--vcpus must be between 1 and 4096 (got 0)",
+    );
     assert_refused(&run(&["--vcpus", "2,100000"]), &out, "KVM_CAP_MAX_VCPUS");
     assert_refused(
         &run(&["--vcpus", "1", "--slot-mib", "100000000"]),

@@ -170,7 +170,11 @@ fn tracing_failures_are_one_line() {
         .arg(&out)
         .output()
         .unwrap();
-    one_line_failure(&o, 2, "--buffer-kib must be at least 64");
+    one_line_failure(
+        &o,
+        2,
+        "'--buffer-kib <KIB>': must be between 64 and 1048576 KiB",
+    );
     let o = vmscale()
         .args(["record", "--duration", "-1", "--out"])
         .arg(&out)

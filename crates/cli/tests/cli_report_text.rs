@@ -386,13 +386,21 @@ fn files_that_are_not_ftrace_text_are_not_read_as_such() {
     write(&empty, "# tracer: nop\n#\n");
     let o = vmscale().arg("report").arg(&empty).output().unwrap();
     one_line_failure(&o, 1, "no ftrace events or function_graph calls to import");
-    // Prose and JSON are not text traces: they go to the run loader, which refuses them.
-    for (name, content) in [("notes.txt", "hello\nworld\n"), ("run.json", "{\"a\": 1}")] {
+    // Prose and JSON are not text traces: prose is named as no known input, JSON goes to
+    // the run loader, which refuses it; neither reaches the text importer.
+    for (name, content, why) in [
+        (
+            "notes.txt",
+            "hello\nworld\n",
+            "not a run.json, trace-cmd .dat or ftrace text (it starts with \"hello\\nworld\\n\")",
+        ),
+        ("run.json", "{\"a\": 1}", "not a vmscale run.json"),
+    ] {
         let path = dir.join(name);
         write(&path, content);
         let o = vmscale().arg("report").arg(&path).output().unwrap();
-        assert_eq!(o.status.code(), Some(1), "{name}: {}", stderr(&o));
-        assert!(!stderr(&o).contains("ftrace"), "{name}: {}", stderr(&o));
+        one_line_failure(&o, 1, why);
+        assert!(!stderr(&o).contains("to import"), "{name}: {}", stderr(&o));
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

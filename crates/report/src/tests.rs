@@ -102,6 +102,7 @@ fn record() -> RunRecord {
             host_busy_ns: 300_000_000,
             own_ns: 200_000_000,
             other_busy_fraction: 0.05,
+            neighbours: Vec::new(),
         }),
         points: vec![point(1, 1), point(4, 3)],
         trace: None,
@@ -216,6 +217,7 @@ fn open_only_lock(name: &str) -> LockContention {
 fn trace_section() -> TraceSection {
     TraceSection {
         dir: "trace".into(),
+        excluded_tids: Vec::new(),
         events: [
             "lock:contention_begin",
             "lock:contention_end",

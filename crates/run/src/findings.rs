@@ -13,6 +13,10 @@ pub struct TraceSection {
     pub events: Vec<String>,
     pub stacks: bool,
     pub buffer_kib: u64,
+    /// Threads of other vmscale runs that shared the host: their lock waits, stacks, IPIs
+    /// and system calls are in the raw trace but left out of every analysis.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub excluded_tids: Vec<u32>,
     /// Events the kernel could not store, per CPU (see the run's warnings).
     pub lost_per_cpu: BTreeMap<String, u64>,
     /// Events decoded from the raw trace.

@@ -3,6 +3,7 @@
 //! - [`schema`]: `run.json`, the one file every later command reads back.
 //! - [`host`]: the facts that make two runs comparable (kernel, CPU, cores, KVM backend).
 //! - [`load`]: how busy the rest of the machine was while a run measured.
+//! - [`neighbours`]: which processes (other vmscale runs above all) shared the host.
 //! - [`bounded`]: reading untrusted input files (regular files only, at most N bytes).
 //! - [`dir`]: `vmscale-runs/<UTC>-<scenario>/` and loading a run from it.
 //! - [`owner`]: which process made a run directory or tracefs instance, to tell a killed
@@ -13,6 +14,7 @@ pub mod dir;
 pub mod findings;
 pub mod host;
 pub mod load;
+pub mod neighbours;
 pub mod owner;
 pub mod schema;
 

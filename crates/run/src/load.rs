@@ -16,6 +16,9 @@ pub struct BackgroundLoad {
     pub own_ns: u64,
     /// Busy time not ours, as a fraction of all CPUs' wall time (0..1).
     pub other_busy_fraction: f64,
+    /// The processes behind that time that could be named, and every other vmscale run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub neighbours: Vec<crate::neighbours::Neighbour>,
 }
 
 /// Above this share of the machine used by others, a run is flagged as measured on a busy
@@ -95,6 +98,7 @@ impl LoadMeter {
             } else {
                 0.0
             },
+            neighbours: Vec::new(),
         })
     }
 }

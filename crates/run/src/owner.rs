@@ -9,7 +9,7 @@
 use std::fmt;
 
 /// One process: its pid and when it started (field 22 of /proc/PID/stat).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ProcessStamp {
     pub pid: u32,
     pub start_ticks: u64,

@@ -41,9 +41,6 @@ pub(crate) fn measure(
     let measure = |hook: &mut dyn PhaseHook, bar: &Bar, cancel: &Cancel| {
         irqfd::run(&system, &knobs, bar, cancel, hook)
     };
-    let (dir, mut record) = execute(plan, output, trace, measure)?;
-    record
-        .warnings
-        .extend(record.background.as_ref().and_then(|b| b.warning()));
+    let (dir, record) = execute(plan, output, trace, measure)?;
     save(Measured { dir, record }, output)
 }

@@ -55,7 +55,6 @@ pub(crate) fn measure(
     let (dir, mut record) = execute(plan, output, trace, measure)?;
     let mut warnings = overcommit_warnings(&record.points, record.host.online_cpus, guest);
     warnings.extend(stalled_vcpu_warnings(&record.points, guest));
-    warnings.extend(record.background.as_ref().and_then(|b| b.warning()));
     record.warnings.splice(0..0, warnings);
     save(Measured { dir, record }, output)
 }

@@ -43,9 +43,6 @@ pub(crate) fn measure(
     };
     let (dir, mut record) = execute(plan, output, trace, measure)?;
     add_ipi_notes(&mut record, &knobs);
-    record
-        .warnings
-        .extend(record.background.as_ref().and_then(|b| b.warning()));
     save(Measured { dir, record }, output)
 }
 

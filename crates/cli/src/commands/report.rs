@@ -89,7 +89,10 @@ fn check_input_file(path: &Path) -> Result<(), Failure> {
 /// The first bytes of an unknown file, as a user can recognise them.
 fn describe_bytes(head: &[u8]) -> String {
     let shown: Vec<u8> = head.iter().copied().take(16).collect();
-    if shown.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
+    if shown
+        .iter()
+        .all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace())
+    {
         format!("{:?}", String::from_utf8_lossy(&shown))
     } else {
         let hex: Vec<String> = shown.iter().map(|b| format!("{b:02x}")).collect();

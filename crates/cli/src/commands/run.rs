@@ -71,6 +71,7 @@ pub(crate) fn execute(
         let mut session = TraceSession::start(trace, &dir.path, trace_config)?;
         let bar = Bar::new(output.quiet);
         let meter = LoadMeter::start();
+        let watch = vmscale_run::neighbours::NeighbourWatch::start();
         let points = measure(&mut session, &bar, &Cancel(&interrupted));
         bar.finish();
         let points = points?;
@@ -79,12 +80,23 @@ pub(crate) fn execute(
         if on_signal == OnSignal::DiscardRun {
             Cancel(&interrupted).check()?;
         }
-        let background = meter.finish(host.online_cpus);
+        let neighbours = watch.finish();
+        let background = meter.finish(host.online_cpus).map(|mut load| {
+            load.neighbours = neighbours.neighbours;
+            load
+        });
         let trace_meta = session.finish()?;
-        let mut warnings = Vec::new();
+        let mut warnings: Vec<String> = background
+            .iter()
+            .flat_map(|load| {
+                load.warning()
+                    .into_iter()
+                    .chain(vmscale_run::neighbours::warnings(&load.neighbours))
+            })
+            .collect();
         let trace = trace_meta.map(|meta| {
             warnings.extend(meta.lost_warnings());
-            crate::trace_analysis::analyse(&dir.path, &meta, &mut warnings)
+            crate::trace_analysis::analyse(&dir.path, &meta, neighbours.foreign_tids, &mut warnings)
         });
         Ok(RunRecord {
             schema_version: SCHEMA_VERSION,

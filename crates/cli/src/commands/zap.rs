@@ -63,7 +63,6 @@ pub(crate) fn measure(
             _ => "shadow paging",
         }
     ));
-    warnings.extend(record.background.as_ref().and_then(|b| b.warning()));
     record.warnings.splice(0..0, warnings);
     save(Measured { dir, record }, output)
 }

@@ -1,0 +1,292 @@
+//! The processes that shared the host with a run: which used a noticeable share of a CPU
+//! while it measured, and which were other vmscale runs, whose kernel events land in this
+//! run's trace too (tracefs instances record every task's events). Read from /proc at the
+//! start and the end of the run; a process that came and went in between is not seen.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::owner::{process_start_ticks, ProcessStamp};
+
+/// A process that shared the host with the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Neighbour {
+    pub pid: u32,
+    pub comm: String,
+    /// Its command line, cut to a readable length.
+    pub command: String,
+    /// CPU time it used over the run's wall time, in CPUs (0.5: half of one CPU).
+    pub cpus_used: f64,
+    /// Another vmscale run (or one of its holder processes).
+    pub vmscale: bool,
+}
+
+/// Processes using less than this share of one CPU are not named.
+pub const HEAVY_CPUS: f64 = 0.10;
+
+/// What the host's other processes were at the start of a run.
+pub struct NeighbourWatch {
+    start_ns: u64,
+    ticks: HashMap<ProcessStamp, u64>,
+    /// Other vmscale processes seen at the start, with their threads then.
+    vmscale: HashMap<ProcessStamp, Vec<u32>>,
+}
+
+/// What [`NeighbourWatch::finish`] found.
+pub struct NeighbourReport {
+    /// Heavy processes and every other vmscale run, heaviest first.
+    pub neighbours: Vec<Neighbour>,
+    /// Threads of the other vmscale runs, to leave out of this run's trace analyses.
+    pub foreign_tids: Vec<u32>,
+}
+
+struct Proc {
+    stamp: ProcessStamp,
+    ppid: u32,
+    comm: String,
+    ticks: u64,
+}
+
+/// `pid (comm) state ppid ... utime stime ... starttime`: the fields after the last `)`.
+fn read_proc(pid: u32) -> Option<Proc> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let comm = stat.get(open + 1..close)?.to_string();
+    let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+    // fields[0] is field 3 (state): ppid is field 4, utime 14, stime 15, starttime 22.
+    let number = |i: usize| fields.get(i)?.parse::<u64>().ok();
+    Some(Proc {
+        stamp: ProcessStamp {
+            pid,
+            start_ticks: number(19)?,
+        },
+        ppid: number(1)? as u32,
+        comm,
+        ticks: number(11)? + number(12)?,
+    })
+}
+
+fn all_processes() -> Vec<Proc> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(read_proc)
+        .collect()
+}
+
+fn threads(pid: u32) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn command_line(pid: u32) -> String {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let text: String = String::from_utf8_lossy(&raw)
+        .split('\0')
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    match text.char_indices().nth(80) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text,
+    }
+}
+
+/// This process and its descendants: the run itself (holders, a recorded command).
+fn ours(processes: &[Proc]) -> BTreeSet<u32> {
+    let parent: HashMap<u32, u32> = processes.iter().map(|p| (p.stamp.pid, p.ppid)).collect();
+    let me = std::process::id();
+    processes
+        .iter()
+        .map(|p| p.stamp.pid)
+        .filter(|&pid| {
+            let mut at = pid;
+            // A parent chain is short; the bound guards against a cycle read mid-change.
+            for _ in 0..64 {
+                if at == me {
+                    return true;
+                }
+                match parent.get(&at) {
+                    Some(&up) if up != 0 && up != at => at = up,
+                    _ => return false,
+                }
+            }
+            false
+        })
+        .collect()
+}
+
+fn is_vmscale(comm: &str) -> bool {
+    comm.starts_with("vmscale")
+}
+
+fn ticks_to_ns(ticks: u64) -> u64 {
+    // SAFETY: sysconf only reads a system value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    ticks * 1_000_000_000 / hz
+}
+
+impl NeighbourWatch {
+    pub fn start() -> NeighbourWatch {
+        let processes = all_processes();
+        let ours = ours(&processes);
+        NeighbourWatch {
+            start_ns: crate::monotonic_ns(),
+            vmscale: processes
+                .iter()
+                .filter(|p| is_vmscale(&p.comm) && !ours.contains(&p.stamp.pid))
+                .map(|p| (p.stamp, threads(p.stamp.pid)))
+                .collect(),
+            ticks: processes.into_iter().map(|p| (p.stamp, p.ticks)).collect(),
+        }
+    }
+
+    pub fn finish(self) -> NeighbourReport {
+        let wall_ns = crate::monotonic_ns().saturating_sub(self.start_ns).max(1);
+        let processes = all_processes();
+        let ours = ours(&processes);
+        let mut foreign: BTreeSet<u32> = self.vmscale.values().flatten().copied().collect();
+        let mut neighbours = Vec::new();
+        for p in processes.iter().filter(|p| !ours.contains(&p.stamp.pid)) {
+            let before = self.ticks.get(&p.stamp).copied().unwrap_or(0);
+            let cpus_used = ticks_to_ns(p.ticks.saturating_sub(before)) as f64 / wall_ns as f64;
+            let vmscale = is_vmscale(&p.comm);
+            if vmscale {
+                foreign.extend(threads(p.stamp.pid));
+            }
+            if vmscale || cpus_used >= HEAVY_CPUS {
+                neighbours.push(Neighbour {
+                    pid: p.stamp.pid,
+                    comm: p.comm.clone(),
+                    command: command_line(p.stamp.pid),
+                    cpus_used,
+                    vmscale,
+                });
+            }
+        }
+        // Other vmscale runs that ended before this one did.
+        for stamp in self.vmscale.keys() {
+            if !neighbours.iter().any(|n| n.pid == stamp.pid)
+                && process_start_ticks(stamp.pid) != Some(stamp.start_ticks)
+            {
+                neighbours.push(Neighbour {
+                    pid: stamp.pid,
+                    comm: "vmscale".into(),
+                    command: "(ended during this run)".into(),
+                    cpus_used: 0.0,
+                    vmscale: true,
+                });
+            }
+        }
+        neighbours.sort_by(|a, b| b.cpus_used.total_cmp(&a.cpus_used));
+        NeighbourReport {
+            neighbours,
+            foreign_tids: foreign.into_iter().collect(),
+        }
+    }
+}
+
+/// One warning per kind of neighbour: other vmscale runs first (their events are in this
+/// trace), then the heaviest other processes.
+pub fn warnings(neighbours: &[Neighbour]) -> Vec<String> {
+    let describe = |n: &Neighbour| {
+        format!(
+            "pid {} `{}`, {:.0}% of a CPU",
+            n.pid,
+            if n.command.is_empty() {
+                &n.comm
+            } else {
+                &n.command
+            },
+            n.cpus_used * 100.0
+        )
+    };
+    let mut out = Vec::new();
+    let runs: Vec<String> = neighbours
+        .iter()
+        .filter(|n| n.vmscale)
+        .map(describe)
+        .collect();
+    if !runs.is_empty() {
+        out.push(format!(
+            "another vmscale run shared this host ({}): it competed for the same CPUs and kernel locks, and its tasks' lock waits, stacks, IPIs and system calls are left out of this run's analyses",
+            runs.join("; ")
+        ));
+    }
+    let heavy: Vec<String> = neighbours
+        .iter()
+        .filter(|n| !n.vmscale)
+        .take(5)
+        .map(describe)
+        .collect();
+    if !heavy.is_empty() {
+        out.push(format!(
+            "other processes used CPU during the run: {}",
+            heavy.join("; ")
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_busy_child_is_ours_and_a_busy_stranger_is_named() {
+        // A child spinning is part of the run (like a holder or a recorded command).
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .unwrap();
+        // A stranger: a process whose parent is not us (setsid's child, via a grandchild
+        // that the shell leaves behind).
+        let stranger_pid_file =
+            std::env::temp_dir().join(format!("vmscale-nb-{}", std::process::id()));
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "(exec sh -c 'while :; do :; done') & echo $! > {}",
+                stranger_pid_file.display()
+            ))
+            .status()
+            .unwrap();
+        let stranger: u32 = std::fs::read_to_string(&stranger_pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let watch = NeighbourWatch::start();
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        let report = watch.finish();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // SAFETY: the stranger is a process this test started; only a signal is sent.
+        unsafe { libc::kill(stranger as i32, libc::SIGKILL) };
+        let _ = std::fs::remove_file(&stranger_pid_file);
+        assert!(
+            !report.neighbours.iter().any(|n| n.pid == child.id()),
+            "our own child was named: {:?}",
+            report.neighbours
+        );
+        let named = report.neighbours.iter().find(|n| n.pid == stranger);
+        assert!(
+            named.is_some_and(|n| n.cpus_used >= HEAVY_CPUS && !n.vmscale),
+            "the spinning stranger {stranger} was not named: {:?}",
+            report.neighbours
+        );
+        assert!(warnings(&report.neighbours)
+            .iter()
+            .any(|w| w.contains(&format!("pid {stranger}"))));
+    }
+}
