@@ -56,3 +56,10 @@ impl From<vmscale_run::LoadError> for Failure {
         Failure::runtime(e.to_string())
     }
 }
+
+/// An I/O error with no better context (renaming a finished output into place).
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Failure {
+        Failure::runtime(e.to_string())
+    }
+}

@@ -295,3 +295,60 @@ fn event_names_never_become_paths() {
     let _ = std::fs::remove_dir_all(&canary);
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// A tmpfs of `kib` KiB, unmounted and removed when dropped.
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn mount(name: &str, kib: u64) -> SmallDisk {
+        let dir = scratch(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "cannot mount a tmpfs (run the tests as root)"
+        );
+        SmallDisk(dir)
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn a_full_disk_leaves_no_run_that_looks_finished() {
+    // Room for run.json and summary.md of a small run, not for its report.html (hundreds
+    // of KiB with plots), which is written before run.json.
+    let disk = SmallDisk::mount("hostile-full-disk", 48);
+    let o = vmscale()
+        .args([
+            "run",
+            "zap",
+            "--vcpus",
+            "1,2",
+            "--repeat",
+            "5",
+            "--no-trace",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&disk.0)
+        .output()
+        .unwrap();
+    no_panic(&o);
+    one_line_failure(&o, 1, "No space left on device");
+    let left: Vec<_> = std::fs::read_dir(&disk.0)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left on the full disk: {left:?}");
+}

@@ -158,3 +158,17 @@ fn a_run_without_lock_formats_does_not_read_as_uncontended() {
     assert!(json["trace"]["contention"].as_array().unwrap().is_empty());
     assert!(json["trace"]["decoded_events"].as_u64().unwrap() > 500);
 }
+
+#[test]
+fn a_run_whose_trace_directory_is_gone_says_so() {
+    let (dir, _removed) = run_dir("damaged-gone", Vec::new());
+    std::fs::remove_dir_all(dir.join("trace")).unwrap();
+    let json: Value = serde_json::from_str(&report(&dir, "json")).unwrap();
+    let found = warnings(&json);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(
+        found[0].starts_with("the run was traced but ") && found[0].contains("trace is missing"),
+        "{}",
+        found[0]
+    );
+}

@@ -153,20 +153,43 @@ fn rename_no_replace(from: &Path, to: &Path) -> std::io::Result<()> {
 /// a crash or a full disk never leaves a half-written file under the final name.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    let name = path
-        .file_name()
-        .ok_or_else(|| std::io::Error::other(format!("{}: not a file name", path.display())))?;
-    let tmp = path.with_file_name(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    let tmp = temp_beside(path)?;
     let result = (|| {
         let mut file = std::fs::File::create(&tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// A hidden temporary name in `path`'s directory, for writing a file that is renamed to
+/// `path` only once complete.
+pub fn temp_beside(path: &Path) -> std::io::Result<PathBuf> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other(format!("{}: not a file name", path.display())))?;
+    Ok(path.with_file_name(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    )))
+}
+
+/// Runs `write` on a temporary file beside `path` and renames it to `path` if it succeeds;
+/// on failure the temporary file is removed and `path` is untouched.
+pub fn write_through_temp<T, E: From<std::io::Error>>(
+    path: &Path,
+    write: impl FnOnce(&Path) -> Result<T, E>,
+) -> Result<T, E> {
+    let tmp = temp_beside(path)?;
+    let result = write(&tmp).and_then(|value| {
+        std::fs::rename(&tmp, path)?;
+        Ok(value)
+    });
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }

@@ -171,7 +171,7 @@ pub fn compare(
     }?;
     if let Some(path) = html {
         let page = vmscale_report::html::render_compare_html(&a, &b, &render_text(&comparison));
-        std::fs::write(path, page)
+        vmscale_run::dir::write_atomically(path, page.as_bytes())
             .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", path.display())))?;
         crate::console::note!("comparison page: {}", path.display());
     }

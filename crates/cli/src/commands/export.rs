@@ -11,6 +11,7 @@ use vmscale_trace::dat::Algorithm;
 use vmscale_trace::dat_write::{write_dat, DatWriteOptions};
 
 use crate::failure::Failure;
+use vmscale_run::dir::write_through_temp;
 
 /// Dispatches on the format flags: exactly one of them.
 pub fn export(
@@ -67,16 +68,15 @@ fn export_perfetto(run: &Path, out: Option<PathBuf>) -> Result<(), Failure> {
         trace_dir,
     } = traced(run)?;
     let target = out.unwrap_or_else(|| run_dir.join("trace.perfetto-trace"));
-    let file = std::fs::File::create(&target)
-        .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", target.display())))?;
-    let summary = vmscale_report::perfetto::write_perfetto(
-        &trace_dir,
-        Some(&record),
-        std::io::BufWriter::new(file),
-    )
-    .map_err(|e| {
-        let _ = std::fs::remove_file(&target);
-        Failure::runtime(format!("cannot export {}: {e}", trace_dir.display()))
+    let summary = write_through_temp(&target, |tmp| {
+        let file = std::fs::File::create(tmp)
+            .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", target.display())))?;
+        vmscale_report::perfetto::write_perfetto(
+            &trace_dir,
+            Some(&record),
+            std::io::BufWriter::new(file),
+        )
+        .map_err(|e| Failure::runtime(format!("cannot export {}: {e}", trace_dir.display())))
     })?;
     crate::console::note!(
         "wrote {} ({} packets, {} tracks, {} slices, {} instants, {} flows): open it in ui.perfetto.dev",
@@ -105,8 +105,10 @@ fn export_dat(run: &Path, out: Option<PathBuf>, compression: Option<&str>) -> Re
         run_dir, trace_dir, ..
     } = traced(run)?;
     let target = out.unwrap_or_else(|| run_dir.join("trace.dat"));
-    let written = write_dat(&trace_dir, &target, &DatWriteOptions { compression })
-        .map_err(|e| Failure::runtime(format!("cannot export {}: {e}", trace_dir.display())))?;
+    let written = write_through_temp(&target, |tmp| {
+        write_dat(&trace_dir, tmp, &DatWriteOptions { compression })
+            .map_err(|e| Failure::runtime(format!("cannot export {}: {e}", trace_dir.display())))
+    })?;
     let damaged = match written.corrupt_pages {
         0 => String::new(),
         n => format!(", {n} damaged pages copied as recorded"),

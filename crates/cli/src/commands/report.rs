@@ -45,8 +45,14 @@ pub fn report(
         run.parent().unwrap_or(Path::new("."))
     };
     if let Some(section) = record.trace.as_mut() {
-        if run_dir.join(&section.dir).is_dir() {
+        let trace_dir = run_dir.join(&section.dir);
+        if trace_dir.is_dir() {
             crate::trace_analysis::reanalyse(run_dir, section, &mut record.warnings);
+        } else {
+            record.warnings.push(format!(
+                "the run was traced but {} is missing: the trace findings below are the ones recorded when it ran, not analysed again by this build",
+                trace_dir.display()
+            ));
         }
     }
     crate::console::out!("{}", vmscale_report::render_with(&record, format, &options))?;
