@@ -42,6 +42,8 @@ pub struct TraceAnalysis {
     /// The trace around its worst wait, for the HTML timeline.
     pub timeline: Option<vmscale_run::findings::TimelineExcerpt>,
     pub decoded_events: u64,
+    /// No format for lock:contention_begin: contention cannot be decoded at all.
+    pub lock_format_missing: bool,
     /// Pages the kernel marked as following lost events, and damaged pages skipped.
     pub missed_events: u64,
     pub corrupt_pages: u64,
@@ -128,6 +130,7 @@ pub fn analyse_excluding(
         contention,
         ipis: ipis.finish(symbols),
         decoded_events: summary.events(),
+        lock_format_missing: decoder.catalog().find("lock", "contention_begin").is_none(),
         missed_events: summary.missed_events(),
         corrupt_pages: summary.corrupt_pages(),
         warnings: integrity::unknown_types_warning(&summary)
@@ -141,6 +144,7 @@ impl TraceAnalysis {
     /// Fills the findings into a run's trace section.
     pub fn fill(self, section: &mut TraceSection) {
         section.decoded_events = self.decoded_events;
+        section.lock_format_missing = self.lock_format_missing;
         section.stack_cost = self.contention.stack_cost;
         section.contention = self.contention.locks;
         section.ipis = self.ipis;

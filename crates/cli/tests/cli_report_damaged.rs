@@ -157,6 +157,13 @@ fn a_run_without_lock_formats_does_not_read_as_uncontended() {
     );
     assert!(json["trace"]["contention"].as_array().unwrap().is_empty());
     assert!(json["trace"]["decoded_events"].as_u64().unwrap() > 500);
+    assert_eq!(json["trace"]["lock_format_missing"], true);
+    let text = report(&dir, "table");
+    assert!(
+        text.contains("lock contention unknown: the trace has no format for lock:contention_begin"),
+        "{text}"
+    );
+    assert!(!text.contains("no lock contention recorded"), "{text}");
 }
 
 #[test]

@@ -26,6 +26,22 @@ const FRAMES_PER_STACK: usize = 12;
 /// Said instead of an empty table, so a quiet trace is not mistaken for a missing one.
 pub(crate) const NO_CONTENTION: &str = "no lock contention recorded";
 
+/// Why the contention table is empty: nothing contended, or nothing could have been seen
+/// (the events were not recorded, or the trace lacks their format).
+pub(crate) fn empty_table_reason(trace: &TraceSection) -> String {
+    let recorded = trace
+        .events
+        .iter()
+        .any(|e| e == "lock" || e == "lock:contention_begin" || e == "lock:*");
+    if !trace.events.is_empty() && !recorded {
+        "lock contention unknown: lock:contention_begin was not recorded".into()
+    } else if trace.lock_format_missing {
+        "lock contention unknown: the trace has no format for lock:contention_begin, so its events cannot be decoded".into()
+    } else {
+        NO_CONTENTION.into()
+    }
+}
+
 /// The header lines: what was recorded, what recording stacks cost, what was lost.
 pub(crate) fn header(trace: &TraceSection) -> Vec<String> {
     let mut lines = vec![recording(trace)];

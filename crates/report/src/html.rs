@@ -556,7 +556,10 @@ fn timeline_section(trace: &TraceSection) -> String {
 
 fn contention_section(trace: &TraceSection) -> String {
     let Some((locks, more)) = contention::table(trace) else {
-        return format!("<p>{}</p>\n", escape(contention::NO_CONTENTION));
+        return format!(
+            "<p>{}</p>\n",
+            escape(&contention::empty_table_reason(trace))
+        );
     };
     let mut out = String::from("<h3>Lock contention (worst first)</h3>\n");
     out.push_str(&html_table(&locks));

@@ -87,7 +87,7 @@ fn trace_section(trace: &TraceSection) -> String {
     }
 
     let Some((mut locks, more)) = contention::table(trace) else {
-        out.push_str(&format!("\n{}\n", contention::NO_CONTENTION));
+        out.push_str(&format!("\n{}\n", contention::empty_table_reason(trace)));
         return out;
     };
     // Lock names are symbols and frames: a code span keeps `__` and `*` from becoming

@@ -218,6 +218,7 @@ fn trace_section() -> TraceSection {
     TraceSection {
         dir: "trace".into(),
         excluded_tids: Vec::new(),
+        lock_format_missing: false,
         events: [
             "lock:contention_begin",
             "lock:contention_end",

@@ -21,6 +21,10 @@ pub struct TraceSection {
     pub lost_per_cpu: BTreeMap<String, u64>,
     /// Events decoded from the raw trace.
     pub decoded_events: u64,
+    /// The trace has no format for lock:contention_begin (a damaged or partial trace
+    /// directory), so lock contention is unknown rather than absent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lock_format_missing: bool,
     /// Time between a contention_begin and the kernel stack recorded for it: what recording
     /// a stack adds to every contended wait it is attached to.
     pub stack_cost: Option<Summary>,
