@@ -19,18 +19,20 @@ pub(crate) enum KallsymsProblem {
 
 /// The trace directory's kallsyms, as much of it as reads, and what was wrong with it.
 pub(crate) fn load_kallsyms(dir: &Path) -> (Kallsyms, Option<KallsymsProblem>) {
-    let text = match std::fs::read_to_string(dir.join("kallsyms")) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return (Kallsyms::default(), Some(KallsymsProblem::Missing))
-        }
-        Err(e) => {
-            return (
-                Kallsyms::default(),
-                Some(KallsymsProblem::Unreadable(e.to_string())),
-            )
-        }
-    };
+    use vmscale_run::bounded;
+    let text =
+        match bounded::read_regular_string(&dir.join("kallsyms"), bounded::MAX_KALLSYMS_BYTES) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return (Kallsyms::default(), Some(KallsymsProblem::Missing))
+            }
+            Err(e) => {
+                return (
+                    Kallsyms::default(),
+                    Some(KallsymsProblem::Unreadable(e.to_string())),
+                )
+            }
+        };
     let (symbols, damaged) = Kallsyms::parse_damaged(&text);
     let problem = if damaged.count > 0 {
         Some(KallsymsProblem::Damaged {

@@ -179,3 +179,43 @@ fn a_run_whose_trace_directory_is_gone_says_so() {
         found[0]
     );
 }
+
+/// `report RUN_DIR` within 30 s, or the test fails: blocking is the bug looked for.
+fn report_within_limit(dir: &Path) -> Value {
+    let mut child = vmscale()
+        .args(["report", "--format", "json"])
+        .arg(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("report blocked on a special file in the trace directory");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn special_files_inside_a_trace_directory_are_refused_without_blocking() {
+    let (dir, _removed) = run_dir("damaged-fifo", Vec::new());
+    for name in ["kallsyms", "cpu0.raw"] {
+        let path = dir.join("trace").join(name);
+        std::fs::remove_file(&path).unwrap();
+        let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates a node.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let json = report_within_limit(&dir);
+        let found = warnings(&json).join("\n");
+        let named = found
+            .lines()
+            .any(|w| w.contains(name) && w.contains("a FIFO, not a regular file"));
+        assert!(named, "{name}: {found}");
+    }
+}

@@ -55,6 +55,17 @@ pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// [`read_regular`] of a text file.
+pub fn read_regular_string(path: &Path, max: u64) -> std::io::Result<String> {
+    String::from_utf8(read_regular(path, max)?)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()))
+}
+
+/// Limits for the files of a trace directory: metadata and formats are small, a kallsyms
+/// snapshot of a large kernel is tens of MiB.
+pub const MAX_METADATA_BYTES: u64 = 16 << 20;
+pub const MAX_KALLSYMS_BYTES: u64 = 512 << 20;
+
 fn too_big(max: u64) -> std::io::Error {
     std::io::Error::new(
         std::io::ErrorKind::InvalidInput,

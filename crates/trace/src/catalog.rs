@@ -1,6 +1,7 @@
 //! The event types a trace can contain, by the id its records carry in `common_type`.
 
 use std::path::Path;
+use vmscale_run::bounded;
 
 use crate::field::FieldRef;
 use crate::format::{EventFormat, FormatError};
@@ -163,7 +164,7 @@ impl EventCatalog {
             events.sort_by_key(|e| e.file_name());
             for event in events {
                 let path = event.path();
-                let parsed = std::fs::read_to_string(&path)
+                let parsed = bounded::read_regular_string(&path, bounded::MAX_METADATA_BYTES)
                     .map_err(io(&path))
                     .and_then(|text| {
                         EventFormat::parse(&text).map_err(|source| CatalogError::Format {

@@ -301,7 +301,7 @@ fn read_lost(dir: &Path) -> Result<BTreeMap<String, LostEvents>, DatWriteError> 
 /// A file of at most `limit` bytes; its size is checked before anything is allocated, and
 /// the read stops at the limit even if the file grows meanwhile.
 fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, DatWriteError> {
-    let file = File::open(path).map_err(read_error(path))?;
+    let file = vmscale_run::bounded::open_regular(path).map_err(read_error(path))?;
     let size = file.metadata().map_err(read_error(path))?.len();
     let too_large = |size| DatWriteError::TooLarge {
         what: path.display().to_string(),
@@ -662,7 +662,7 @@ impl<'w, W: Write + Seek> Sections<'w, W> {
         for &cpu in cpus {
             self.pad_to_page(page_size)?;
             let path = dir.join(format!("cpu{cpu}.raw"));
-            let file = File::open(&path).map_err(read_error(&path))?;
+            let file = vmscale_run::bounded::open_regular(&path).map_err(read_error(&path))?;
             let size = file.metadata().map_err(read_error(&path))?.len();
             if size % page_size != 0 {
                 return Err(DatWriteError::PartialPage {

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use vmscale_run::bounded;
 
 use serde::Deserialize;
 
@@ -314,9 +315,11 @@ impl Decoder {
         let dir = dir.to_path_buf();
         let read = |name: &str| {
             let path = dir.join(name);
-            std::fs::read_to_string(&path).map_err(|source| DecodeError::Io {
-                path: path.display().to_string(),
-                source,
+            bounded::read_regular_string(&path, bounded::MAX_METADATA_BYTES).map_err(|source| {
+                DecodeError::Io {
+                    path: path.display().to_string(),
+                    source,
+                }
             })
         };
         let header_error = |name: &str| {
@@ -575,7 +578,7 @@ impl Decoder {
         match &self.origin {
             Origin::Dir(dir) => {
                 let path = dir.join(format!("cpu{cpu}.raw"));
-                let file = std::fs::File::open(&path).map_err(|source| DecodeError::Io {
+                let file = bounded::open_regular(&path).map_err(|source| DecodeError::Io {
                     path: path.display().to_string(),
                     source,
                 })?;

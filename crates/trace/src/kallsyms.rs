@@ -6,6 +6,7 @@
 
 use std::fmt;
 use std::path::Path;
+use vmscale_run::bounded;
 
 /// A kallsyms file that does not parse.
 #[derive(Debug, thiserror::Error)]
@@ -71,10 +72,13 @@ impl fmt::Display for Symbol<'_> {
 
 impl Kallsyms {
     pub fn load(path: &Path) -> Result<Kallsyms, KallsymsError> {
-        let text = std::fs::read_to_string(path).map_err(|source| KallsymsError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text =
+            bounded::read_regular_string(path, bounded::MAX_KALLSYMS_BYTES).map_err(|source| {
+                KallsymsError::Io {
+                    path: path.display().to_string(),
+                    source,
+                }
+            })?;
         Kallsyms::parse(&text)
     }
 
