@@ -256,7 +256,7 @@ impl ContentionPass {
             let frame = stacks
                 .first()
                 .and_then(|s| naming::distinctive_frame(&s.frames));
-            naming::stack_name(kind, mode, frame)
+            naming::lock_name(kind, mode, frame)
         });
         LockContention {
             lock_addr: addr,

@@ -79,6 +79,180 @@ pub fn distinctive_frame(frames: &[String]) -> Option<&str> {
         .find(|name| !is_plumbing(name) && !name.is_empty() && !name.starts_with("0x"))
 }
 
+/// Kernel locks a kernel engineer knows by name, recognized from the lock type and the
+/// function that waits on it (the first frame outside tracing and lock plumbing). Each
+/// entry was checked against the kernel source of the function: it takes that lock there.
+const WELL_KNOWN: &[(&[&str], &[&str], &str)] = &[
+    // mm/: page faults, mmap, munmap, mprotect, madvise, mlock, brk, GUP.
+    (
+        &["rwsem"],
+        &[
+            "lock_mm_and_find_vma",
+            "do_user_addr_fault",
+            "__vm_munmap",
+            "vm_mmap_pgoff",
+            "do_mprotect_pkey",
+            "do_madvise",
+            "madvise_lock",
+            "do_mlock",
+            "__x64_sys_mlockall",
+            "__do_sys_mlockall",
+            "__mm_populate",
+            "__do_sys_brk",
+            "__x64_sys_brk",
+            "__x64_sys_munmap",
+            "__x64_sys_mremap",
+            "do_mremap",
+            "mmap_read_lock",
+            "mmap_write_lock",
+            "get_user_pages_unlocked",
+            "__access_remote_vm",
+            "exit_mmap",
+        ],
+        "mmap_lock",
+    ),
+    // virt/kvm and arch/x86/kvm/mmu: an rwlock on x86 (KVM_HAVE_MMU_RWLOCK). Spinlocks in
+    // the same functions are other locks (tdp_mmu_pages_lock, mmu_unsync_pages_lock).
+    (
+        &["rwlock"],
+        &[
+            "kvm_mmu_",
+            "__kvm_mmu_",
+            "kvm_tdp_mmu_",
+            "kvm_zap_",
+            "kvm_unmap_gfn_range",
+            "kvm_mmu_notifier_",
+            "kvm_handle_hva_range",
+            "kvm_tdp_page_fault",
+            "direct_page_fault",
+            "kvm_arch_flush_shadow",
+            "mmu_free_root",
+            "kvm_page_fault",
+            "fast_page_fault",
+        ],
+        "kvm->mmu_lock",
+    ),
+    (
+        &["mutex"],
+        &[
+            "kvm_set_memory_region",
+            "kvm_vm_ioctl_set_memory_region",
+            "kvm_assign_ioeventfd",
+            "kvm_deassign_ioeventfd",
+            "kvm_vm_ioctl_register_coalesced_mmio",
+            "kvm_vm_ioctl_unregister_coalesced_mmio",
+        ],
+        "kvm->slots_lock",
+    ),
+    (&["mutex"], &["kvm_vm_ioctl_create_vcpu"], "kvm->lock"),
+    (
+        &["spinlock"],
+        &["kvm_irqfd", "irqfd_wakeup", "kvm_irq_routing_update"],
+        "kvm->irqfds.lock",
+    ),
+    (
+        &["mutex"],
+        &[
+            "anon_pipe_",
+            "pipe_read",
+            "pipe_write",
+            "pipe_lock",
+            "__pipe_lock",
+            "pipe_double_lock",
+            "pipe_release",
+            "splice_",
+        ],
+        "pipe->mutex",
+    ),
+    (
+        &["rwsem"],
+        &[
+            "path_openat",
+            "open_last_lookups",
+            "lookup_slow",
+            "do_truncate",
+            "generic_file_write_iter",
+            "ext4_buffered_write_iter",
+            "ext4_file_write_iter",
+            "shmem_file_write_iter",
+            "iterate_dir",
+            "do_unlinkat",
+            "filename_create",
+            "lock_rename",
+            "chmod_common",
+            "chown_common",
+            "do_rmdir",
+        ],
+        "inode->i_rwsem",
+    ),
+    (
+        &["mutex"],
+        &["rtnl_lock", "__rtnl_lock", "rtnetlink_rcv_msg"],
+        "rtnl_mutex",
+    ),
+    (
+        &["mutex"],
+        &[
+            "cgroup_kn_lock_live",
+            "cgroup_lock",
+            "cgroup_lock_and_drain_offline",
+        ],
+        "cgroup_mutex",
+    ),
+    (
+        &["spinlock"],
+        &[
+            "__schedule",
+            "raw_spin_rq_lock",
+            "_raw_spin_rq_lock",
+            "task_rq_lock",
+            "__task_rq_lock",
+            "sched_ttwu_pending",
+            "ttwu_queue",
+            "sched_tick",
+            "scheduler_tick",
+            "wake_up_new_task",
+            "sched_balance_rq",
+            "load_balance",
+            "double_rq_lock",
+        ],
+        "rq->__lock",
+    ),
+    (&["spinlock"], &["try_to_wake_up"], "p->pi_lock"),
+    (
+        &["spinlock"],
+        &["folio_lruvec_lock", "folio_lruvec_relock"],
+        "lruvec->lru_lock",
+    ),
+    (
+        &["mutex"],
+        &["tracing_check_open_get_tr", "trace_array_get"],
+        "trace_types_lock",
+    ),
+];
+
+/// The kernel's own name for a lock of `kind` waited on from `frame`, when it is one of
+/// the locks in [`WELL_KNOWN`].
+pub fn well_known(kind: &str, frame: &str) -> Option<&'static str> {
+    WELL_KNOWN
+        .iter()
+        .find(|(kinds, prefixes, _)| {
+            kinds.contains(&kind) && prefixes.iter().any(|p| frame.starts_with(p))
+        })
+        .map(|(_, _, name)| *name)
+}
+
+/// A lock's name: the kernel's name with where it was waited on ("mmap_lock (write, in
+/// __vm_munmap)"), or, for a lock not recognized, the type and that place ("rwlock (write)
+/// in kvm_mmu_free_roots", "mutex in vfio_pci_core_disable").
+pub fn lock_name(kind: &str, mode: &str, frame: Option<&str>) -> String {
+    match frame.and_then(|f| Some((well_known(kind, f)?, f))) {
+        Some((known, frame)) if mode.is_empty() => format!("{known} (in {frame})"),
+        Some((known, frame)) => format!("{known} ({mode}, in {frame})"),
+        None => stack_name(kind, mode, frame),
+    }
+}
+
 /// "rwlock (write) in kvm_mmu_free_roots", "mutex in vfio_pci_core_disable", ...
 pub fn stack_name(kind: &str, mode: &str, frame: Option<&str>) -> String {
     let mode = if mode.is_empty() {
@@ -106,6 +280,50 @@ mod tests {
         assert_eq!(kind(flag::MUTEX), "mutex");
         assert_eq!(kind(flag::PERCPU | flag::READ), "percpu-rwsem");
         assert_eq!(mode(flag::MUTEX), "");
+    }
+
+    #[test]
+    fn well_known_locks_get_the_kernels_names_and_keep_where_they_were_waited_on() {
+        assert_eq!(
+            lock_name("rwsem", "write", Some("__vm_munmap")),
+            "mmap_lock (write, in __vm_munmap)"
+        );
+        assert_eq!(
+            lock_name("rwsem", "read", Some("lock_mm_and_find_vma")),
+            "mmap_lock (read, in lock_mm_and_find_vma)"
+        );
+        assert_eq!(
+            lock_name("rwlock", "write", Some("kvm_mmu_free_roots")),
+            "kvm->mmu_lock (write, in kvm_mmu_free_roots)"
+        );
+        assert_eq!(
+            lock_name("spinlock", "", Some("kvm_irqfd")),
+            "kvm->irqfds.lock (in kvm_irqfd)"
+        );
+        assert_eq!(
+            lock_name("mutex", "", Some("anon_pipe_write")),
+            "pipe->mutex (in anon_pipe_write)"
+        );
+        assert_eq!(
+            lock_name("spinlock", "", Some("__schedule")),
+            "rq->__lock (in __schedule)"
+        );
+        // A spinlock in a KVM MMU function is not mmu_lock, which is an rwlock on x86.
+        assert_eq!(
+            lock_name("spinlock", "", Some("kvm_tdp_mmu_map")),
+            "spinlock in kvm_tdp_mmu_map"
+        );
+        // The type must match too: a mutex taken in a fault path is not mmap_lock.
+        assert_eq!(
+            lock_name("mutex", "", Some("do_user_addr_fault")),
+            "mutex in do_user_addr_fault"
+        );
+        // Unknown places keep today's name.
+        assert_eq!(
+            lock_name("mutex", "", Some("vfio_pci_core_disable")),
+            "mutex in vfio_pci_core_disable"
+        );
+        assert_eq!(lock_name("spinlock", "", None), "spinlock");
     }
 
     #[test]

@@ -337,7 +337,7 @@ fn function_graph_text_reports_its_slowest_calls_and_its_events() {
             lock.waiter_pids.as_slice()
         ),
         (
-            "rwlock (read) in kvm_tdp_mmu_map",
+            "kvm->mmu_lock (read, in kvm_tdp_mmu_map)",
             "rwlock",
             1,
             261_000,
