@@ -10,6 +10,11 @@
 //! names its waker and what the waker was doing just before (one hop). A phase with no
 //! traced system call is one operation from marker to marker.
 //!
+//! When the run says when each sample started and how long it took (the timed windows, on
+//! the trace's clock), the operations are those windows and nothing else: what the thread
+//! did between samples (pacing sleeps, waiting for vCPUs, writing markers) is never part
+//! of an explanation ([`BreakdownPass::timed`]).
+//!
 //! Streaming: the measuring thread's spans back to its open operation, one note per task
 //! (for wakers), one aggregate per phase and system call.
 
@@ -36,6 +41,8 @@ const TOP_WAKERS: usize = 5;
 const MAX_WINDOWS: usize = 64;
 /// The pseudo system call number of a phase measured from marker to marker.
 pub const WHOLE_PHASE: i64 = -1;
+/// The pseudo system call number of one timed sample (a window the run reported).
+pub const TIMED_SAMPLE: i64 = -2;
 
 const NO_STACK: &str = "(no stack)";
 const BEFORE_FIRST_EVENT: &str = "before the thread's first traced event";
@@ -44,6 +51,9 @@ const TRIMMED: &str = "older than the thread's kept history";
 fn syscall_name(id: i64) -> String {
     if id == WHOLE_PHASE {
         return "phase".into();
+    }
+    if id == TIMED_SAMPLE {
+        return "timed sample".into();
     }
     crate::syscalls::name(id)
 }
@@ -147,15 +157,67 @@ pub struct BreakdownPass {
     /// CPU -> function of the cross-CPU call running there.
     csd_running: HashMap<u32, u64>,
     comms: HashMap<i32, String>,
+    /// The measuring thread's timed samples as (start, end), sorted; empty when the run did
+    /// not say, and the thread's system calls are the operations instead.
+    windows: Vec<(u64, u64)>,
+    /// The first window not yet closed.
+    next_window: usize,
 }
 
 impl BreakdownPass {
+    /// A pass whose operations are the timed samples `windows` (start, end on the trace's
+    /// clock) of the thread that writes the phase markers.
+    pub fn timed(mut windows: Vec<(u64, u64)>) -> BreakdownPass {
+        windows.retain(|(start, end)| end >= start);
+        windows.sort_unstable();
+        BreakdownPass {
+            windows,
+            ..BreakdownPass::default()
+        }
+    }
+
     /// How far back the thread's activity may still be asked for.
     fn floor(&self, ts: u64) -> u64 {
+        if !self.windows.is_empty() {
+            return self
+                .windows
+                .get(self.next_window)
+                .map_or(ts, |&(start, _)| start.min(ts));
+        }
         match (&self.op, &self.phase) {
             (Some(op), _) => op.start,
             (None, Some(phase)) if !phase.saw_syscall => phase.start,
             _ => ts,
+        }
+    }
+
+    /// Opens and closes the timed windows that began or ended before `ts`. A window with no
+    /// event of the thread inside is split by the state the thread was in all along.
+    fn advance_windows(&mut self, ts: u64) {
+        while let Some(&(start, end)) = self.windows.get(self.next_window) {
+            if self.op.is_none() {
+                if ts < start {
+                    return;
+                }
+                self.op = Some(OpenOp {
+                    id: TIMED_SAMPLE,
+                    start,
+                    windows: Vec::new(),
+                    window: None,
+                    pending: HashSet::new(),
+                    wakes: Vec::new(),
+                });
+            }
+            if ts < end {
+                return;
+            }
+            if let Some(op) = self.op.take() {
+                if let Some(phase) = &mut self.phase {
+                    phase.saw_syscall = true;
+                }
+                self.close_op(op, end);
+            }
+            self.next_window += 1;
         }
     }
 
@@ -164,6 +226,9 @@ impl BreakdownPass {
         let pid = event.pid();
         let kind = *kind;
         self.note(event, &kind);
+        if !self.windows.is_empty() && self.thread.is_some() {
+            self.advance_windows(ts);
+        }
         if let EventKind::Print(print) = kind {
             let text = print.text();
             let text = text.trim_end();
@@ -240,7 +305,7 @@ impl BreakdownPass {
                     }
                 }
             }
-            EventKind::SysEnter(enter) if pid == thread => {
+            EventKind::SysEnter(enter) if pid == thread && self.windows.is_empty() => {
                 if let Some(phase) = &mut self.phase {
                     phase.saw_syscall = true;
                     self.op = Some(OpenOp {
@@ -253,7 +318,7 @@ impl BreakdownPass {
                     });
                 }
             }
-            EventKind::SysExit(exit) if pid == thread => {
+            EventKind::SysExit(exit) if pid == thread && self.windows.is_empty() => {
                 if let Some(op) = self.op.take() {
                     if op.id == exit.id {
                         self.close_op(op, ts);
@@ -320,13 +385,22 @@ impl BreakdownPass {
     }
 
     fn close_phase(&mut self, ts: u64) {
-        // A call still open at the end marker is the marker's own write: not measured.
+        // A call still open at the end marker is the marker's own write: not measured. (A
+        // timed window never spans a marker: markers are written outside the samples.)
+        if self.op.as_ref().is_some_and(|op| op.id == TIMED_SAMPLE) {
+            if let Some(op) = self.op.take() {
+                self.close_op(op, ts);
+                self.next_window += 1;
+            }
+        }
         self.op = None;
         let Some(mut phase) = self.phase.take() else {
             return;
         };
         phase.end = ts;
-        if !phase.saw_syscall {
+        // With timed windows, a phase that timed nothing (zap's no-delete baseline) has no
+        // operation to explain.
+        if !phase.saw_syscall && self.windows.is_empty() {
             let mut parts = HashMap::new();
             split_into(&self.timelines, phase.pid, phase.start, ts, &[], &mut parts);
             let agg = phase.ops.entry(WHOLE_PHASE).or_default();

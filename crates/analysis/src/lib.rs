@@ -58,16 +58,26 @@ pub struct TraceAnalysis {
 /// and what that leaves unknown; only what nothing can be decoded without (header_page,
 /// header_event) is an error.
 pub fn analyse(dir: &Path) -> Result<TraceAnalysis, DecodeError> {
-    analyse_without(dir, &[])
+    analyse_scoped(dir, &Scope::default())
 }
 
-/// [`analyse`], leaving out what the tasks `excluded` did (another vmscale run traced at the
-/// same time): their lock waits, stacks, IPIs and system calls. Their scheduling events
-/// stay, since they still place every task on or off its CPU.
-pub fn analyse_without(dir: &Path, excluded: &[u32]) -> Result<TraceAnalysis, DecodeError> {
+/// What the run knows about what its trace should explain.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    /// Tasks of another vmscale run traced at the same time: their lock waits, stacks, IPIs
+    /// and system calls are left out. Their scheduling events stay, since they still place
+    /// every task on or off its CPU.
+    pub excluded_tids: Vec<u32>,
+    /// The measuring thread's timed samples, (start, end) on the trace's clock: when given,
+    /// the breakdown explains these windows and nothing the thread did between them.
+    pub timed_windows: Vec<(u64, u64)>,
+}
+
+/// [`analyse`] within `scope`.
+pub fn analyse_scoped(dir: &Path, scope: &Scope) -> Result<TraceAnalysis, DecodeError> {
     let (decoder, damage) = Decoder::open_damaged(dir)?;
     let (symbols, kallsyms) = integrity::load_kallsyms(dir);
-    let mut analysis = analyse_excluding(&decoder, &symbols, excluded)?;
+    let mut analysis = analyse_excluding(&decoder, &symbols, scope)?;
     let label = dir
         .file_name()
         .map_or_else(String::new, |name| format!("{}/", name.to_string_lossy()));
@@ -79,21 +89,22 @@ pub fn analyse_without(dir: &Path, excluded: &[u32]) -> Result<TraceAnalysis, De
 
 /// Runs every analysis over a decoder's events, naming addresses with `symbols`.
 pub fn analyse_with(decoder: &Decoder, symbols: &Kallsyms) -> Result<TraceAnalysis, DecodeError> {
-    analyse_excluding(decoder, symbols, &[])
+    analyse_excluding(decoder, symbols, &Scope::default())
 }
 
-/// [`analyse_with`] without the tasks `excluded` (see [`analyse_without`]).
+/// [`analyse_with`] within `scope` (see [`Scope`]).
 pub fn analyse_excluding(
     decoder: &Decoder,
     symbols: &Kallsyms,
-    excluded: &[u32],
+    scope: &Scope,
 ) -> Result<TraceAnalysis, DecodeError> {
     use vmscale_trace::EventKind;
-    let excluded: std::collections::HashSet<i32> = excluded.iter().map(|&t| t as i32).collect();
+    let excluded: std::collections::HashSet<i32> =
+        scope.excluded_tids.iter().map(|&t| t as i32).collect();
     let mut contention = ContentionPass::default();
     let mut ipis = ipi::IpiPass::default();
     let mut holders = HoldersPass::default();
-    let mut breakdown = BreakdownPass::default();
+    let mut breakdown = BreakdownPass::timed(scope.timed_windows.clone());
     let mut spinlocks = SpinLocksPass::default();
     let summary = decoder.for_each(|event| {
         // The typed view is read once and shared: each pass reading it again cost more

@@ -13,6 +13,7 @@ pub fn analyse(
     run_dir: &Path,
     meta: &TraceMeta,
     excluded_tids: Vec<u32>,
+    points: &[vmscale_run::Point],
     warnings: &mut Vec<String>,
 ) -> TraceSection {
     let mut section = TraceSection {
@@ -28,14 +29,24 @@ pub fn analyse(
             .collect(),
         ..TraceSection::default()
     };
-    reanalyse(run_dir, &mut section, warnings);
+    reanalyse(run_dir, &mut section, points, warnings);
     section
 }
 
-/// Runs the analyses over the run's raw trace and replaces the section's findings.
-pub fn reanalyse(run_dir: &Path, section: &mut TraceSection, warnings: &mut Vec<String>) {
-    let analysis =
-        vmscale_analysis::analyse_without(&run_dir.join(&section.dir), &section.excluded_tids);
+/// Runs the analyses over the run's raw trace and replaces the section's findings. The
+/// samples' timed windows in `points`, where the scenario recorded them, are what the
+/// breakdown explains.
+pub fn reanalyse(
+    run_dir: &Path,
+    section: &mut TraceSection,
+    points: &[vmscale_run::Point],
+    warnings: &mut Vec<String>,
+) {
+    let scope = vmscale_analysis::Scope {
+        excluded_tids: section.excluded_tids.clone(),
+        timed_windows: vmscale_run::schema::timed_windows(points),
+    };
+    let analysis = vmscale_analysis::analyse_scoped(&run_dir.join(&section.dir), &scope);
     fill_findings(analysis, section, warnings);
 }
 

@@ -407,3 +407,73 @@ fn fifo_measuring_thread_completes_with_spinning_vcpus() {
     }
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+#[test]
+fn the_explanation_covers_the_timed_samples_and_nothing_between_them() {
+    let run = json_run(
+        &[
+            "run",
+            "memslot",
+            "--vcpus",
+            "1,2",
+            "--repeat",
+            "40",
+            "--warmup",
+            "2",
+            "--strategy",
+            "direct,pause-all",
+            "--sleep-stacks",
+        ],
+        "memslot-windows",
+    );
+    let phases = run["trace"]["breakdown"].as_array().unwrap();
+    assert_eq!(phases.len(), 4, "{phases:#?}");
+    for phase in phases {
+        let label = phase["label"].as_str().unwrap();
+        let ops = phase["operations"].as_array().unwrap();
+        // One operation: the timed sample; no system call of the measuring thread between
+        // samples (pacing sleeps, futex waits for the vCPUs, marker writes) is explained.
+        assert_eq!(ops.len(), 1, "{label}: {ops:#?}");
+        assert_eq!(ops[0]["operation"], "timed sample", "{label}");
+        assert_eq!(ops[0]["count"], 40, "{label}");
+        // The explained time is the samples' own time, to the nanosecond.
+        let (n, strategy) = label_point(label);
+        let series = run["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["n"] == n)
+            .unwrap()["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == strategy)
+            .unwrap();
+        let sampled: u64 = u64s(&series["samples_ns"]).iter().sum();
+        assert_eq!(ops[0]["total_ns"].as_u64().unwrap(), sampled, "{label}");
+        let explained: u64 = ops[0]["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["total_ns"].as_u64().unwrap())
+            .sum();
+        assert_eq!(explained, sampled, "{label}");
+        let text = ops[0].to_string();
+        assert!(!text.contains("nanosleep"), "{label}: {text}");
+    }
+}
+
+/// `memslot vcpus=2 strategy=direct` -> (2, "direct").
+fn label_point(label: &str) -> (u64, &str) {
+    let n = label
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("vcpus="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let strategy = label
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("strategy="))
+        .unwrap();
+    (n, strategy)
+}

@@ -297,16 +297,16 @@ fn breakdown_sentence(phase: &PhaseBreakdown, op: &OperationBreakdown) -> String
         .take(SHARES)
         .map(|c| format!("{} {}", share_of(c.total_ns, op.total_ns), component(c)))
         .collect();
-    let what = if op.syscall < 0 {
-        "the phase".to_string()
-    } else {
-        format!("the {} call", op.operation)
+    let (what, unit) = match op.syscall {
+        vmscale_analysis::breakdown::TIMED_SAMPLE => ("one timed sample".to_string(), "sample"),
+        s if s < 0 => ("the phase".to_string(), "call"),
+        _ => (format!("the {} call", op.operation), "call"),
     };
     let mut out = format!(
         "{}: {what} took {} on average ({}): {}",
         phase.label,
         duration(mean(op.total_ns, op.count)),
-        plural(op.count, "call"),
+        plural(op.count, unit),
         parts.join(", ")
     );
     if let Some(w) = op.wakers.first() {

@@ -86,9 +86,29 @@ pub struct Series {
     /// What `sample_x` counts.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub sample_x_is: String,
+    /// When each sample started, CLOCK_MONOTONIC ns (the trace's clock), for samples timed
+    /// by the thread that writes the phase markers; sample `i` is the window
+    /// `[sample_start_ns[i], sample_start_ns[i] + samples_ns[i]]`. Empty when the samples
+    /// come from other threads or processes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sample_start_ns: Vec<u64>,
     /// Facts about this measurement that are not samples (limits that applied, counts).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+}
+
+/// Every timed sample window of the run, (start, end) on the trace's clock, in no order.
+pub fn timed_windows(points: &[Point]) -> Vec<(u64, u64)> {
+    points
+        .iter()
+        .flat_map(|p| &p.series)
+        .flat_map(|s| {
+            s.sample_start_ns
+                .iter()
+                .zip(&s.samples_ns)
+                .map(|(&start, &ns)| (start, start + ns))
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

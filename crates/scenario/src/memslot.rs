@@ -289,6 +289,7 @@ fn measure_strategy(
     };
 
     let samples_ns: Vec<u64> = marks.iter().map(|m| m.end - m.start).collect();
+    let sample_start_ns: Vec<u64> = marks.iter().map(|m| m.start).collect();
     let phase =
         |name: &str, f: &dyn Fn(&Marks) -> u64| Phase::new(name, marks.iter().map(f).collect());
     let phases = match strategy {
@@ -308,6 +309,7 @@ fn measure_strategy(
         sample_is: strategy.sample_is(knobs.batch),
         summary: Summary::from_samples(&samples_ns),
         samples_ns,
+        sample_start_ns,
         phases,
         kvm_stats,
         vcpu_progress,

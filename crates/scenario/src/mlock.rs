@@ -253,6 +253,7 @@ fn measure_mode(
     }
     let label = phase_label(mode, busy);
     let mut samples = Vec::with_capacity(calls);
+    let mut starts = Vec::with_capacity(calls);
     hook.measured_phase_begins(&label)?;
     let measured = (|| {
         for i in 0..calls {
@@ -274,6 +275,7 @@ fn measure_mode(
                 }
             }
             samples.push(monotonic_ns() - start);
+            starts.push(start);
             if i % 256 == 255 {
                 progress.advance(256);
             }
@@ -288,6 +290,7 @@ fn measure_mode(
         sample_is: mode.sample_is().into(),
         summary: Summary::from_samples(&samples),
         samples_ns: samples,
+        sample_start_ns: starts,
         ..Series::default()
     })
 }

@@ -140,6 +140,7 @@ pub fn run(
             sample_is: "one KVM_SET_USER_MEMORY_REGION deleting a memslot".into(),
             summary: Summary::from_samples(&pass.delete_ns),
             samples_ns: pass.delete_ns.clone(),
+            sample_start_ns: pass.delete_start_ns.clone(),
             ..Series::default()
         });
         series.push(stall_series(
@@ -161,6 +162,8 @@ struct Pass {
     /// [window][vcpu] longest stall (0: none above the threshold).
     stalls: Vec<Vec<u64>>,
     delete_ns: Vec<u64>,
+    /// When each delete started (CLOCK_MONOTONIC), for the trace to explain exactly it.
+    delete_start_ns: Vec<u64>,
     lost_gaps: u64,
 }
 
@@ -179,6 +182,7 @@ fn measure(
     let mut pass = Pass {
         stalls: Vec::with_capacity(repeat),
         delete_ns: Vec::with_capacity(repeat),
+        delete_start_ns: Vec::with_capacity(repeat),
         lost_gaps: 0,
     };
     hook.measured_phase_begins(label)?;
@@ -193,6 +197,7 @@ fn measure(
             let start = monotonic_ns();
             vm.set_scratch(0, false)?;
             pass.delete_ns.push(monotonic_ns() - start);
+            pass.delete_start_ns.push(start);
         }
         // The window closes once every vCPU has run guest code again: any stall the delete
         // caused is behind it by then.

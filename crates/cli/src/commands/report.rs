@@ -47,7 +47,12 @@ pub fn report(
     if let Some(section) = record.trace.as_mut() {
         let trace_dir = run_dir.join(&section.dir);
         if trace_dir.is_dir() {
-            crate::trace_analysis::reanalyse(run_dir, section, &mut record.warnings);
+            crate::trace_analysis::reanalyse(
+                run_dir,
+                section,
+                &record.points,
+                &mut record.warnings,
+            );
         } else {
             record.warnings.push(format!(
                 "the run was traced but {} is missing: the trace findings below are the ones recorded when it ran, not analysed again by this build",

@@ -127,7 +127,7 @@ fn analyse(path: &Path, scratch: &Path) -> Result<RunRecord, Failure> {
             .collect(),
         ..TraceSection::default()
     };
-    crate::trace_analysis::reanalyse(scratch, &mut section, &mut warnings);
+    crate::trace_analysis::reanalyse(scratch, &mut section, &[], &mut warnings);
     warnings.extend(summary.call_notes());
     Ok(imported_record(
         path,

@@ -96,7 +96,13 @@ pub(crate) fn execute(
             .collect();
         let trace = trace_meta.map(|meta| {
             warnings.extend(meta.lost_warnings());
-            crate::trace_analysis::analyse(&dir.path, &meta, neighbours.foreign_tids, &mut warnings)
+            crate::trace_analysis::analyse(
+                &dir.path,
+                &meta,
+                neighbours.foreign_tids,
+                &points,
+                &mut warnings,
+            )
         });
         Ok(RunRecord {
             schema_version: SCHEMA_VERSION,
