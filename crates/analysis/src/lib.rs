@@ -17,6 +17,7 @@ mod stacks;
 pub mod symbols;
 pub mod syscalls;
 mod timeline;
+pub mod verdict;
 
 use std::path::Path;
 

@@ -84,3 +84,9 @@ pub fn fill_findings(
         }
     }
 }
+
+/// `record` with its verdict drawn from its findings: the last step before any output.
+pub fn concluded(mut record: vmscale_run::RunRecord) -> vmscale_run::RunRecord {
+    record.verdict = vmscale_analysis::verdict::verdict(&record);
+    record
+}

@@ -217,6 +217,7 @@ fn synthetic(samples: Vec<u64>, other_busy: f64, trace: Option<TraceSection>) ->
     let wall_ns = 4_000_000_000u64;
     RunRecord {
         schema_version: vmscale_run::SCHEMA_VERSION,
+        verdict: Vec::new(),
         tool: ToolInfo::current("0.1.0"),
         scenario: "memslot".into(),
         sweep: "vcpus".into(),

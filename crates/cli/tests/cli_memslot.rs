@@ -174,6 +174,21 @@ fn halted_guests_never_run_and_the_run_renders_again_from_disk() {
     assert!(csv.status.success(), "{}", stderr(&csv));
     // Header, the total row, and one row per pause-all phase.
     assert_eq!(stdout(&csv).lines().count(), 1 + 1 + 3, "{}", stdout(&csv));
+
+    // The verdict comes first in every human-readable output.
+    assert!(
+        stdout(&o).starts_with("verdict: what the explained time went to"),
+        "{}",
+        stdout(&o)
+    );
+    let summary = std::fs::read_to_string(run_dir.join("summary.md")).unwrap();
+    let after_title = summary.lines().nth(2).unwrap_or_default();
+    assert_eq!(after_title, "### Verdict", "{summary}");
+    let html = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
+    let verdict_at = html
+        .find("<section class=\"verdict\">")
+        .expect("no verdict in the HTML");
+    assert!(verdict_at < html.find("<h2").unwrap_or(usize::MAX).max(verdict_at + 1));
     std::fs::remove_dir_all(&out).unwrap();
 }
 
@@ -461,6 +476,42 @@ fn the_explanation_covers_the_timed_samples_and_nothing_between_them() {
         let text = ops[0].to_string();
         assert!(!text.contains("nanosleep"), "{label}: {text}");
     }
+
+    // The verdict restates those windows: known causes, shares of the samples' time.
+    let verdict = run["verdict"]
+        .as_array()
+        .expect("a top-level verdict array");
+    assert!(!verdict.is_empty());
+    let mut shares = 0.0;
+    for finding in verdict {
+        let cause = finding["cause"].as_str().unwrap();
+        assert!(
+            [
+                "lock-wait",
+                "lock-spin",
+                "held-across-sleep",
+                "ipi",
+                "cpu-starvation",
+                "sleep",
+                "on-cpu"
+            ]
+            .contains(&cause),
+            "{finding}"
+        );
+        shares += finding["share"].as_f64().unwrap();
+        assert!(
+            finding["summary"]
+                .as_str()
+                .unwrap()
+                .contains("of memslot's 160 timed samples"),
+            "{finding}"
+        );
+    }
+    assert!(shares <= 1.0 + 1e-9, "{shares}");
+    assert!(verdict[0]["evidence"].as_array().unwrap().iter().any(|e| e
+        .as_str()
+        .unwrap()
+        .starts_with("subject: the measuring thread during the 160 timed samples")));
 }
 
 /// `memslot vcpus=2 strategy=direct` -> (2, "direct").

@@ -36,6 +36,7 @@ fn run_dir(name: &str, warnings: Vec<String>) -> (PathBuf, RemovedOnDrop) {
     copy_dir(&fixture(), &dir.join("trace"));
     let record = RunRecord {
         schema_version: SCHEMA_VERSION,
+        verdict: Vec::new(),
         tool: ToolInfo::current("test"),
         scenario: "memslot".into(),
         sweep: "vcpus".into(),

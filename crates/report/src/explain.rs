@@ -46,17 +46,7 @@ pub(crate) fn explain(trace: &TraceSection) -> Vec<Explained> {
         .collect()
 }
 
-/// "612 ms", "1.50 s", "412 us".
-pub(crate) fn duration(ns: u64) -> String {
-    let ns = ns as f64;
-    if ns >= 1e9 {
-        format!("{} s", units::significant(ns / 1e9, 3, 2))
-    } else if ns >= 1e6 {
-        format!("{} ms", units::significant(ns / 1e6, 3, 1))
-    } else {
-        format!("{} us", units::significant(ns / 1e3, 3, 1))
-    }
-}
+pub(crate) use vmscale_stats::units::duration;
 
 fn share_of(part: u64, whole: u64) -> String {
     if whole == 0 {

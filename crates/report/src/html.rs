@@ -61,6 +61,7 @@ pub fn render_html(record: &RunRecord) -> String {
         grid::sweep_header(record)
     );
     let mut body = format!("<h1>{}</h1>\n", escape(&title));
+    body.push_str(&crate::verdict::html(record));
     body.push_str(&context(record));
     if !record.points.is_empty() {
         body.push_str(&scaling(record));
@@ -919,6 +920,7 @@ mod tests {
         };
         RunRecord {
             schema_version: vmscale_run::SCHEMA_VERSION,
+            verdict: Vec::new(),
             tool: ToolInfo::current("0.1.0"),
             scenario: "pause".into(),
             sweep: "vcpus".into(),

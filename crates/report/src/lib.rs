@@ -29,7 +29,8 @@ mod markdown;
 pub mod perfetto;
 mod scaling;
 mod table;
-mod units;
+mod verdict;
+use vmscale_stats::units;
 
 use std::fmt;
 use std::str::FromStr;

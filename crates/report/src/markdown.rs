@@ -15,6 +15,7 @@ pub(crate) fn render(record: &RunRecord, options: &crate::Options) -> String {
         record.scenario,
         grid::sweep_header(record)
     );
+    out.push_str(&crate::verdict::markdown(record));
 
     for fact in facts::facts(record) {
         // The command line goes in a code span so that quotes and `*` survive.

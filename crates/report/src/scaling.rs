@@ -259,6 +259,7 @@ mod tests {
     fn record(points: Vec<Point>) -> RunRecord {
         RunRecord {
             schema_version: SCHEMA_VERSION,
+            verdict: Vec::new(),
             tool: ToolInfo::current("test"),
             scenario: "teardown".into(),
             sweep: "vms".into(),

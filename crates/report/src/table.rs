@@ -11,7 +11,11 @@ use crate::grid::{self, Grid};
 use crate::{contention, counters, explain, facts, growth, scaling};
 
 pub(crate) fn render(record: &RunRecord, options: &crate::Options) -> String {
-    let mut out = String::new();
+    // The answer first; everything after it is its evidence.
+    let mut out = crate::verdict::text(record);
+    if !out.is_empty() {
+        out.push('\n');
+    }
 
     let facts = facts::facts(record);
     let width = facts.iter().map(|f| f.label.len() + 1).max().unwrap_or(0);

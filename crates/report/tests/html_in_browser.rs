@@ -269,6 +269,7 @@ fn record() -> RunRecord {
     };
     RunRecord {
         schema_version: vmscale_run::SCHEMA_VERSION,
+        verdict: Vec::new(),
         tool: ToolInfo::current("0.1.0"),
         scenario: "pause".into(),
         sweep: "vcpus".into(),

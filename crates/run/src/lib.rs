@@ -1,5 +1,6 @@
 //! A vmscale run as it is kept on disk.
 //!
+//! - [`verdict`]: what stops the run from scaling, first in every output.
 //! - [`schema`]: `run.json`, the one file every later command reads back.
 //! - [`host`]: the facts that make two runs comparable (kernel, CPU, cores, KVM backend).
 //! - [`load`]: how busy the rest of the machine was while a run measured.
@@ -17,6 +18,7 @@ pub mod load;
 pub mod neighbours;
 pub mod owner;
 pub mod schema;
+pub mod verdict;
 
 pub use dir::{load_run, LoadError, RunDir};
 pub use findings::{IpiPhase, IpiSender, IpiSite, LockContention, TraceSection, WaitStack, Waiter};

@@ -34,6 +34,10 @@ impl ToolInfo {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunRecord {
     pub schema_version: u32,
+    /// What stops this run from scaling, most explained time first; derived from the
+    /// trace's findings and the samples, and recomputed whenever the run is analysed again.
+    #[serde(default)]
+    pub verdict: Vec<crate::verdict::Finding>,
     pub tool: ToolInfo,
     pub scenario: String,
     /// The knob the sweep varies (`vcpus` for memslot), which `Point::n` holds.

@@ -14,6 +14,7 @@
 pub mod compare;
 pub mod fit;
 pub mod knee;
+pub mod units;
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};

@@ -60,6 +60,7 @@ pub fn report(
             ));
         }
     }
+    let record = crate::trace_analysis::concluded(record);
     crate::console::out!("{}", vmscale_report::render_with(&record, format, &options))?;
     Ok(())
 }
@@ -173,7 +174,13 @@ fn import_dat(
         ));
     }
     crate::trace_analysis::fill_findings(analysis, &mut section, &mut warnings);
-    let record = imported_record(path, &dat, &buffer.name, section, warnings);
+    let record = crate::trace_analysis::concluded(imported_record(
+        path,
+        &dat,
+        &buffer.name,
+        section,
+        warnings,
+    ));
     crate::console::out!("{}", vmscale_report::render(&record, format))?;
     Ok(())
 }
@@ -225,6 +232,7 @@ pub(crate) fn import_record(
 ) -> RunRecord {
     RunRecord {
         schema_version: SCHEMA_VERSION,
+        verdict: Vec::new(),
         tool: ToolInfo::current(env!("CARGO_PKG_VERSION")),
         scenario: "import".into(),
         sweep: "none".into(),

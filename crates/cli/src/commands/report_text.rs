@@ -129,13 +129,13 @@ fn analyse(path: &Path, scratch: &Path) -> Result<RunRecord, Failure> {
     };
     crate::trace_analysis::reanalyse(scratch, &mut section, &[], &mut warnings);
     warnings.extend(summary.call_notes());
-    Ok(imported_record(
+    Ok(crate::trace_analysis::concluded(imported_record(
         path,
         reader.lines_read(),
         &summary,
         section,
         warnings,
-    ))
+    )))
 }
 
 /// A run record for a text trace: what its header says about the machine, no samples, the

@@ -104,8 +104,9 @@ pub(crate) fn execute(
                 &mut warnings,
             )
         });
-        Ok(RunRecord {
+        Ok(crate::trace_analysis::concluded(RunRecord {
             schema_version: SCHEMA_VERSION,
+            verdict: Vec::new(),
             tool: ToolInfo::current(env!("CARGO_PKG_VERSION")),
             scenario: scenario.into(),
             sweep: sweep.into(),
@@ -118,7 +119,7 @@ pub(crate) fn execute(
             points,
             trace,
             warnings,
-        })
+        }))
     })();
     // On an error the directory goes with `dir`'s drop.
     recorded.map(|record| (dir, record))

@@ -1,27 +1,28 @@
-//! Number formatting shared by the human-readable renderings (table and Markdown).
+//! Number formatting shared by every human-readable text: the reports' tables and
+//! Markdown, and the verdict's sentences.
 //!
 //! Machine-readable renderings (JSON, CSV) keep nanoseconds and never go through here.
 
 /// The cell shown where there is no value (a series without samples).
-pub(crate) const MISSING: &str = "-";
+pub const MISSING: &str = "-";
 
 /// Nanoseconds as microseconds to three significant figures: "0.412", "12.3", "1234".
-pub(crate) fn micros(ns: f64) -> String {
+pub fn micros(ns: f64) -> String {
     // Three decimals of a microsecond is one nanosecond, the resolution of the samples.
     significant(ns / 1_000.0, 3, 3)
 }
 
-pub(crate) fn micros_u64(ns: u64) -> String {
+pub fn micros_u64(ns: u64) -> String {
     micros(ns as f64)
 }
 
 /// vCPUs per host CPU as "0.50x", "2.0x", "16x".
-pub(crate) fn ratio(value: f64) -> String {
+pub fn ratio(value: f64) -> String {
     format!("{}x", significant(value, 2, 2))
 }
 
 /// A fraction (0..1) as a percentage with one decimal, without the sign: "3.1".
-pub(crate) fn percent(fraction: f64) -> String {
+pub fn percent(fraction: f64) -> String {
     if fraction.is_finite() {
         format!("{:.1}", fraction * 100.0)
     } else {
@@ -29,17 +30,17 @@ pub(crate) fn percent(fraction: f64) -> String {
     }
 }
 
-pub(crate) fn gib(bytes: u64) -> String {
+pub fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
 /// A counter delta divided by the number of samples: "1.0", "0.0012", "2048".
-pub(crate) fn per_sample(value: f64) -> String {
+pub fn per_sample(value: f64) -> String {
     significant(value, 2, 6)
 }
 
 /// A large event count with an SI suffix: "950", "1.23k", "4.56M".
-pub(crate) fn count(value: u64) -> String {
+pub fn count(value: u64) -> String {
     const SUFFIXES: [(f64, &str); 3] = [(1e9, "G"), (1e6, "M"), (1e3, "k")];
     let v = value as f64;
     for (scale, suffix) in SUFFIXES {
@@ -50,10 +51,22 @@ pub(crate) fn count(value: u64) -> String {
     value.to_string()
 }
 
+/// "612 ms", "1.50 s", "412 us".
+pub fn duration(ns: u64) -> String {
+    let ns = ns as f64;
+    if ns >= 1e9 {
+        format!("{} s", significant(ns / 1e9, 3, 2))
+    } else if ns >= 1e6 {
+        format!("{} ms", significant(ns / 1e6, 3, 1))
+    } else {
+        format!("{} us", significant(ns / 1e3, 3, 1))
+    }
+}
+
 /// `value` to `digits` significant figures, with at most `max_decimals` decimals and never
 /// in exponent notation. Integer digits are never dropped: "1234" reads better in a latency
 /// column than "1.23e3".
-pub(crate) fn significant(value: f64, digits: i32, max_decimals: i32) -> String {
+pub fn significant(value: f64, digits: i32, max_decimals: i32) -> String {
     if !value.is_finite() {
         return MISSING.into();
     }

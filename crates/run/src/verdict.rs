@@ -1,0 +1,58 @@
+//! The verdict: what stops the run from scaling, as a ranked list of findings, each a cause
+//! with its share of the explained time and the evidence behind it. It comes first in every
+//! output; everything else in a report is its evidence.
+
+use serde::{Deserialize, Serialize};
+
+/// What the explained time was spent on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cause {
+    /// Waiting for a sleeping lock (mutex, rwsem, ...).
+    LockWait,
+    /// Spinning on a lock (spinlock, rwlock).
+    LockSpin,
+    /// Waiting for a sleeping lock whose holder went to sleep while holding it.
+    HeldAcrossSleep,
+    /// Waiting for other CPUs to run a function it asked them to (IPIs, TLB shootdowns).
+    Ipi,
+    /// Runnable but not on a CPU (preempted, overcommit, or woken and not yet run).
+    CpuStarvation,
+    /// Asleep without a lock (in the named function, when the trace has its stack).
+    Sleep,
+    /// On a CPU, doing its own work.
+    OnCpu,
+    /// Nothing to blame, or nothing the trace can tell.
+    None,
+}
+
+impl Cause {
+    pub fn label(self) -> &'static str {
+        match self {
+            Cause::LockWait => "lock-wait",
+            Cause::LockSpin => "lock-spin",
+            Cause::HeldAcrossSleep => "held-across-sleep",
+            Cause::Ipi => "ipi",
+            Cause::CpuStarvation => "cpu-starvation",
+            Cause::Sleep => "sleep",
+            Cause::OnCpu => "on-cpu",
+            Cause::None => "none",
+        }
+    }
+}
+
+/// One finding of the verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// One sentence, as a kernel engineer would write it in a bug report.
+    pub summary: String,
+    pub cause: Cause,
+    /// The lock, for lock causes.
+    pub lock: Option<String>,
+    /// Who held the lock and what it did meanwhile, where the trace shows it.
+    pub holder: Option<String>,
+    /// Share of the explained time (see `evidence` for what was explained), 0 to 1.
+    pub share: f64,
+    /// Counts, samples, holders, stacks: what the finding rests on.
+    pub evidence: Vec<String>,
+}
