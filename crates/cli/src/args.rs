@@ -94,6 +94,9 @@ pub enum Command {
         /// For a trace-cmd .dat file whose instances hold data: the one to analyse
         #[arg(long, value_name = "NAME")]
         buffer: Option<String>,
+        /// Print every section (table format); by default the verdict and the warnings
+        #[arg(long)]
+        details: bool,
     },
     #[command(hide = true)]
     TeardownHolder(TeardownHolderArgs),
@@ -242,6 +245,10 @@ pub struct OutputArgs {
     /// No progress bar
     #[arg(long, short)]
     pub quiet: bool,
+    /// Print every section (table format); by default the verdict and the warnings, with
+    /// the rest in the run directory's summary.md and report.html
+    #[arg(long)]
+    pub details: bool,
 }
 
 #[derive(Debug, Args)]

@@ -44,7 +44,8 @@ fn main() {
             format,
             deadline,
             buffer,
-        } => commands::report::report(&run, format, deadline, buffer.as_deref()),
+            details,
+        } => commands::report::report(&run, format, deadline, buffer.as_deref(), details),
         Command::Doctor { cleanup, out } => commands::doctor::doctor(cleanup, &out),
     };
     if let Err(failure) = outcome {

@@ -147,6 +147,7 @@ fn halted_guests_never_run_and_the_run_renders_again_from_disk() {
             "--strategy",
             "pause-all",
             "--quiet",
+            "--details",
             "--out",
         ])
         .arg(&out)

@@ -69,7 +69,7 @@ fn run_dir(name: &str, warnings: Vec<String>) -> (PathBuf, RemovedOnDrop) {
 
 fn report(dir: &Path, format: &str) -> String {
     let o = vmscale()
-        .args(["report", "--format", format])
+        .args(["report", "--details", "--format", format])
         .arg(dir)
         .output()
         .unwrap();

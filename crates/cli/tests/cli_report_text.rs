@@ -307,7 +307,7 @@ fn the_text_of_a_real_recording_gives_the_findings_of_its_binary_pages() {
     // Every format renders it.
     for format in ["table", "md", "csv"] {
         let o = vmscale()
-            .args(["report", "--format", format])
+            .args(["report", "--details", "--format", format])
             .arg(&text_path)
             .output()
             .unwrap();
@@ -358,7 +358,7 @@ fn function_graph_text_reports_its_slowest_calls_and_its_events() {
     // Without times and tasks only the calls are there, and the lines left out are said.
     for format in ["table", "md", "json"] {
         let o = vmscale()
-            .args(["report", "--format", format])
+            .args(["report", "--details", "--format", format])
             .arg(fixture("graph/default.txt"))
             .output()
             .unwrap();

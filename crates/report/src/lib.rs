@@ -102,6 +102,9 @@ impl FromStr for Format {
 pub struct Options {
     /// A latency budget in ns: scaling fits say at which N the prediction crosses it.
     pub deadline_ns: Option<f64>,
+    /// The terminal's first screen only (table format): the verdict, the run in one line and
+    /// its warnings; everything else stays in the run directory and `--details`.
+    pub brief: bool,
 }
 
 /// The record in `format`, ending in a newline.
@@ -112,6 +115,7 @@ pub fn render(record: &RunRecord, format: Format) -> String {
 /// [`render`] with options.
 pub fn render_with(record: &RunRecord, format: Format, options: &Options) -> String {
     match format {
+        Format::Table if options.brief => table::brief(record),
         Format::Table => table::render(record, options),
         Format::Json => json::render(record),
         Format::Csv => csv::render(record),

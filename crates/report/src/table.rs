@@ -10,9 +10,51 @@ use vmscale_run::{RunRecord, TraceSection};
 use crate::grid::{self, Grid};
 use crate::{contention, counters, explain, facts, growth, scaling};
 
+/// Warnings shown on the first screen; the rest are counted.
+const BRIEF_WARNINGS: usize = 4;
+
+/// The first screen: the verdict, the run in one line, its warnings, and where the rest is.
+pub(crate) fn brief(record: &RunRecord) -> String {
+    let mut out = crate::verdict::text(record, crate::verdict::BRIEF_DETAILS);
+    let host = &record.host;
+    let points: Vec<String> = record.points.iter().map(|p| p.n.to_string()).collect();
+    let sweep = if points.is_empty() {
+        String::new()
+    } else {
+        format!(", {} {}", record.sweep, points.join(","))
+    };
+    out.push_str(&format!(
+        "\n{}{sweep}: kernel {}, {} online CPUs{}\n",
+        record.scenario,
+        host.kernel_release,
+        host.online_cpus,
+        record
+            .background
+            .as_ref()
+            .map(|b| format!(
+                ", others used {:.0}% of the CPUs",
+                b.other_busy_fraction * 100.0
+            ))
+            .unwrap_or_default()
+    ));
+    for warning in record.warnings.iter().take(BRIEF_WARNINGS) {
+        out.push_str(&format!("warning: {warning}\n"));
+    }
+    if record.warnings.len() > BRIEF_WARNINGS {
+        out.push_str(&format!(
+            "(+{} more warnings)\n",
+            record.warnings.len() - BRIEF_WARNINGS
+        ));
+    }
+    out.push_str(
+        "details: --details prints everything; the run directory has summary.md and report.html\n",
+    );
+    out
+}
+
 pub(crate) fn render(record: &RunRecord, options: &crate::Options) -> String {
     // The answer first; everything after it is its evidence.
-    let mut out = crate::verdict::text(record);
+    let mut out = crate::verdict::text(record, usize::MAX);
     if !out.is_empty() {
         out.push('\n');
     }

@@ -7,6 +7,8 @@ use vmscale_run::RunRecord;
 /// Evidence lines shown per finding in the text and Markdown renderings; JSON and HTML
 /// carry all of them.
 const EVIDENCE_SHOWN: usize = 2;
+/// Lines under each finding on the terminal's first screen.
+pub(crate) const BRIEF_DETAILS: usize = 1;
 
 pub(crate) const TITLE: &str = "verdict: what the explained time went to, largest first";
 
@@ -44,8 +46,8 @@ pub(crate) fn entries(record: &RunRecord) -> Vec<Entry<'_>> {
         .collect()
 }
 
-/// The plain-text block (also the body of the Markdown one).
-pub(crate) fn text(record: &RunRecord) -> String {
+/// The plain-text block, with at most `details` lines under each finding.
+pub(crate) fn text(record: &RunRecord, details: usize) -> String {
     let entries = entries(record);
     if entries.is_empty() {
         return String::new();
@@ -56,13 +58,13 @@ pub(crate) fn text(record: &RunRecord) -> String {
             "  {}. [{}] {}\n",
             e.rank, e.cause, e.finding.summary
         ));
-        for line in &e.details {
+        for line in e.details.iter().take(details) {
             out.push_str(&format!("       {line}\n"));
         }
-        if e.more > 0 {
+        let more = e.more + e.details.len().saturating_sub(details);
+        if more > 0 && details > BRIEF_DETAILS {
             out.push_str(&format!(
-                "       (+{} more in report.html and --format json)\n",
-                e.more
+                "       (+{more} more in report.html and --format json)\n"
             ));
         }
     }

@@ -18,12 +18,17 @@ pub fn report(
     format: vmscale_report::Format,
     deadline: Option<std::time::Duration>,
     buffer: Option<&str>,
+    details: bool,
 ) -> Result<(), Failure> {
+    let options = vmscale_report::Options {
+        deadline_ns: deadline.map(|d| d.as_nanos() as f64),
+        brief: !details,
+    };
     if !run.is_dir() {
         check_input_file(run)?;
     }
     if is_dat(run) {
-        return import_dat(run, format, buffer);
+        return import_dat(run, format, buffer, &options);
     }
     if buffer.is_some() {
         return Err(Failure::usage(format!(
@@ -32,11 +37,8 @@ pub fn report(
         )));
     }
     if crate::commands::report_text::is_text_trace(run) {
-        return crate::commands::report_text::import_text(run, format);
+        return crate::commands::report_text::import_text(run, format, &options);
     }
-    let options = vmscale_report::Options {
-        deadline_ns: deadline.map(|d| d.as_nanos() as f64),
-    };
     let mut record = vmscale_run::load_run(run)?;
     // The raw trace is kept so that analyses run again on it, with this build's analyses.
     let run_dir = if run.is_dir() {
@@ -128,6 +130,7 @@ fn import_dat(
     path: &Path,
     format: vmscale_report::Format,
     name: Option<&str>,
+    options: &vmscale_report::Options,
 ) -> Result<(), Failure> {
     let failed = |e: DatError| match e {
         DatError::AmbiguousBuffer(_) => {
@@ -181,7 +184,7 @@ fn import_dat(
         section,
         warnings,
     ));
-    crate::console::out!("{}", vmscale_report::render(&record, format))?;
+    crate::console::out!("{}", vmscale_report::render_with(&record, format, options))?;
     Ok(())
 }
 

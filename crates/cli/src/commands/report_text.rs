@@ -76,12 +76,16 @@ fn header_facts(path: &Path) -> (Option<String>, Option<usize>) {
 
 /// Converts the text into a scratch trace directory, analyses it, removes the directory
 /// and prints the report.
-pub fn import_text(path: &Path, format: vmscale_report::Format) -> Result<(), Failure> {
+pub fn import_text(
+    path: &Path,
+    format: vmscale_report::Format,
+    options: &vmscale_report::Options,
+) -> Result<(), Failure> {
     let scratch = std::env::temp_dir().join(format!("vmscale-text-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     let result = analyse(path, &scratch);
     let _ = std::fs::remove_dir_all(&scratch);
-    crate::console::out!("{}", vmscale_report::render(&result?, format))?;
+    crate::console::out!("{}", vmscale_report::render_with(&result?, format, options))?;
     Ok(())
 }
 

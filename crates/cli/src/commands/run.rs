@@ -196,9 +196,13 @@ pub(crate) fn save(mut measured: Measured, output: &OutputArgs) -> Result<Measur
 
 /// Prints the run in the chosen format and, on stderr, where it is.
 pub(crate) fn show(measured: &Measured, output: &OutputArgs) -> Result<(), Failure> {
+    let options = vmscale_report::Options {
+        brief: !output.details,
+        ..vmscale_report::Options::default()
+    };
     crate::console::out!(
         "{}",
-        vmscale_report::render(&measured.record, output.format)
+        vmscale_report::render_with(&measured.record, output.format, &options)
     )?;
     crate::console::note!("run directory: {}", measured.dir.path.display());
     Ok(())

@@ -29,6 +29,7 @@ pub fn tour(args: &TourArgs) -> Result<(), Failure> {
         out: tour_dir.path.clone(),
         format: args.output.format,
         quiet: args.output.quiet,
+        details: args.output.details,
     };
     let trace = &args.trace;
     let steps: [Step; 5] = [
@@ -176,6 +177,16 @@ fn rebase(runs: &mut [Measured], tour_dir: &RunDir) {
     }
 }
 
+/// A run's first finding, as its cause and sentence.
+fn first_finding(record: &vmscale_run::RunRecord) -> (&'static str, String) {
+    record
+        .verdict
+        .first()
+        .map_or(("none", "no verdict".to_string()), |f| {
+            (f.cause.label(), f.summary.clone())
+        })
+}
+
 fn cannot_write(e: std::io::Error) -> Failure {
     Failure::runtime(format!("cannot write the tour directory: {e}"))
 }
@@ -191,6 +202,27 @@ fn write_summary(
     let ran: Vec<&str> = runs.iter().map(|m| m.record.scenario.as_str()).collect();
     let banner = stopped.map(|s| s.sentence(&ran));
     let mut text: Vec<String> = banner.iter().map(|b| format!("**{b}**")).collect();
+    // One verdict per scenario first, each linking to its own summary.
+    let verdicts: Vec<String> = runs
+        .iter()
+        .map(|m| {
+            let name = m
+                .dir
+                .path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let (cause, summary) = first_finding(&m.record);
+            format!(
+                "- **{}** ({cause}): {summary} ([details]({name}/summary.md))",
+                m.record.scenario
+            )
+        })
+        .collect();
+    text.push(format!(
+        "## vmscale tour: the verdicts\n\n{}",
+        verdicts.join("\n")
+    ));
     text.extend(
         runs.iter()
             .map(|m| vmscale_report::render(&m.record, vmscale_report::Format::Md)),
@@ -204,11 +236,14 @@ fn write_summary(
         .iter()
         .filter_map(|m| {
             let name = m.dir.path.file_name()?.to_string_lossy().into_owned();
+            let (cause, summary) = first_finding(&m.record);
             Some(format!(
-                "<li><a href=\"{name}/report.html\">{}</a>: {} points, {}</li>\n",
+                "<tr><td><a href=\"{name}/report.html\">{}</a></td><td>{}</td><td>{}</td><td>{} points, {} warnings</td></tr>\n",
                 m.record.scenario,
+                vmscale_report::html::escape(cause),
+                vmscale_report::html::escape(&summary),
                 m.record.points.len(),
-                m.record.warnings.len().to_string() + " warnings"
+                m.record.warnings.len()
             ))
         })
         .collect();
@@ -221,7 +256,7 @@ fn write_summary(
         })
         .unwrap_or_default();
     let page = format!(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>vmscale tour</title></head>\n<body style=\"font-family: sans-serif\"><h1>vmscale tour</h1>\n{banner}<ul>\n{links}</ul></body></html>\n"
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>vmscale tour</title></head>\n<body style=\"font-family: sans-serif\"><h1>vmscale tour</h1>\n{banner}<table>\n<tr><th>scenario</th><th>cause</th><th>verdict</th><th></th></tr>\n{links}</table></body></html>\n"
     );
     write_atomically(&tour_dir.path.join("report.html"), page.as_bytes()).map_err(cannot_write)
 }
