@@ -138,9 +138,20 @@ struct LockState {
     /// Tasks that took the lock from a contended wait while others still queued: they will
     /// release it by waking one, so their hold starts here.
     acquired: HashMap<i32, u64>,
+    /// Each task's latest sleeping wait on this lock: a wait proves the task did not hold
+    /// the lock while it waited, and its successful end proves an acquisition.
+    own: HashMap<i32, OwnWait>,
     split: HashMap<Piece, u64>,
     holders: HashMap<i32, HolderAgg>,
     sleeps: HashMap<(i32, Option<StackId>), SleepAgg>,
+}
+
+/// A task's latest sleeping wait on a lock.
+#[derive(Debug, Clone, Copy)]
+struct OwnWait {
+    began: u64,
+    /// When it ended with the lock (ret 0).
+    acquired: Option<u64>,
 }
 
 /// The pass; feed it every event in time order, then [`HoldersPass::finish`].
@@ -342,6 +353,13 @@ impl HoldersPass {
             None => {
                 if is_sleeping(flags) {
                     multiset_add(&mut self.open_starts, ts);
+                    self.locks.entry(lock).or_default().own.insert(
+                        pid,
+                        OwnWait {
+                            began: ts,
+                            acquired: None,
+                        },
+                    );
                 }
                 let replaced = self.open.open(
                     pid,
@@ -412,6 +430,11 @@ impl HoldersPass {
 
         let waited = end.saturating_sub(wait.start);
         let state = self.locks.entry(wait.lock).or_default();
+        if ret == 0 {
+            if let Some(own) = state.own.get_mut(&pid) {
+                own.acquired = Some(end);
+            }
+        }
         state.flags.get_or_insert(wait.flags);
         state.waits += 1;
         state.total_ns += waited;
@@ -447,9 +470,13 @@ impl HoldersPass {
     fn add_segment(&mut self, lock: u64, holder: i32, released: u64, queue_start: u64) {
         let state = self.locks.entry(lock).or_default();
         let last_end = state.segments.iter().map(|s| s.end).max();
-        // A holder that wakes several waiters (an rwsem writer waking readers) releases once.
+        let own = state.own.get(&holder).copied();
+        // A holder that wakes several waiters (an rwsem writer waking readers) releases once;
+        // but one that waited on the lock itself since its last release let it go before
+        // that wait: this is a new hold, never the old one extended.
+        let rewaited = |after: u64| own.is_some_and(|o| o.began > after);
         if let Some(last) = state.segments.last_mut() {
-            if last.holder == holder {
+            if last.holder == holder && !rewaited(last.end) {
                 let from = last.end;
                 last.end = last.end.max(released);
                 let (start_known, to) = (last.start_known, last.end);
@@ -469,11 +496,25 @@ impl HoldersPass {
         if let Some(at) = acquired {
             forget_acquired(&mut self.acquired_starts, at);
         }
-        let (start, start_known) = match acquired {
+        // The holder's own wait on the lock, ended with it after the previous release,
+        // proves the acquisition even when nobody else queued at that moment.
+        let own_acquired = own
+            .and_then(|o| o.acquired)
+            .filter(|&at| at <= released && last_end.is_none_or(|e| at >= e));
+        let (start, start_known) = match acquired.or(own_acquired) {
             Some(at) if at <= released => (at, true),
             // The acquisition was not traced: it held the lock at least since the queue
-            // formed, and not before the previous release.
-            _ => (queue_start.max(last_end.unwrap_or(0)).min(released), false),
+            // formed, not before the previous release, and not while it still waited for it.
+            _ => {
+                let waited_until = own.map_or(0, |o| o.began);
+                (
+                    queue_start
+                        .max(last_end.unwrap_or(0))
+                        .max(waited_until)
+                        .min(released),
+                    false,
+                )
+            }
         };
         state.segments.push(Segment {
             holder,

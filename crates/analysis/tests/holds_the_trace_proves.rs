@@ -1,0 +1,148 @@
+//! A hold starts at a proven acquisition and never covers the holder's own wait for the
+//! same lock. In an mmap_lock convoy a writer that got the rwsem without being woken
+//! (optimistic spinning, or an interrupt's wakeup) used to have its hold reach back to when
+//! the queue formed, so its own sleep in rwsem_down_write_slowpath read as "slept while
+//! holding it".
+
+#[path = "support/text_trace.rs"]
+mod text_trace;
+
+use text_trace::{line, TextTraceDir};
+
+const RWSEM: u64 = 0xffff_8881_0a1b_2c40;
+
+#[test]
+fn the_holders_own_wait_is_never_part_of_its_hold() {
+    let lock = format!("{RWSEM:x}");
+    let (x, w) = (("writer-x", 201), ("writer-w", 202));
+    let switch_out = |comm: &str, pid: i32, cpu: u32, us: u64| {
+        line(
+            comm,
+            pid,
+            cpu,
+            us,
+            "sched_switch",
+            &format!(
+                "prev_comm={comm} prev_pid={pid} prev_prio=120 prev_state=D ==> \
+                 next_comm=swapper/{cpu} next_pid=0 next_prio=120"
+            ),
+        )
+    };
+    let switch_in = |comm: &str, pid: i32, cpu: u32, us: u64| {
+        line(
+            &format!("swapper/{cpu}"),
+            0,
+            cpu,
+            us,
+            "sched_switch",
+            &format!(
+                "prev_comm=swapper/{cpu} prev_pid=0 prev_prio=120 prev_state=R ==> \
+                 next_comm={comm} next_pid={pid} next_prio=120"
+            ),
+        )
+    };
+    let waking = |by: (&str, i32), cpu: u32, us: u64, woken: (&str, i32)| {
+        line(
+            by.0,
+            by.1,
+            cpu,
+            us,
+            "sched_waking",
+            &format!(
+                "comm={} pid={} prio=120 target_cpu=00{cpu}",
+                woken.0, woken.1
+            ),
+        )
+    };
+    let v = ("writer-v", 203);
+    let text = [
+        // X holds the lock (its acquisition is not in the trace); W queues and sleeps.
+        line(
+            w.0,
+            w.1,
+            1,
+            5,
+            "contention_begin",
+            &format!("{lock} (flags=WRITE)"),
+        ),
+        switch_out(w.0, w.1, 1, 6),
+        // X releases it by waking W, which takes it.
+        waking(x, 0, 20, w),
+        switch_in(w.0, w.1, 1, 21),
+        line(
+            w.0,
+            w.1,
+            1,
+            22,
+            "contention_end",
+            &format!("{lock} (ret=0)"),
+        ),
+        // X wants it again: it waits and sleeps in the slow path while W holds it...
+        line(
+            x.0,
+            x.1,
+            0,
+            30,
+            "contention_begin",
+            &format!("{lock} (flags=WRITE)"),
+        ),
+        switch_out(x.0, x.1, 0, 31),
+        // ...and gets it without a task waking it (W's release is not a traced wakeup).
+        waking(("swapper/0", 0), 0, 38, x),
+        switch_in(x.0, x.1, 0, 39),
+        line(
+            x.0,
+            x.1,
+            0,
+            41,
+            "contention_end",
+            &format!("{lock} (ret=0)"),
+        ),
+        // V queues behind X; holding the lock, X really sleeps for 30 us.
+        line(
+            v.0,
+            v.1,
+            1,
+            45,
+            "contention_begin",
+            &format!("{lock} (flags=WRITE)"),
+        ),
+        switch_out(v.0, v.1, 1, 46),
+        switch_out(x.0, x.1, 0, 60),
+        waking(("swapper/0", 0), 0, 90, x),
+        switch_in(x.0, x.1, 0, 90),
+        // X releases it by waking V.
+        waking(x, 0, 100, v),
+        switch_in(v.0, v.1, 1, 102),
+        line(
+            v.0,
+            v.1,
+            1,
+            105,
+            "contention_end",
+            &format!("{lock} (ret=0)"),
+        ),
+    ]
+    .concat();
+    let dir = TextTraceDir::new("holds-proven", &text);
+    let analysis = vmscale_analysis::analyse(dir.path()).unwrap();
+    let held = analysis
+        .holders
+        .iter()
+        .find(|h| h.lock_addr == RWSEM)
+        .unwrap_or_else(|| panic!("the rwsem's holders: {:#?}", analysis.holders));
+    assert_eq!(held.holders[0].pid, x.1, "{held:#?}");
+    // Two holds of X: the first ended at 20, the second began when its own wait ended.
+    assert_eq!(held.holders[0].holds, 2, "{held:#?}");
+    let sleep = held
+        .held_across_sleep
+        .first()
+        .unwrap_or_else(|| panic!("X slept while holding: {held:#?}"));
+    // The second hold is [41, 100], its acquisition proven by X's own wait: only the 60..90
+    // sleep happened while X held the lock, not the 31..38 sleep waiting for it, and the
+    // first hold (ended at 20) is not stretched over W's hold.
+    assert_eq!(sleep.holder_pid, x.1);
+    assert!(!sleep.held_at_least, "{sleep:#?}");
+    assert_eq!(sleep.held_ns, 59_000, "{sleep:#?}");
+    assert_eq!(sleep.slept_ns, 30_000, "{sleep:#?}");
+}
