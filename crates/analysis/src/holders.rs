@@ -114,6 +114,7 @@ struct Segment {
 #[derive(Default)]
 struct HolderAgg {
     holds: u64,
+    shared_holds: u64,
     behind_ns: u64,
     split: HashMap<Piece, u64>,
 }
@@ -150,6 +151,8 @@ struct LockState {
 #[derive(Debug, Clone, Copy)]
 struct OwnWait {
     began: u64,
+    /// Waited for read: the hold it led to is shared.
+    read: bool,
     /// When it ended with the lock (ret 0).
     acquired: Option<u64>,
 }
@@ -357,6 +360,7 @@ impl HoldersPass {
                         pid,
                         OwnWait {
                             began: ts,
+                            read: flags & flag::READ != 0,
                             acquired: None,
                         },
                     );
@@ -501,6 +505,7 @@ impl HoldersPass {
         let own_acquired = own
             .and_then(|o| o.acquired)
             .filter(|&at| at <= released && last_end.is_none_or(|e| at >= e));
+        let shared = own.is_some_and(|o| o.read && o.acquired.is_some());
         let (start, start_known) = match acquired.or(own_acquired) {
             Some(at) if at <= released => (at, true),
             // The acquisition was not traced: it held the lock at least since the queue
@@ -522,7 +527,9 @@ impl HoldersPass {
             start_known,
             end: released,
         });
-        state.holders.entry(holder).or_default().holds += 1;
+        let agg = state.holders.entry(holder).or_default();
+        agg.holds += 1;
+        agg.shared_holds += u64::from(shared);
         self.capture_hold(Hold {
             lock,
             holder,
@@ -733,6 +740,7 @@ impl HoldersPass {
                 comm: self.comm(pid),
                 pid,
                 holds: h.holds,
+                shared_holds: h.shared_holds,
                 waited_behind_ns: h.behind_ns,
                 activity: self.shares(&h.split, symbols, names),
             })

@@ -120,7 +120,15 @@ fn lock_cause(trace: &TraceSection, lock: Option<&LockContention>) -> (Cause, Op
                 format!(", {what} for {} of the waiting behind it", percent(share))
             })
             .unwrap_or_default();
-        format!("{}/{} held it in {} holds{doing}", h.comm, h.pid, h.holds)
+        if h.shared_holds > 0 {
+            // A read hold is shared: other readers may have held it too, unseen.
+            format!(
+                "{}/{} was among the readers holding it ({} of {} holds shared), so no single holder is named{doing}",
+                h.comm, h.pid, h.shared_holds, h.holds
+            )
+        } else {
+            format!("{}/{} held it in {} holds{doing}", h.comm, h.pid, h.holds)
+        }
     });
     (Cause::LockWait, holder)
 }
@@ -447,6 +455,7 @@ mod tests {
                 comm: "writer".into(),
                 pid: 7,
                 holds: 4,
+                shared_holds: 0,
                 waited_behind_ns: 1_000,
                 activity: vec![ActivityShare {
                     activity: HolderActivity::Running,

@@ -146,3 +146,118 @@ fn the_holders_own_wait_is_never_part_of_its_hold() {
     assert_eq!(sleep.held_ns, 59_000, "{sleep:#?}");
     assert_eq!(sleep.slept_ns, 30_000, "{sleep:#?}");
 }
+
+#[test]
+fn a_read_hold_is_shared_never_one_exclusive_holder() {
+    let lock = format!("{RWSEM:x}");
+    let (x, r, w) = (("writer-x", 301), ("reader-r", 302), ("writer-w", 303));
+    let text = [
+        // R waits for read while X holds the lock, and X's release wakes it.
+        line(
+            r.0,
+            r.1,
+            1,
+            5,
+            "contention_begin",
+            &format!("{lock} (flags=READ)"),
+        ),
+        line(
+            r.0,
+            r.1,
+            1,
+            6,
+            "sched_switch",
+            "prev_comm=reader-r prev_pid=302 prev_prio=120 prev_state=D ==> next_comm=swapper/1 \
+             next_pid=0 next_prio=120",
+        ),
+        line(
+            x.0,
+            x.1,
+            0,
+            20,
+            "sched_waking",
+            "comm=reader-r pid=302 prio=120 target_cpu=001",
+        ),
+        line(
+            "swapper/1",
+            0,
+            1,
+            21,
+            "sched_switch",
+            "prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=reader-r \
+             next_pid=302 next_prio=120",
+        ),
+        line(
+            r.0,
+            r.1,
+            1,
+            22,
+            "contention_end",
+            &format!("{lock} (ret=0)"),
+        ),
+        // W queues for write behind the readers; R's release wakes it.
+        line(
+            w.0,
+            w.1,
+            0,
+            30,
+            "contention_begin",
+            &format!("{lock} (flags=WRITE)"),
+        ),
+        line(
+            w.0,
+            w.1,
+            0,
+            31,
+            "sched_switch",
+            "prev_comm=writer-w prev_pid=303 prev_prio=120 prev_state=D ==> next_comm=swapper/0 \
+             next_pid=0 next_prio=120",
+        ),
+        line(
+            r.0,
+            r.1,
+            1,
+            80,
+            "sched_waking",
+            "comm=writer-w pid=303 prio=120 target_cpu=000",
+        ),
+        line(
+            "swapper/0",
+            0,
+            0,
+            81,
+            "sched_switch",
+            "prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=writer-w \
+             next_pid=303 next_prio=120",
+        ),
+        line(
+            w.0,
+            w.1,
+            0,
+            82,
+            "contention_end",
+            &format!("{lock} (ret=0)"),
+        ),
+    ]
+    .concat();
+    let dir = TextTraceDir::new("holds-shared", &text);
+    let analysis = vmscale_analysis::analyse(dir.path()).unwrap();
+    let held = analysis
+        .holders
+        .iter()
+        .find(|h| h.lock_addr == RWSEM)
+        .unwrap_or_else(|| panic!("the rwsem's holders: {:#?}", analysis.holders));
+    let reader = held
+        .holders
+        .iter()
+        .find(|h| h.pid == r.1)
+        .unwrap_or_else(|| panic!("the reader as a holder: {held:#?}"));
+    // R took it for read: its hold is shared, and says so.
+    assert_eq!((reader.holds, reader.shared_holds), (1, 1), "{held:#?}");
+    let writer = held
+        .holders
+        .iter()
+        .find(|h| h.pid == x.1)
+        .expect("X held it");
+    assert_eq!(writer.shared_holds, 0, "{held:#?}");
+}

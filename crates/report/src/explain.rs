@@ -138,7 +138,11 @@ fn explain_lock(lock: &LockHolders) -> Explained {
     ]);
     for holder in &lock.holders {
         holders.rows.push(vec![
-            format!("{}/{}", holder.comm, holder.pid),
+            match holder.shared_holds {
+                0 => format!("{}/{}", holder.comm, holder.pid),
+                n if n == holder.holds => format!("{}/{} (shared: read)", holder.comm, holder.pid),
+                n => format!("{}/{} ({n} shared: read)", holder.comm, holder.pid),
+            },
             holder.holds.to_string(),
             duration(holder.waited_behind_ns),
             shares(&holder.activity, holder.waited_behind_ns),

@@ -1056,6 +1056,7 @@ fn explained_record() -> RunRecord {
             comm: "vmscale".into(),
             pid: 4242,
             holds: 1,
+            shared_holds: 0,
             waited_behind_ns: 606_000_000,
             activity: vec![
                 share(HolderActivity::Asleep, "handle_userfault", 600_000_000),

@@ -173,6 +173,7 @@ fn trace() -> TraceSection {
                 comm: "vmscale".into(),
                 pid: 43,
                 holds: 50,
+                shared_holds: 0,
                 waited_behind_ns: 4_000_000,
                 activity: vec![ActivityShare {
                     activity: HolderActivity::Running,

@@ -251,6 +251,10 @@ pub struct Holder {
     pub pid: i32,
     /// Holds that made someone wait (each ended by waking a waiter).
     pub holds: u64,
+    /// Of those, holds taken for read: shared with any other readers, so this task was one
+    /// of the holders, not necessarily the one that kept the waiters out.
+    #[serde(default)]
+    pub shared_holds: u64,
     /// Waiters' time spent behind this holder's holds.
     pub waited_behind_ns: u64,
     /// That time split by what this holder was doing, largest first.
