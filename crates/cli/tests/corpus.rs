@@ -564,16 +564,17 @@ fn mmap_lock_convoy() {
     // mm->mmap_lock: written by mmap and munmap, read by mincore, and waited on a lot.
     assert_eq!(lock.kind(), "rwsem", "{d}");
     assert!(
-        lock.mode_waits("write") >= 20 && lock.mode_waits("read") >= 20,
+        lock.mode_waits("write") >= 10 && lock.mode_waits("read") >= 10,
         "{d}"
     );
     assert!(lock.waits_in(&["vm_mmap_pgoff", "__vm_munmap"]), "{d}");
     assert!(lock.waits_in(&["__x64_sys_mincore", "do_mincore"]), "{d}");
     assert!(lock.wait_ns >= r.run_ns() / 10, "{d}");
-    // Its holders run (or are being handed the lock): they are not asleep with it.
+    // Its holders are not asleep with it: they run, wait for a CPU, or are being handed the
+    // lock (running was 17-70% of the wait here, handoff most of the rest).
     let holders = r.holders_of(&lock);
     assert!(activity_ns(holders, "asleep") <= lock.wait_ns / 10, "{d}");
-    assert!(activity_ns(holders, "running") >= lock.wait_ns / 5, "{d}");
+    assert!(activity_ns(holders, "running") >= lock.wait_ns / 20, "{d}");
 }
 
 #[test]
@@ -584,12 +585,12 @@ fn spinlock_eventfd() {
     let d = r.describe();
     assert_eq!(lock.kind(), "spinlock", "{d}");
     assert!(lock.waits_in(&["eventfd_write", "eventfd_read"]), "{d}");
-    // Thousands to tens of thousands of spins here, milliseconds to hundreds of them.
+    // 80,000 to 350,000 spins here, 200 to 900 ms of them.
     assert!(
-        lock.stacks_through(&["eventfd_write", "eventfd_read"]) >= 500,
+        lock.stacks_through(&["eventfd_write", "eventfd_read"]) >= 5_000,
         "{d}"
     );
-    assert!(lock.wait_ns >= r.run_ns() / 500, "{d}");
+    assert!(lock.wait_ns >= r.run_ns() / 100, "{d}");
     // Also in the spinlock table, and no sleeping lock is involved.
     assert!(
         r.trace()["spinlocks"]
@@ -637,12 +638,12 @@ fn mmap_lock_held_sending_ipis() {
     assert!(lock.waits_in(&["do_mprotect_pkey"]), "{d}");
     assert!(lock.waits_in(&["__x64_sys_mincore", "do_mincore"]), "{d}");
     assert!(lock.wait_ns >= r.run_ns() / 10, "{d}");
-    // The mprotect thread is one of the holders that cost the waiters time (4-15% of it
+    // The mprotect thread is one of the holders that cost the waiters time (10-25% of it
     // here: the readers, granted the lock when woken, and the handoffs take the rest), and
     // it sent a TLB shootdown for most of its calls.
     let holders = r.holders_of(&lock);
     assert!(
-        waited_behind(holders, "repro-mprotect") >= lock.wait_ns / 50,
+        waited_behind(holders, "repro-mprotect") >= lock.wait_ns / 20,
         "{d}"
     );
     assert!(activity_ns(holders, "asleep") <= lock.wait_ns / 10, "{d}");
