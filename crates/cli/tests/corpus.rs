@@ -476,12 +476,13 @@ fn every_case_has_a_label_a_readme_entry_and_a_test() {
         let label: Value =
             serde_json::from_slice(&std::fs::read(dir.join("expected.json")).unwrap())
                 .unwrap_or_else(|e| panic!("{case}/expected.json: {e}"));
-        let fields: Vec<&str> = label
+        let mut fields: Vec<&str> = label
             .as_object()
             .unwrap()
             .keys()
             .map(String::as_str)
             .collect();
+        fields.sort_unstable();
         assert_eq!(
             fields,
             [
