@@ -1,0 +1,93 @@
+/* An rwsem convoy on mmap_lock: one thread maps and unmaps a small anonymous region in a
+ * loop (mmap and munmap take mm->mmap_lock for write) while two others call mincore() on
+ * regions of their own in a loop (mincore takes it for read), about a second in all. The
+ * writer waits for the readers to leave, the readers that come meanwhile queue behind the
+ * waiting writer, and so on: every thread spends its time queued on one rwsem whose holders
+ * are running, not sleeping.
+ *
+ * mincore stands for "a reader of mmap_lock": on this kernel a page fault takes the
+ * faulting VMA's own lock and falls back to mmap_lock only now and then, so faulting
+ * threads would not queue reliably; mincore always takes mmap_lock for read. The writer
+ * never touches its region, so its munmap has no TLB entries to shoot down. The main
+ * thread only starts and joins them. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define READERS 2
+#define PAGES 64
+#define SECONDS 1
+
+static volatile int stop;
+static long page_size;
+
+static void die(const char *what)
+{
+	fprintf(stderr, "mmap-lock-convoy: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static void *mapper(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "repro-mapper");
+	struct timespec start, now;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (unsigned long calls = 0;; calls++) {
+		void *p = mmap(NULL, PAGES * page_size, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			die("mmap");
+		if (munmap(p, PAGES * page_size) != 0)
+			die("munmap");
+		if (calls % 16 == 0) {
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			if ((now.tv_sec - start.tv_sec) * 1000000000L + now.tv_nsec - start.tv_nsec >=
+			    SECONDS * 1000000000L)
+				break;
+		}
+	}
+	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static void *reader(void *arg)
+{
+	char name[16];
+	snprintf(name, sizeof name, "repro-mincore%d", (int)(uintptr_t)arg);
+	pthread_setname_np(pthread_self(), name);
+	char *p = mmap(NULL, PAGES * page_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		die("mmap");
+	memset(p, 1, PAGES * page_size);
+	unsigned char resident[PAGES];
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED))
+		if (mincore(p, PAGES * page_size, resident) != 0)
+			die("mincore");
+	return NULL;
+}
+
+int main(void)
+{
+	/* Ahead of ordinary work on a busy machine, so the threads do run at the same time. */
+	if (setpriority(PRIO_PROCESS, 0, -10) != 0)
+		die("setpriority");
+	page_size = sysconf(_SC_PAGESIZE);
+	pthread_t threads[READERS + 1];
+	for (int i = 0; i < READERS; i++)
+		if (pthread_create(&threads[i], NULL, reader, (void *)(uintptr_t)i) != 0)
+			die("pthread_create");
+	if (pthread_create(&threads[READERS], NULL, mapper, NULL) != 0)
+		die("pthread_create");
+	for (int i = 0; i <= READERS; i++)
+		pthread_join(threads[i], NULL);
+	return 0;
+}

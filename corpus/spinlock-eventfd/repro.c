@@ -1,0 +1,118 @@
+/* A spinlock convoy: four threads hammer one eventfd, three adding to its counter and one
+ * reading it back, for about a second. Every eventfd_write and eventfd_read takes the
+ * eventfd's wait-queue spinlock (ctx->wqh.lock) with interrupts off and, holding it, wakes
+ * the wait queue: sixteen epoll instances watch the eventfd, so each wakeup runs sixteen
+ * ep_poll_callback calls under the lock, and the hold is long enough for the two threads
+ * running at any time (two are pinned to each of two CPUs) to collide on it and spin.
+ * Nothing sleeps holding anything; nobody waits on the epoll instances. The main thread
+ * only sets up and joins. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ADDERS 3
+#define SECONDS 1
+#define WATCHERS 16
+
+static int efd;
+static volatile int stop;
+
+static void die(const char *what)
+{
+	fprintf(stderr, "spinlock-eventfd: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static int cpus[2];
+
+/* Pins the calling thread to the index-th of the first two CPUs it may run on. */
+static void pin(int index)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpus[index % 2], &set);
+	if (sched_setaffinity(0, sizeof set, &set) != 0)
+		die("sched_setaffinity");
+}
+
+static void *adder(void *arg)
+{
+	char name[16];
+	snprintf(name, sizeof name, "repro-adder%d", (int)(uintptr_t)arg);
+	pthread_setname_np(pthread_self(), name);
+	pin((int)(uintptr_t)arg);
+	uint64_t one = 1;
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED))
+		if (write(efd, &one, sizeof one) != sizeof one)
+			die("write the eventfd");
+	return NULL;
+}
+
+static void *reader(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "repro-reader");
+	pin(ADDERS);
+	struct timespec start, now;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	uint64_t value;
+	for (unsigned long reads = 0;; reads++) {
+		if (read(efd, &value, sizeof value) != sizeof value && errno != EAGAIN)
+			die("read the eventfd");
+		if (reads % 1024 == 0) {
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			if ((now.tv_sec - start.tv_sec) * 1000000000L + now.tv_nsec - start.tv_nsec >=
+			    SECONDS * 1000000000L)
+				break;
+		}
+	}
+	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+int main(void)
+{
+	/* Ahead of ordinary work on a busy machine, so the threads do run at the same time. */
+	if (setpriority(PRIO_PROCESS, 0, -10) != 0)
+		die("setpriority");
+	/* Non-blocking: a read of a zero counter returns EAGAIN instead of sleeping. */
+	cpu_set_t allowed;
+	if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+		die("sched_getaffinity");
+	for (int cpu = 0, found = 0; found < 2; cpu++) {
+		if (cpu == CPU_SETSIZE) {
+			fprintf(stderr, "spinlock-eventfd: needs two CPUs\n");
+			return 1;
+		}
+		if (CPU_ISSET(cpu, &allowed))
+			cpus[found++] = cpu;
+	}
+	efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (efd < 0)
+		die("eventfd");
+	for (int i = 0; i < WATCHERS; i++) {
+		int ep = epoll_create1(EPOLL_CLOEXEC);
+		struct epoll_event ev = {.events = EPOLLIN};
+		if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, efd, &ev) != 0)
+			die("epoll");
+	}
+	pthread_t threads[ADDERS + 1];
+	for (int i = 0; i < ADDERS; i++)
+		if (pthread_create(&threads[i], NULL, adder, (void *)(uintptr_t)i) != 0)
+			die("pthread_create");
+	if (pthread_create(&threads[ADDERS], NULL, reader, NULL) != 0)
+		die("pthread_create");
+	for (int i = 0; i <= ADDERS; i++)
+		pthread_join(threads[i], NULL);
+	return 0;
+}
