@@ -108,6 +108,8 @@ const WELL_KNOWN: &[(&[&str], &[&str], &str)] = &[
             "get_user_pages_unlocked",
             "__access_remote_vm",
             "exit_mmap",
+            "__x64_sys_mincore",
+            "__do_sys_mincore",
         ],
         "mmap_lock",
     ),
@@ -219,6 +221,16 @@ const WELL_KNOWN: &[(&[&str], &[&str], &str)] = &[
         "rq->__lock",
     ),
     (&["spinlock"], &["try_to_wake_up"], "p->pi_lock"),
+    (
+        &["spinlock"],
+        &[
+            "eventfd_write",
+            "eventfd_read",
+            "eventfd_signal",
+            "eventfd_ctx_do_read",
+        ],
+        "eventfd_ctx->wqh.lock",
+    ),
     (
         &["spinlock"],
         &["folio_lruvec_lock", "folio_lruvec_relock"],

@@ -36,8 +36,13 @@ pub fn verdict(record: &RunRecord) -> Vec<Finding> {
     if !timed.is_empty() {
         return timed;
     }
-    lock_findings(trace)
+    lock_findings(record, trace)
 }
+
+/// Lock waiting below this share of the traced CPU time (measured phases times online
+/// CPUs) is the background of any busy kernel (runqueue locks, page-fault fallbacks), not a
+/// bottleneck: nothing is blamed on a lock.
+const LOCK_BLAME_FLOOR: f64 = 0.01;
 
 fn none(summary: &str, evidence: Vec<String>) -> Finding {
     Finding {
@@ -292,11 +297,30 @@ fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Finding> {
     findings
 }
 
-fn lock_findings(trace: &TraceSection) -> Vec<Finding> {
+fn lock_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Finding> {
     let scope =
         "subject: lock waits of every traced task (this run did not record timed sample windows)"
             .to_string();
     let total: u64 = trace.contention.iter().map(|l| l.total_wait_ns).sum();
+    let traced_ns = trace
+        .ipis
+        .iter()
+        .map(|p| p.duration_ns)
+        .sum::<u64>()
+        .max(trace.breakdown.iter().map(|p| p.duration_ns).sum());
+    let capacity = traced_ns as f64 * record.host.online_cpus.max(1) as f64;
+    if total > 0 && capacity > 0.0 && (total as f64) < LOCK_BLAME_FLOOR * capacity {
+        return vec![none(
+            &format!(
+                "nothing is blamed on a lock: traced tasks waited {} on locks in {} of tracing on {} CPUs ({:.2}% of that CPU time)",
+                duration(total),
+                duration(traced_ns),
+                record.host.online_cpus,
+                total as f64 * 100.0 / capacity
+            ),
+            vec![scope],
+        )];
+    }
     if total == 0 {
         let summary = if trace.lock_format_missing {
             "lock contention unknown: the trace cannot decode lock:contention_begin"
@@ -586,5 +610,31 @@ mod tests {
         let untraced = verdict(&record(None));
         assert_eq!(untraced[0].cause, Cause::None);
         assert!(untraced[0].summary.starts_with("not traced"));
+    }
+
+    #[test]
+    fn lock_waiting_that_is_a_sliver_of_the_traced_cpu_time_blames_no_lock() {
+        use vmscale_run::IpiPhase;
+        let trace = |wait_ns| TraceSection {
+            contention: vec![lock("rq->__lock (in __schedule)", "spinlock", 1, wait_ns)],
+            ipis: vec![IpiPhase {
+                label: "record".into(),
+                duration_ns: 1_000_000_000,
+                ..IpiPhase::default()
+            }],
+            ..TraceSection::default()
+        };
+        // 2 CPUs for 1 s: 1 ms of waiting is 0.05%, nothing to blame.
+        let quiet = verdict(&record(Some(trace(1_000_000))));
+        assert_eq!(quiet.len(), 1);
+        assert_eq!(quiet[0].cause, Cause::None);
+        assert!(
+            quiet[0].summary.starts_with("nothing is blamed on a lock"),
+            "{}",
+            quiet[0].summary
+        );
+        // 100 ms is 5%: the lock is named.
+        let busy = verdict(&record(Some(trace(100_000_000))));
+        assert_eq!(busy[0].cause, Cause::LockSpin);
     }
 }

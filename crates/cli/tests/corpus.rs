@@ -355,6 +355,40 @@ impl Recorded {
             "{}",
             self.case
         );
+        self.assert_verdict(cause, lock);
+    }
+
+    /// The verdict's first finding names the labelled lock cause and lock; for a case
+    /// without lock contention it blames no lock anywhere (a recording's verdict does not
+    /// yet tell CPU starvation, sleeps, IPIs and on-CPU work apart: it then says "none").
+    fn assert_verdict(&self, cause: &str, lock: Option<&str>) {
+        let verdict = self.run["verdict"].as_array().expect("a verdict");
+        let first = &verdict[0];
+        let lock_causes = ["lock-wait", "lock-spin", "held-across-sleep"];
+        if lock_causes.contains(&cause) {
+            assert_eq!(first["cause"], cause, "{}: {first:#}", self.case);
+            let named = first["lock"].as_str().unwrap_or_default();
+            let want = lock.expect("a lock case names its lock");
+            assert!(
+                named.starts_with(want),
+                "{}: {named} is not {want}",
+                self.case
+            );
+        } else {
+            assert!(
+                first["cause"] == cause || first["cause"] == "none",
+                "{}: {first:#}",
+                self.case
+            );
+            for finding in verdict {
+                let blamed = finding["cause"].as_str().unwrap_or_default();
+                assert!(
+                    !lock_causes.contains(&blamed),
+                    "{}: a lock was blamed: {finding:#}",
+                    self.case
+                );
+            }
+        }
     }
 
     /// A compact account of what the trace shows, for failure messages and the test log.

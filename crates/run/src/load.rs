@@ -64,14 +64,16 @@ fn host_busy_ticks() -> Option<u64> {
     Some(total - fields.get(3).copied().unwrap_or(0) - fields.get(4).copied().unwrap_or(0))
 }
 
-/// utime + stime of this process (all threads).
+/// CPU time of this process (all threads) and of the children it waited for: a recorded
+/// command and teardown's holders are the run's own work, not background.
 fn own_ticks() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/self/stat").ok()?;
     // comm may contain spaces; fields after the closing parenthesis are fixed.
     let rest = &text[text.rfind(')')? + 2..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the full line: 11 and 12 after "pid (comm)".
-    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+    // utime, stime, cutime, cstime are fields 14 to 17 of the full line: 11 to 14 after
+    // "pid (comm)".
+    (11..=14).map(|i| fields.get(i)?.parse::<u64>().ok()).sum()
 }
 
 impl LoadMeter {
