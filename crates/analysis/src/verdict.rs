@@ -336,7 +336,8 @@ fn lock_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Finding> {
         .map(|l| (l, l.total_wait_ns as f64 / total as f64))
         .filter(|&(_, share)| share >= MIN_SHARE)
         .take(MAX_FINDINGS)
-        .map(|(l, share)| {
+        .enumerate()
+        .map(|(rank, (l, share))| {
             let (cause, holder) = lock_cause(trace, Some(l));
             let how = if cause == Cause::LockSpin {
                 "spinning on"
@@ -349,15 +350,15 @@ fn lock_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Finding> {
                 .take(3)
                 .map(|w| format!("{}/{}", w.comm, w.pid))
                 .collect();
-            let mut evidence = vec![
-                scope.clone(),
-                format!(
-                    "{} waits, {} in all, by {}",
-                    l.waits.as_ref().map_or(0, |w| w.n),
-                    duration(l.total_wait_ns),
-                    waiters.join(", ")
-                ),
-            ];
+            // What was explained is said once, with the first finding.
+            let mut evidence: Vec<String> =
+                (rank == 0).then(|| scope.clone()).into_iter().collect();
+            evidence.push(format!(
+                "{} waits, {} in all, by {}",
+                l.waits.as_ref().map_or(0, |w| w.n),
+                duration(l.total_wait_ns),
+                waiters.join(", ")
+            ));
             if let Some(frames) = l.stacks.first() {
                 evidence.push(format!(
                     "waited from: {}",

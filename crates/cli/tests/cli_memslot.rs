@@ -178,7 +178,7 @@ fn halted_guests_never_run_and_the_run_renders_again_from_disk() {
 
     // The verdict comes first in every human-readable output.
     assert!(
-        stdout(&o).starts_with("verdict: what the explained time went to"),
+        stdout(&o).starts_with("verdict for memslot: what the explained time went to"),
         "{}",
         stdout(&o)
     );

@@ -10,7 +10,13 @@ const EVIDENCE_SHOWN: usize = 2;
 /// Lines under each finding on the terminal's first screen.
 pub(crate) const BRIEF_DETAILS: usize = 1;
 
-pub(crate) const TITLE: &str = "verdict: what the explained time went to, largest first";
+/// "verdict for memslot: what the explained time went to, largest first".
+pub(crate) fn title(record: &RunRecord) -> String {
+    format!(
+        "verdict for {}: what the explained time went to, largest first",
+        record.scenario
+    )
+}
 
 /// One finding as the renderings show it.
 pub(crate) struct Entry<'a> {
@@ -52,7 +58,7 @@ pub(crate) fn text(record: &RunRecord, details: usize) -> String {
     if entries.is_empty() {
         return String::new();
     }
-    let mut out = format!("{TITLE}\n");
+    let mut out = format!("{}\n", title(record));
     for e in entries {
         out.push_str(&format!(
             "  {}. [{}] {}\n",

@@ -20,7 +20,14 @@ pub struct Neighbour {
     pub cpus_used: f64,
     /// Another vmscale run (or one of its holder processes).
     pub vmscale: bool,
+    /// A kernel thread (a child of kthreadd): it may be doing this run's deferred work
+    /// (kworkers cleaning up its irqfds, RCU callbacks), so it is named apart.
+    #[serde(default)]
+    pub kernel: bool,
 }
+
+/// The parent of every kernel thread.
+const KTHREADD_PID: u32 = 2;
 
 /// Processes using less than this share of one CPU are not named.
 pub const HEAVY_CPUS: f64 = 0.10;
@@ -171,6 +178,7 @@ impl NeighbourWatch {
                     command: command_line(p.stamp.pid),
                     cpus_used,
                     vmscale,
+                    kernel: p.ppid == KTHREADD_PID,
                 });
             }
         }
@@ -185,6 +193,7 @@ impl NeighbourWatch {
                     command: "(ended during this run)".into(),
                     cpus_used: 0.0,
                     vmscale: true,
+                    kernel: false,
                 });
             }
         }
@@ -223,16 +232,26 @@ pub fn warnings(neighbours: &[Neighbour]) -> Vec<String> {
             runs.join("; ")
         ));
     }
-    let heavy: Vec<String> = neighbours
-        .iter()
-        .filter(|n| !n.vmscale)
-        .take(5)
-        .map(describe)
-        .collect();
-    if !heavy.is_empty() {
+    let heavy = |kernel: bool| -> Vec<String> {
+        neighbours
+            .iter()
+            .filter(|n| !n.vmscale && n.kernel == kernel)
+            .take(5)
+            .map(describe)
+            .collect()
+    };
+    let processes = heavy(false);
+    if !processes.is_empty() {
         out.push(format!(
             "other processes used CPU during the run: {}",
-            heavy.join("; ")
+            processes.join("; ")
+        ));
+    }
+    let kernel = heavy(true);
+    if !kernel.is_empty() {
+        out.push(format!(
+            "kernel threads used CPU during the run, possibly doing this run's deferred work: {}",
+            kernel.join("; ")
         ));
     }
     out
