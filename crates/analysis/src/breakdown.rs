@@ -579,9 +579,10 @@ impl BreakdownPass {
     }
 }
 
+/// The idle task is named where it is shown ("swapper"), never from its per-CPU names.
 fn remember(comms: &mut HashMap<i32, String>, pid: i32, comm: &[u8]) {
-    if pid != 0 && comms.get(&pid).is_none_or(|c| c.as_bytes() != comm) {
-        comms.insert(pid, String::from_utf8_lossy(comm).into_owned());
+    if pid != 0 {
+        crate::task_names::remember(comms, pid, comm);
     }
 }
 

@@ -155,9 +155,7 @@ impl ContentionPass {
     }
 
     fn remember(&mut self, pid: i32, comm: &[u8]) {
-        self.comms
-            .entry(pid)
-            .or_insert_with(|| String::from_utf8_lossy(comm).into_owned());
+        crate::task_names::remember(&mut self.comms, pid, comm);
     }
 
     fn close(&mut self, pid: i32, wait: OpenWait, end: u64) {

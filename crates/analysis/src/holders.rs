@@ -330,14 +330,7 @@ impl HoldersPass {
 
     /// The latest name wins: a new thread starts with its parent's name and renames itself.
     fn remember(&mut self, pid: i32, comm: &[u8]) {
-        match self.comms.get_mut(&pid) {
-            Some(known) if known.as_bytes() == comm => {}
-            Some(known) => *known = String::from_utf8_lossy(comm).into_owned(),
-            None => {
-                self.comms
-                    .insert(pid, String::from_utf8_lossy(comm).into_owned());
-            }
-        }
+        crate::task_names::remember(&mut self.comms, pid, comm);
     }
 
     fn begin(&mut self, pid: i32, ts: u64, lock: u64, flags: u32) {

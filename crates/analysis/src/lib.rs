@@ -16,6 +16,7 @@ pub mod spinlocks;
 mod stacks;
 pub mod symbols;
 pub mod syscalls;
+mod task_names;
 mod timeline;
 pub mod verdict;
 
