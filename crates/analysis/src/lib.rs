@@ -44,6 +44,8 @@ pub struct TraceAnalysis {
     /// The trace around its worst wait, for the HTML timeline.
     pub timeline: Option<vmscale_run::findings::TimelineExcerpt>,
     pub decoded_events: u64,
+    /// From the first decoded event to the last.
+    pub span_ns: u64,
     /// No format for lock:contention_begin: contention cannot be decoded at all.
     pub lock_format_missing: bool,
     /// Pages the kernel marked as following lost events, and damaged pages skipped.
@@ -108,7 +110,11 @@ pub fn analyse_excluding(
     let mut holders = HoldersPass::default();
     let mut breakdown = BreakdownPass::timed(scope.timed_windows.clone());
     let mut spinlocks = SpinLocksPass::default();
+    let (mut first_ts, mut last_ts) = (None, 0);
     let summary = decoder.for_each(|event| {
+        // Events come in time order.
+        first_ts.get_or_insert(event.ts());
+        last_ts = event.ts();
         // The typed view is read once and shared: each pass reading it again cost more
         // than the decode itself.
         let kind = event.kind();
@@ -143,6 +149,7 @@ pub fn analyse_excluding(
         contention,
         ipis: ipis.finish(symbols),
         decoded_events: summary.events(),
+        span_ns: first_ts.map_or(0, |first| last_ts.saturating_sub(first)),
         lock_format_missing: decoder.catalog().find("lock", "contention_begin").is_none(),
         missed_events: summary.missed_events(),
         corrupt_pages: summary.corrupt_pages(),
@@ -157,6 +164,7 @@ impl TraceAnalysis {
     /// Fills the findings into a run's trace section.
     pub fn fill(self, section: &mut TraceSection) {
         section.decoded_events = self.decoded_events;
+        section.span_ns = self.span_ns;
         section.lock_format_missing = self.lock_format_missing;
         section.stack_cost = self.contention.stack_cost;
         section.contention = self.contention.locks;

@@ -302,12 +302,19 @@ fn lock_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Finding> {
         "subject: lock waits of every traced task (this run did not record timed sample windows)"
             .to_string();
     let total: u64 = trace.contention.iter().map(|l| l.total_wait_ns).sum();
-    let traced_ns = trace
+    // The measured phases when the run had them (tracing was on only then), else the whole
+    // trace (an imported or a --duration recording).
+    let phases_ns = trace
         .ipis
         .iter()
         .map(|p| p.duration_ns)
         .sum::<u64>()
         .max(trace.breakdown.iter().map(|p| p.duration_ns).sum());
+    let traced_ns = if phases_ns > 0 {
+        phases_ns
+    } else {
+        trace.span_ns
+    };
     let capacity = traced_ns as f64 * record.host.online_cpus.max(1) as f64;
     if total > 0 && capacity > 0.0 && (total as f64) < LOCK_BLAME_FLOOR * capacity {
         return vec![none(

@@ -47,7 +47,7 @@ pub(crate) fn brief(record: &RunRecord) -> String {
         ));
     }
     out.push_str(
-        "details: --details prints everything; the run directory has summary.md and report.html\n",
+        "details: --details prints every section, as a run directory's summary.md and report.html do\n",
     );
     out
 }

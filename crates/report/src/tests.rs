@@ -220,6 +220,7 @@ fn trace_section() -> TraceSection {
         dir: "trace".into(),
         excluded_tids: Vec::new(),
         lock_format_missing: false,
+        span_ns: 0,
         events: [
             "lock:contention_begin",
             "lock:contention_end",

@@ -21,6 +21,9 @@ pub struct TraceSection {
     pub lost_per_cpu: BTreeMap<String, u64>,
     /// Events decoded from the raw trace.
     pub decoded_events: u64,
+    /// From the first decoded event to the last (tracing may have been off in between).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub span_ns: u64,
     /// The trace has no format for lock:contention_begin (a damaged or partial trace
     /// directory), so lock contention is unknown rather than absent.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -436,4 +439,8 @@ pub struct ModeWaits {
     pub mode: String,
     pub waits: Option<Summary>,
     pub total_wait_ns: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
