@@ -11,49 +11,57 @@ use text_trace::{line, TextTraceDir};
 
 const RWSEM: u64 = 0xffff_8881_0a1b_2c40;
 
+/// `task` (comm, pid) goes to sleep on `cpu` at `us`.
+fn switch_out(task: (&str, i32), cpu: u32, us: u64) -> String {
+    let (comm, pid) = task;
+    line(
+        comm,
+        pid,
+        cpu,
+        us,
+        "sched_switch",
+        &format!(
+            "prev_comm={comm} prev_pid={pid} prev_prio=120 prev_state=D ==> \
+             next_comm=swapper/{cpu} next_pid=0 next_prio=120"
+        ),
+    )
+}
+
+/// `task` runs on `cpu` from `us`, after the idle task.
+fn switch_in(task: (&str, i32), cpu: u32, us: u64) -> String {
+    let (comm, pid) = task;
+    line(
+        &format!("swapper/{cpu}"),
+        0,
+        cpu,
+        us,
+        "sched_switch",
+        &format!(
+            "prev_comm=swapper/{cpu} prev_pid=0 prev_prio=120 prev_state=R ==> \
+             next_comm={comm} next_pid={pid} next_prio=120"
+        ),
+    )
+}
+
+/// `by` wakes `woken` on `cpu` at `us`.
+fn waking(by: (&str, i32), cpu: u32, us: u64, woken: (&str, i32)) -> String {
+    line(
+        by.0,
+        by.1,
+        cpu,
+        us,
+        "sched_waking",
+        &format!(
+            "comm={} pid={} prio=120 target_cpu=00{cpu}",
+            woken.0, woken.1
+        ),
+    )
+}
+
 #[test]
 fn the_holders_own_wait_is_never_part_of_its_hold() {
     let lock = format!("{RWSEM:x}");
     let (x, w) = (("writer-x", 201), ("writer-w", 202));
-    let switch_out = |comm: &str, pid: i32, cpu: u32, us: u64| {
-        line(
-            comm,
-            pid,
-            cpu,
-            us,
-            "sched_switch",
-            &format!(
-                "prev_comm={comm} prev_pid={pid} prev_prio=120 prev_state=D ==> \
-                 next_comm=swapper/{cpu} next_pid=0 next_prio=120"
-            ),
-        )
-    };
-    let switch_in = |comm: &str, pid: i32, cpu: u32, us: u64| {
-        line(
-            &format!("swapper/{cpu}"),
-            0,
-            cpu,
-            us,
-            "sched_switch",
-            &format!(
-                "prev_comm=swapper/{cpu} prev_pid=0 prev_prio=120 prev_state=R ==> \
-                 next_comm={comm} next_pid={pid} next_prio=120"
-            ),
-        )
-    };
-    let waking = |by: (&str, i32), cpu: u32, us: u64, woken: (&str, i32)| {
-        line(
-            by.0,
-            by.1,
-            cpu,
-            us,
-            "sched_waking",
-            &format!(
-                "comm={} pid={} prio=120 target_cpu=00{cpu}",
-                woken.0, woken.1
-            ),
-        )
-    };
     let v = ("writer-v", 203);
     let text = [
         // X holds the lock (its acquisition is not in the trace); W queues and sleeps.
@@ -65,10 +73,10 @@ fn the_holders_own_wait_is_never_part_of_its_hold() {
             "contention_begin",
             &format!("{lock} (flags=WRITE)"),
         ),
-        switch_out(w.0, w.1, 1, 6),
+        switch_out(w, 1, 6),
         // X releases it by waking W, which takes it.
         waking(x, 0, 20, w),
-        switch_in(w.0, w.1, 1, 21),
+        switch_in(w, 1, 21),
         line(
             w.0,
             w.1,
@@ -86,10 +94,10 @@ fn the_holders_own_wait_is_never_part_of_its_hold() {
             "contention_begin",
             &format!("{lock} (flags=WRITE)"),
         ),
-        switch_out(x.0, x.1, 0, 31),
+        switch_out(x, 0, 31),
         // ...and gets it without a task waking it (W's release is not a traced wakeup).
         waking(("swapper/0", 0), 0, 38, x),
-        switch_in(x.0, x.1, 0, 39),
+        switch_in(x, 0, 39),
         line(
             x.0,
             x.1,
@@ -107,13 +115,13 @@ fn the_holders_own_wait_is_never_part_of_its_hold() {
             "contention_begin",
             &format!("{lock} (flags=WRITE)"),
         ),
-        switch_out(v.0, v.1, 1, 46),
-        switch_out(x.0, x.1, 0, 60),
+        switch_out(v, 1, 46),
+        switch_out(x, 0, 60),
         waking(("swapper/0", 0), 0, 90, x),
-        switch_in(x.0, x.1, 0, 90),
+        switch_in(x, 0, 90),
         // X releases it by waking V.
         waking(x, 0, 100, v),
-        switch_in(v.0, v.1, 1, 102),
+        switch_in(v, 1, 102),
         line(
             v.0,
             v.1,
@@ -161,32 +169,9 @@ fn a_read_hold_is_shared_never_one_exclusive_holder() {
             "contention_begin",
             &format!("{lock} (flags=READ)"),
         ),
-        line(
-            r.0,
-            r.1,
-            1,
-            6,
-            "sched_switch",
-            "prev_comm=reader-r prev_pid=302 prev_prio=120 prev_state=D ==> next_comm=swapper/1 \
-             next_pid=0 next_prio=120",
-        ),
-        line(
-            x.0,
-            x.1,
-            0,
-            20,
-            "sched_waking",
-            "comm=reader-r pid=302 prio=120 target_cpu=001",
-        ),
-        line(
-            "swapper/1",
-            0,
-            1,
-            21,
-            "sched_switch",
-            "prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=reader-r \
-             next_pid=302 next_prio=120",
-        ),
+        switch_out(r, 1, 6),
+        waking(x, 1, 20, r),
+        switch_in(r, 1, 21),
         line(
             r.0,
             r.1,
@@ -204,32 +189,9 @@ fn a_read_hold_is_shared_never_one_exclusive_holder() {
             "contention_begin",
             &format!("{lock} (flags=WRITE)"),
         ),
-        line(
-            w.0,
-            w.1,
-            0,
-            31,
-            "sched_switch",
-            "prev_comm=writer-w prev_pid=303 prev_prio=120 prev_state=D ==> next_comm=swapper/0 \
-             next_pid=0 next_prio=120",
-        ),
-        line(
-            r.0,
-            r.1,
-            1,
-            80,
-            "sched_waking",
-            "comm=writer-w pid=303 prio=120 target_cpu=000",
-        ),
-        line(
-            "swapper/0",
-            0,
-            0,
-            81,
-            "sched_switch",
-            "prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=writer-w \
-             next_pid=303 next_prio=120",
-        ),
+        switch_out(w, 0, 31),
+        waking(r, 0, 80, w),
+        switch_in(w, 0, 81),
         line(
             w.0,
             w.1,
