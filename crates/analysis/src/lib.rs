@@ -14,6 +14,7 @@ pub mod naming;
 mod open_waits;
 pub mod spinlocks;
 mod stacks;
+pub mod subject;
 pub mod symbols;
 pub mod syscalls;
 mod task_names;
@@ -43,6 +44,8 @@ pub struct TraceAnalysis {
     pub spinlocks: Vec<vmscale_run::findings::SpinLockWaits>,
     /// The trace around its worst wait, for the HTML timeline.
     pub timeline: Option<vmscale_run::findings::TimelineExcerpt>,
+    /// Where the recorded command's tasks spent their time ([`Scope::subject_root`]).
+    pub subject: Option<vmscale_run::findings::SubjectTime>,
     pub decoded_events: u64,
     /// From the first decoded event to the last.
     pub span_ns: u64,
@@ -75,6 +78,9 @@ pub struct Scope {
     /// The measuring thread's timed samples, (start, end) on the trace's clock: when given,
     /// the breakdown explains these windows and nothing the thread did between them.
     pub timed_windows: Vec<(u64, u64)>,
+    /// The process of a recorded command: it and every task it creates are the subject
+    /// whose time is split by cause ([`subject`]).
+    pub subject_root: Option<u32>,
 }
 
 /// [`analyse`] within `scope`.
@@ -110,6 +116,9 @@ pub fn analyse_excluding(
     let mut holders = HoldersPass::default();
     let mut breakdown = BreakdownPass::timed(scope.timed_windows.clone());
     let mut spinlocks = SpinLocksPass::default();
+    let mut subject = scope
+        .subject_root
+        .map(|root| subject::SubjectPass::new(root as i32));
     let (mut first_ts, mut last_ts) = (None, 0);
     let summary = decoder.for_each(|event| {
         // Events come in time order.
@@ -134,6 +143,9 @@ pub fn analyse_excluding(
         holders.observe(&event, &kind);
         breakdown.observe(&event, &kind);
         spinlocks.observe(&event, &kind);
+        if let Some(subject) = &mut subject {
+            subject.observe(&event, &kind);
+        }
     })?;
     let contention = contention.finish(symbols);
     let holders = holders.finish(symbols, &contention.locks);
@@ -142,6 +154,7 @@ pub fn analyse_excluding(
         None => None,
     };
     Ok(TraceAnalysis {
+        subject: subject.and_then(|s| s.finish(symbols, &contention.locks)),
         timeline,
         holders,
         breakdown: breakdown.finish(symbols, &contention.locks),
@@ -173,6 +186,7 @@ impl TraceAnalysis {
         section.breakdown = self.breakdown;
         section.spinlocks = self.spinlocks;
         section.timeline = self.timeline;
+        section.subject = self.subject;
     }
 }
 

@@ -13,11 +13,13 @@ pub fn analyse(
     run_dir: &Path,
     meta: &TraceMeta,
     excluded_tids: Vec<u32>,
+    command: Option<vmscale_run::findings::CommandUsage>,
     points: &[vmscale_run::Point],
     warnings: &mut Vec<String>,
 ) -> TraceSection {
     let mut section = TraceSection {
         excluded_tids,
+        command,
         dir: TRACE_DIR.into(),
         events: meta.events.clone(),
         stacks: meta.stacks,
@@ -45,6 +47,7 @@ pub fn reanalyse(
     let scope = vmscale_analysis::Scope {
         excluded_tids: section.excluded_tids.clone(),
         timed_windows: vmscale_run::schema::timed_windows(points),
+        subject_root: section.command.map(|c| c.pid),
     };
     let analysis = vmscale_analysis::analyse_scoped(&run_dir.join(&section.dir), &scope);
     fill_findings(analysis, section, warnings);

@@ -244,6 +244,8 @@ fn trace_section() -> TraceSection {
         breakdown: Vec::new(),
         spinlocks: Vec::new(),
         timeline: None,
+        command: None,
+        subject: None,
     }
 }
 

@@ -50,6 +50,61 @@ pub struct TraceSection {
     /// task, for the HTML report's timeline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<TimelineExcerpt>,
+    /// The command a recording ran (`record -- CMD`), as the kernel accounted it: what the
+    /// trace is read for. Recorded with the run; never replaced by an analysis.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<CommandUsage>,
+    /// Where the command's tasks spent their time, from the trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<SubjectTime>,
+}
+
+/// The traced command's process and the CPU time the kernel charged it and every
+/// descendant it waited for (wait4's rusage).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CommandUsage {
+    pub pid: u32,
+    /// CPU time in user space.
+    pub user_ns: u64,
+    /// CPU time in the kernel on the command's behalf (system calls, page faults).
+    pub system_ns: u64,
+}
+
+/// The time of a set of tasks (a recorded command and every task it created), split by
+/// what each was doing, summed over the tasks.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SubjectTime {
+    /// Tasks seen, from the command's first to its last.
+    pub tasks: u32,
+    /// Thread time explained: every task from its first traced event to its exit or the
+    /// end of the trace, less `joined_ns`.
+    pub total_ns: u64,
+    /// Time asleep until another of the tasks exited (a join, a wait for a child): the
+    /// command waiting for its own work, not a cost. Left out of `total_ns`.
+    pub joined_ns: u64,
+    /// Who waited for the others that way, longest first.
+    #[serde(default)]
+    pub joined: Vec<TaskTime>,
+    /// Largest first.
+    pub parts: Vec<SubjectPart>,
+}
+
+/// One cause of the subject's time and the tasks that spent most of it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SubjectPart {
+    pub kind: ComponentKind,
+    /// Lock name, sleep function, cross-CPU function; empty for on-CPU and runnable.
+    pub detail: String,
+    pub total_ns: u64,
+    /// The tasks with most of it, most first.
+    pub tasks: Vec<TaskTime>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskTime {
+    pub comm: String,
+    pub pid: i32,
+    pub ns: u64,
 }
 
 /// A window of the trace around one lock wait: who ran on each CPU, and what each task

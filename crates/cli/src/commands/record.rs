@@ -11,8 +11,10 @@ use std::time::{Duration, Instant};
 use vmscale_scenario::PhaseHook;
 use vmscale_trace::recorder::{default_events, RecordConfig};
 
+use vmscale_run::findings::CommandUsage;
+
 use crate::args::RecordArgs;
-use crate::commands::run::{execute, save, show, Measured, OnSignal, RunPlan};
+use crate::commands::run::{execute, save, show, Measured, Measurement, OnSignal, RunPlan};
 use crate::failure::Failure;
 use crate::tracing::TraceArgs;
 
@@ -67,15 +69,20 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
         &trace,
         |hook: &mut dyn PhaseHook, _, cancel| {
             hook.measured_phase_begins("record")?;
+            let mut command = None;
             outcome = if args.command.is_empty() {
                 wait_for(args.duration.unwrap_or(0.0), cancel.0)
             } else {
-                let (outcome, signal) = run_command(&args.command, cancel.0);
-                interrupted_by = signal;
-                outcome
+                let ran = run_command(&args.command, cancel.0);
+                interrupted_by = ran.signal;
+                command = ran.usage;
+                ran.outcome
             };
             hook.measured_phase_ends("record")?;
-            Ok(Vec::new())
+            Ok(Measurement {
+                points: Vec::new(),
+                command,
+            })
         },
     )?;
     if !outcome.is_empty() {
@@ -115,26 +122,68 @@ fn wait_for(seconds: f64, interrupted: &std::sync::atomic::AtomicBool) -> String
 /// How long a command may take to end after vmscale passed a signal on, before SIGKILL.
 const GRACE: Duration = Duration::from_secs(10);
 
+/// How the traced command ended.
+struct Ran {
+    /// Empty when it succeeded; else how it failed, as a warning.
+    outcome: String,
+    /// The signal vmscale received and passed on, if any.
+    signal: Option<i32>,
+    /// Its process and CPU time, once reaped.
+    usage: Option<CommandUsage>,
+}
+
+/// Reaps `pid` if it has ended: its exit status and the CPU time the kernel charged it
+/// (with every descendant it waited for). `Ok(None)` while it runs.
+fn reap(pid: u32) -> std::io::Result<Option<(std::process::ExitStatus, CommandUsage)>> {
+    use std::os::unix::process::ExitStatusExt;
+    let mut status = 0;
+    // SAFETY: rusage is plain data that wait4 fills in; a zeroed one is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: the pid is our own child, not yet reaped (this is the only place that reaps
+    // it), so it cannot name another process; status and usage are valid for writing.
+    let reaped = unsafe { libc::wait4(pid as libc::pid_t, &mut status, libc::WNOHANG, &mut usage) };
+    match reaped {
+        0 => Ok(None),
+        r if r < 0 => Err(std::io::Error::last_os_error()),
+        _ => {
+            let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+            Ok(Some((
+                std::process::ExitStatus::from_raw(status),
+                CommandUsage {
+                    pid,
+                    user_ns: ns(usage.ru_utime),
+                    system_ns: ns(usage.ru_stime),
+                },
+            )))
+        }
+    }
+}
+
 /// Runs the command to completion; how it ended becomes a warning when it did not succeed.
 /// A signal vmscale receives meanwhile is passed on to the command (a terminal's Ctrl-C
 /// reaches both; a `kill` reaches only vmscale), and is returned so the run is marked.
-fn run_command(command: &[String], interrupted: &AtomicBool) -> (String, Option<i32>) {
+fn run_command(command: &[String], interrupted: &AtomicBool) -> Ran {
     let mut child = match std::process::Command::new(&command[0])
         .args(&command[1..])
         .spawn()
     {
         Ok(child) => child,
         Err(e) => {
-            return (
-                format!("the traced command {} could not start: {e}", command[0]),
-                None,
-            )
+            return Ran {
+                outcome: format!("the traced command {} could not start: {e}", command[0]),
+                signal: None,
+                usage: None,
+            }
         }
     };
     let mut forwarded: Option<(i32, Instant)> = None;
+    let mut usage = None;
     let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Ok(status),
+        match reap(child.id()) {
+            Ok(Some((status, used))) => {
+                usage = Some(used);
+                break Ok(status);
+            }
             Ok(None) => {}
             Err(e) => break Err(e),
         }
@@ -147,6 +196,7 @@ fn run_command(command: &[String], interrupted: &AtomicBool) -> (String, Option<
         }
         if let Some((_, at)) = forwarded {
             if at.elapsed() > GRACE {
+                // Not yet reaped (reap saw it running above), so the pid is still ours.
                 let _ = child.kill();
             }
         }
@@ -180,5 +230,9 @@ fn run_command(command: &[String], interrupted: &AtomicBool) -> (String, Option<
         ),
         None => how,
     };
-    (outcome, signal)
+    Ran {
+        outcome,
+        signal,
+        usage,
+    }
 }

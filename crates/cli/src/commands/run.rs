@@ -30,6 +30,21 @@ pub(crate) struct RunPlan {
     pub on_signal: OnSignal,
 }
 
+/// What a run's measuring produced: its points, and for a recording the command it ran.
+pub(crate) struct Measurement {
+    pub points: Vec<Point>,
+    pub command: Option<vmscale_run::findings::CommandUsage>,
+}
+
+impl From<Vec<Point>> for Measurement {
+    fn from(points: Vec<Point>) -> Measurement {
+        Measurement {
+            points,
+            command: None,
+        }
+    }
+}
+
 /// What SIGINT/SIGTERM mean for a run.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OnSignal {
@@ -43,15 +58,11 @@ pub(crate) enum OnSignal {
 /// Runs `measure` with tracing around its measured phases, in a fresh run directory under a
 /// temporary name that is removed again if anything fails, so a failed or interrupted run
 /// leaves nothing behind.
-pub(crate) fn execute(
+pub(crate) fn execute<M: Into<Measurement>>(
     plan: RunPlan,
     output: &OutputArgs,
     trace: &TraceArgs,
-    measure: impl FnOnce(
-        &mut dyn PhaseHook,
-        &Bar,
-        &Cancel,
-    ) -> Result<Vec<Point>, vmscale_scenario::Error>,
+    measure: impl FnOnce(&mut dyn PhaseHook, &Bar, &Cancel) -> Result<M, vmscale_scenario::Error>,
 ) -> Result<(RunDir, RunRecord), Failure> {
     let RunPlan {
         scenario,
@@ -74,7 +85,7 @@ pub(crate) fn execute(
         let watch = vmscale_run::neighbours::NeighbourWatch::start();
         let points = measure(&mut session, &bar, &Cancel(&interrupted));
         bar.finish();
-        let points = points?;
+        let Measurement { points, command } = points?.into();
         // A scenario that finished its last sample as the signal came is interrupted all
         // the same: the user asked it to stop, and exit 0 would say it ran as asked.
         if on_signal == OnSignal::DiscardRun {
@@ -100,6 +111,7 @@ pub(crate) fn execute(
                 &dir.path,
                 &meta,
                 neighbours.foreign_tids,
+                command,
                 &points,
                 &mut warnings,
             )

@@ -1,0 +1,484 @@
+//! Where a recorded command's tasks spent their time.
+//!
+//! The subject is the command's process and every task it created (a task whose
+//! sched_wakeup_new was traced by a subject task), each from its first traced event to its
+//! exit or the end of the trace. Every nanosecond of a task is in exactly one state:
+//! - waiting on a lock (between its contention_begin and contention_end, nested waits
+//!   counting for the innermost), spinning or asleep alike;
+//! - on a CPU while a cross-CPU call it queued has not run yet on its target: waiting for
+//!   other CPUs (IPIs, TLB shootdowns);
+//! - on a CPU; runnable (preempted, or woken and not yet on a CPU); asleep, in the
+//!   function its sleeping stack names.
+//!
+//! A sleep that another subject task ended while exiting (a join, a wait for a child) is
+//! the command waiting for its own work: it is counted apart, not as a cause.
+//!
+//! Streaming, with memory bounded by tasks, distinct stacks and locks: each task keeps its
+//! current state and when it began, and the time is added up as states change.
+
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+
+use vmscale_run::findings::{ComponentKind, SubjectPart, SubjectTime, TaskTime};
+use vmscale_run::LockContention;
+use vmscale_trace::event::Event;
+use vmscale_trace::views::EventKind;
+
+use crate::holders::sleep_function;
+use crate::naming;
+use crate::open_waits;
+use crate::stacks::{StackId, StackTable};
+use crate::symbols::Symbols;
+use crate::task_names::remember;
+
+/// sched_switch's prev_state bits of a task that switched out for the last time
+/// (EXIT_DEAD, EXIT_ZOMBIE as the kernel reports them).
+const EXITED: i64 = 0x10 | 0x20;
+/// A sleep ended by a subject task that exits within this long after is a join.
+const JOIN_WINDOW_NS: u64 = 10_000_000;
+/// Tasks named per part.
+const TOP_TASKS: usize = 3;
+const NO_STACK: &str = "(no stack)";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Part {
+    OnCpu,
+    Runnable,
+    Lock(u64),
+    Asleep(Option<StackId>),
+    /// Waiting for other CPUs to run this function.
+    CrossCpu(u64),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sched {
+    Running,
+    Runnable,
+    Asleep(Option<StackId>),
+}
+
+/// A sleep that ended when another subject task woke it.
+#[derive(Clone, Copy)]
+struct EndedSleep {
+    part: Part,
+    ns: u64,
+    waker: i32,
+    woken_at: u64,
+}
+
+struct Task {
+    sched: Sched,
+    /// Open lock waits, outermost first ([`open_waits`]).
+    waits: Vec<(u64, u32)>,
+    /// Cross-CPU calls queued and not yet run, and the function of the first.
+    pending: HashSet<u64>,
+    cross_func: u64,
+    part: Part,
+    since: u64,
+    last_sleep: Option<EndedSleep>,
+}
+
+impl Task {
+    fn new(sched: Sched, ts: u64) -> Task {
+        let mut task = Task {
+            sched,
+            waits: Vec::new(),
+            pending: HashSet::new(),
+            cross_func: 0,
+            part: Part::OnCpu,
+            since: ts,
+            last_sleep: None,
+        };
+        task.part = task.current_part();
+        task
+    }
+
+    fn current_part(&self) -> Part {
+        if let Some(&(lock, _)) = self.waits.last() {
+            return Part::Lock(lock);
+        }
+        match self.sched {
+            Sched::Running if !self.pending.is_empty() => Part::CrossCpu(self.cross_func),
+            Sched::Running => Part::OnCpu,
+            Sched::Runnable => Part::Runnable,
+            Sched::Asleep(stack) => Part::Asleep(stack),
+        }
+    }
+}
+
+/// The pass; feed it every event in time order, then [`SubjectPass::finish`].
+pub struct SubjectPass {
+    root: i32,
+    tasks: HashMap<i32, Task>,
+    /// Subject tasks that exited: a reused pid is not the subject unless a subject task
+    /// creates it again.
+    exited: HashSet<i32>,
+    /// Queued cross-CPU calls -> the subject task waiting for them.
+    csd_waiters: HashMap<u64, i32>,
+    /// CPU -> subject task whose sleeping stack should come next there.
+    awaiting_stack: HashMap<u32, i32>,
+    stacks: StackTable,
+    lock_flags: HashMap<u64, u32>,
+    comms: HashMap<i32, String>,
+    totals: HashMap<Part, u64>,
+    by_task: HashMap<(i32, Part), u64>,
+    joined: HashMap<i32, u64>,
+    last_ts: u64,
+}
+
+impl SubjectPass {
+    /// The subject is `root` (the command's process) and every task it creates.
+    pub fn new(root: i32) -> SubjectPass {
+        SubjectPass {
+            root,
+            tasks: HashMap::new(),
+            exited: HashSet::new(),
+            csd_waiters: HashMap::new(),
+            awaiting_stack: HashMap::new(),
+            stacks: StackTable::default(),
+            lock_flags: HashMap::new(),
+            comms: HashMap::new(),
+            totals: HashMap::new(),
+            by_task: HashMap::new(),
+            joined: HashMap::new(),
+            last_ts: 0,
+        }
+    }
+
+    fn add(&mut self, pid: i32, part: Part, ns: u64) {
+        if ns == 0 {
+            return;
+        }
+        *self.totals.entry(part).or_default() += ns;
+        *self.by_task.entry((pid, part)).or_default() += ns;
+    }
+
+    /// Applies `change` to a subject task and accounts the time of the state it leaves.
+    fn update(&mut self, pid: i32, ts: u64, change: impl FnOnce(&mut Task)) {
+        let Some(task) = self.tasks.get_mut(&pid) else {
+            return;
+        };
+        let was_asleep = matches!(task.sched, Sched::Asleep(_));
+        change(task);
+        let part = task.current_part();
+        if part == task.part {
+            return;
+        }
+        let (old, ns) = (task.part, ts.saturating_sub(task.since));
+        task.part = part;
+        task.since = ts;
+        if was_asleep && !matches!(task.sched, Sched::Asleep(_)) {
+            if let Part::Asleep(_) = old {
+                task.last_sleep = Some(EndedSleep {
+                    part: old,
+                    ns,
+                    waker: 0,
+                    woken_at: ts,
+                });
+            }
+        }
+        self.add(pid, old, ns);
+    }
+
+    /// A subject task's events say it is on a CPU, whatever was last seen of it.
+    fn seen_running(&mut self, pid: i32, ts: u64) {
+        if self
+            .tasks
+            .get(&pid)
+            .is_some_and(|t| t.sched != Sched::Running)
+        {
+            self.update(pid, ts, |t| t.sched = Sched::Running);
+        }
+    }
+
+    fn join(&mut self, pid: i32, ts: u64, sched: Sched) {
+        self.exited.remove(&pid);
+        self.tasks.insert(pid, Task::new(sched, ts));
+    }
+
+    fn exit(&mut self, pid: i32, ts: u64) {
+        let Some(task) = self.tasks.remove(&pid) else {
+            return;
+        };
+        self.add(pid, task.part, ts.saturating_sub(task.since));
+        for csd in task.pending {
+            self.csd_waiters.remove(&csd);
+        }
+        self.exited.insert(pid);
+        // Whoever it woke just before it went is joining it, not blocked by the kernel.
+        let joiners: Vec<(i32, EndedSleep)> = self
+            .tasks
+            .iter_mut()
+            .filter_map(|(&joiner, t)| {
+                let sleep = t.last_sleep?;
+                (sleep.waker == pid && ts.saturating_sub(sleep.woken_at) <= JOIN_WINDOW_NS)
+                    .then(|| (joiner, t.last_sleep.take().expect("checked above")))
+            })
+            .collect();
+        for (joiner, sleep) in joiners {
+            for slot in [
+                self.totals.get_mut(&sleep.part),
+                self.by_task.get_mut(&(joiner, sleep.part)),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                *slot = slot.saturating_sub(sleep.ns);
+            }
+            *self.joined.entry(joiner).or_default() += sleep.ns;
+        }
+    }
+
+    pub fn observe(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
+        let ts = event.ts();
+        let pid = event.pid();
+        self.last_ts = ts;
+        match *kind {
+            EventKind::SchedSwitch(s) => {
+                remember(&mut self.comms, s.prev_pid, s.prev_comm.as_bytes());
+                remember(&mut self.comms, s.next_pid, s.next_comm.as_bytes());
+                self.awaiting_stack.remove(&event.cpu());
+                if s.prev_pid == self.root && self.is_new(s.prev_pid) {
+                    self.join(s.prev_pid, ts, Sched::Running);
+                }
+                if self.tasks.contains_key(&s.prev_pid) {
+                    if s.prev_state & EXITED != 0 {
+                        self.exit(s.prev_pid, ts);
+                    } else {
+                        let sleeping = s.prev_state & 0xff != 0;
+                        if sleeping {
+                            self.awaiting_stack.insert(event.cpu(), s.prev_pid);
+                        }
+                        self.update(s.prev_pid, ts, |t| {
+                            t.sched = if sleeping {
+                                Sched::Asleep(None)
+                            } else {
+                                Sched::Runnable
+                            };
+                            // A caller that waits for its cross-CPU calls spins with
+                            // preemption off; one that sleeps was not waiting for them.
+                            if sleeping {
+                                t.pending.clear();
+                            }
+                        });
+                    }
+                }
+                if s.next_pid == self.root && self.is_new(s.next_pid) {
+                    self.join(s.next_pid, ts, Sched::Running);
+                }
+                self.update(s.next_pid, ts, |t| t.sched = Sched::Running);
+                return;
+            }
+            // The stacktrace trigger on sched_switch runs in the task switched out.
+            EventKind::KernelStack(stack) => {
+                if self.awaiting_stack.get(&event.cpu()) == Some(&pid) {
+                    self.awaiting_stack.remove(&event.cpu());
+                    let id = self.stacks.intern(stack.iter());
+                    if let Some(task) = self.tasks.get_mut(&pid) {
+                        if task.sched == Sched::Asleep(None) {
+                            // The same sleep, now with its stack: not a new state.
+                            task.sched = Sched::Asleep(Some(id));
+                            task.part = task.current_part();
+                        }
+                    }
+                }
+                return;
+            }
+            EventKind::SchedWakeupNew(w) => {
+                remember(&mut self.comms, w.pid, w.comm.as_bytes());
+                let created_by_subject = self.tasks.contains_key(&pid);
+                if created_by_subject || (w.pid == self.root && self.is_new(w.pid)) {
+                    self.join(w.pid, ts, Sched::Runnable);
+                }
+            }
+            EventKind::SchedWaking(w) | EventKind::SchedWakeup(w) => {
+                let woken_by_subject = pid != w.pid && self.tasks.contains_key(&pid);
+                if let Some(task) = self.tasks.get(&w.pid) {
+                    if matches!(task.sched, Sched::Asleep(_)) {
+                        self.update(w.pid, ts, |t| t.sched = Sched::Runnable);
+                        if let Some(sleep) = self
+                            .tasks
+                            .get_mut(&w.pid)
+                            .and_then(|t| t.last_sleep.as_mut())
+                            .filter(|s| s.woken_at == ts)
+                        {
+                            sleep.waker = if woken_by_subject { pid } else { 0 };
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        if pid == self.root && self.is_new(pid) {
+            self.join(pid, ts, Sched::Running);
+        }
+        if !self.tasks.contains_key(&pid) {
+            if let EventKind::CsdFunctionExit(f) = *kind {
+                self.csd_ran(f.csd, ts);
+            }
+            return;
+        }
+        self.seen_running(pid, ts);
+        match *kind {
+            EventKind::ContentionBegin(b) => {
+                self.lock_flags.entry(b.lock_addr).or_insert(b.flags);
+                self.update(pid, ts, |t| {
+                    match open_waits::find(&mut t.waits, b.lock_addr) {
+                        Some(wait) => wait.1 = b.flags,
+                        None => {
+                            open_waits::open(&mut t.waits, (b.lock_addr, b.flags));
+                        }
+                    }
+                });
+            }
+            EventKind::ContentionEnd(end) => {
+                self.update(pid, ts, |t| {
+                    open_waits::close(&mut t.waits, end.lock_addr);
+                });
+            }
+            EventKind::CsdQueueCpu(q) => {
+                self.csd_waiters.insert(q.csd, pid);
+                self.update(pid, ts, |t| {
+                    if t.pending.is_empty() {
+                        t.cross_func = q.func;
+                    }
+                    t.pending.insert(q.csd);
+                });
+            }
+            EventKind::CsdFunctionExit(f) => self.csd_ran(f.csd, ts),
+            _ => {}
+        }
+    }
+
+    fn is_new(&self, pid: i32) -> bool {
+        !self.tasks.contains_key(&pid) && !self.exited.contains(&pid)
+    }
+
+    fn csd_ran(&mut self, csd: u64, ts: u64) {
+        if let Some(waiter) = self.csd_waiters.remove(&csd) {
+            self.update(waiter, ts, |t| {
+                t.pending.remove(&csd);
+            });
+        }
+    }
+
+    fn comm(&self, pid: i32) -> String {
+        self.comms.get(&pid).cloned().unwrap_or_else(|| "?".into())
+    }
+
+    /// The subject's time, closing every task still alive at the trace's last event; `None`
+    /// when the command never appeared in the trace. `contention` names the locks.
+    pub fn finish(
+        mut self,
+        symbols: &dyn Symbols,
+        contention: &[LockContention],
+    ) -> Option<SubjectTime> {
+        let end = self.last_ts;
+        let alive: Vec<i32> = self.tasks.keys().copied().collect();
+        let seen = alive.len() + self.exited.len();
+        if seen == 0 {
+            return None;
+        }
+        for pid in alive {
+            if let Some(task) = self.tasks.remove(&pid) {
+                self.add(pid, task.part, end.saturating_sub(task.since));
+            }
+        }
+        let names: HashMap<u64, &str> = contention
+            .iter()
+            .map(|l| (l.lock_addr, l.name.as_str()))
+            .collect();
+        let mut merged: HashMap<(ComponentKind, String), (u64, HashMap<i32, u64>)> = HashMap::new();
+        for (&(pid, part), &ns) in &self.by_task {
+            if ns == 0 {
+                continue;
+            }
+            let key = self.describe(part, symbols, &names);
+            let entry = merged.entry(key).or_default();
+            entry.0 += ns;
+            *entry.1.entry(pid).or_default() += ns;
+        }
+        let mut parts: Vec<SubjectPart> = merged
+            .into_iter()
+            .map(|((kind, detail), (total_ns, tasks))| SubjectPart {
+                kind,
+                detail,
+                total_ns,
+                tasks: self.top(tasks),
+            })
+            .collect();
+        parts.sort_by(|a, b| {
+            b.total_ns
+                .cmp(&a.total_ns)
+                .then(a.kind.cmp(&b.kind))
+                .then(a.detail.cmp(&b.detail))
+        });
+        let joined = std::mem::take(&mut self.joined);
+        Some(SubjectTime {
+            tasks: seen as u32,
+            total_ns: parts.iter().map(|p| p.total_ns).sum(),
+            joined_ns: joined.values().sum(),
+            joined: self.top(joined),
+            parts,
+        })
+    }
+
+    fn top(&self, tasks: HashMap<i32, u64>) -> Vec<TaskTime> {
+        let mut tasks: Vec<TaskTime> = tasks
+            .into_iter()
+            .filter(|&(_, ns)| ns > 0)
+            .map(|(pid, ns)| TaskTime {
+                comm: self.comm(pid),
+                pid,
+                ns,
+            })
+            .collect();
+        tasks.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.pid.cmp(&b.pid)));
+        tasks.truncate(TOP_TASKS);
+        tasks
+    }
+
+    fn describe(
+        &self,
+        part: Part,
+        symbols: &dyn Symbols,
+        names: &HashMap<u64, &str>,
+    ) -> (ComponentKind, String) {
+        match part {
+            Part::OnCpu => (ComponentKind::OnCpu, String::new()),
+            Part::Runnable => (ComponentKind::Runnable, String::new()),
+            Part::Lock(lock) => {
+                let name = names.get(&lock).map_or_else(
+                    || {
+                        let flags = self.lock_flags.get(&lock).copied().unwrap_or(0);
+                        naming::stack_name(naming::kind(flags), naming::mode(flags), None)
+                    },
+                    |n| n.to_string(),
+                );
+                // Per-CPU and on-stack locks carry their address to tell them apart in the
+                // contention table; as a cause they are one.
+                let site = name
+                    .rsplit_once(" @0x")
+                    .map_or(name.clone(), |(site, _)| site.to_string());
+                (ComponentKind::Lock, site)
+            }
+            Part::Asleep(stack) => {
+                let frames: Vec<String> = stack
+                    .map(|s| {
+                        self.stacks
+                            .frames(s)
+                            .iter()
+                            .map(|&a| symbols.frame(a))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let function = sleep_function(&frames).unwrap_or(NO_STACK);
+                (ComponentKind::Asleep, function.to_string())
+            }
+            Part::CrossCpu(func) => {
+                let frame = symbols.frame(func);
+                let name = frame.split(['+', ' ']).next().unwrap_or(&frame);
+                (ComponentKind::CrossCpu, name.to_string())
+            }
+        }
+    }
+}
