@@ -1,9 +1,11 @@
-/* Many short holds of a sleeping lock: two threads write small messages to one pipe and a
- * third reads them back, about a second in all. Every write and read takes pipe->mutex for
- * a few microseconds; with more threads than CPUs a waiter often finds it taken and queues
- * on the mutex (spinning while the holder runs, sleeping when it does not). No holder
- * sleeps holding it: a writer that finds the pipe full waits with the mutex released, like
- * a reader that finds it empty. The main thread only starts and joins them. */
+/* Many short holds of a sleeping lock: four threads each write 64 KiB to one pipe and read
+ * 64 KiB back, over and over, for about a second. pipe->mutex is held for the whole copy of
+ * each write and read (microseconds), and there is little else to do, so at any moment one
+ * thread copies under the mutex and the others queue on it: spinning while the holder
+ * runs, sleeping in the mutex when it does not. The pipe is made large enough (1 MiB) for
+ * every thread's chunk at once, so no writer ever finds it full and no reader finds it
+ * empty for long: nobody sleeps holding the mutex. The main thread only starts and joins
+ * them. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -16,12 +18,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define WRITERS 2
-#define MSG 16
+#define THREADS 4
+#define CHUNK (64 * 1024)
+#define PIPE_SIZE (1024 * 1024)
 #define SECONDS 1
 
 static int fds[2];
-static volatile int stop;
 
 static void die(const char *what)
 {
@@ -29,43 +31,38 @@ static void die(const char *what)
 	exit(1);
 }
 
-static void *writer(void *arg)
+static long elapsed_ns(const struct timespec *start)
 {
-	char name[16], buf[MSG];
-	snprintf(name, sizeof name, "repro-writer%d", (int)(uintptr_t)arg);
-	pthread_setname_np(pthread_self(), name);
-	memset(buf, 'w', sizeof buf);
-	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED))
-		if (write(fds[1], buf, MSG) != MSG)
-			die("write");
-	return NULL;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (now.tv_sec - start->tv_sec) * 1000000000L + now.tv_nsec - start->tv_nsec;
 }
 
-static void *reader(void *arg)
+static void *copier(void *arg)
 {
-	pthread_t *writers = arg;
-	pthread_setname_np(pthread_self(), "repro-reader");
-	struct timespec start, now;
+	char name[16];
+	snprintf(name, sizeof name, "repro-pipe%d", (int)(uintptr_t)arg);
+	pthread_setname_np(pthread_self(), name);
+	static __thread char buf[CHUNK];
+	memset(buf, 'p', sizeof buf);
+	struct timespec start;
 	clock_gettime(CLOCK_MONOTONIC, &start);
-	char buf[4096];
-	for (unsigned long reads = 0;; reads++) {
-		if (read(fds[0], buf, sizeof buf) <= 0)
-			die("read");
-		if (reads % 256 == 0) {
-			clock_gettime(CLOCK_MONOTONIC, &now);
-			if ((now.tv_sec - start.tv_sec) * 1000000000L + now.tv_nsec - start.tv_nsec >=
-			    SECONDS * 1000000000L)
-				break;
+	while (elapsed_ns(&start) < SECONDS * 1000000000L) {
+		/* What this thread writes, it reads back (any thread's bytes): the pipe never
+		 * holds more than THREADS chunks, well under its size. */
+		for (size_t done = 0; done < CHUNK;) {
+			ssize_t n = write(fds[1], buf + done, CHUNK - done);
+			if (n <= 0)
+				die("write");
+			done += (size_t)n;
+		}
+		for (size_t done = 0; done < CHUNK;) {
+			ssize_t n = read(fds[0], buf + done, CHUNK - done);
+			if (n <= 0)
+				die("read");
+			done += (size_t)n;
 		}
 	}
-	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
-	/* A writer blocked on a full pipe sees stop once the pipe has room again. */
-	if (fcntl(fds[0], F_SETFL, O_NONBLOCK) != 0)
-		die("fcntl");
-	for (int i = 0; i < WRITERS; i++)
-		while (pthread_tryjoin_np(writers[i], NULL) != 0)
-			if (read(fds[0], buf, sizeof buf) < 0 && errno != EAGAIN)
-				die("read");
 	return NULL;
 }
 
@@ -76,12 +73,13 @@ int main(void)
 		die("setpriority");
 	if (pipe(fds) != 0)
 		die("pipe");
-	pthread_t writers[WRITERS], drain;
-	for (int i = 0; i < WRITERS; i++)
-		if (pthread_create(&writers[i], NULL, writer, (void *)(uintptr_t)i) != 0)
+	if (fcntl(fds[1], F_SETPIPE_SZ, PIPE_SIZE) < PIPE_SIZE)
+		die("F_SETPIPE_SZ");
+	pthread_t threads[THREADS];
+	for (int i = 0; i < THREADS; i++)
+		if (pthread_create(&threads[i], NULL, copier, (void *)(uintptr_t)i) != 0)
 			die("pthread_create");
-	if (pthread_create(&drain, NULL, reader, writers) != 0)
-		die("pthread_create");
-	pthread_join(drain, NULL);
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(threads[i], NULL);
 	return 0;
 }

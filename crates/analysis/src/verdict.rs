@@ -1,19 +1,22 @@
 //! The verdict of a run, from its findings: what the explained time went to, ranked.
 //!
-//! Two kinds of run, two subjects, each said in the evidence:
+//! Three kinds of run, three subjects, each said in the evidence:
 //! - A run whose scenario recorded its timed samples (memslot, zap, mlock): the subject is
 //!   those windows of the measuring thread ([`crate::breakdown`] in timed mode), so every
 //!   share is of the time the samples measured, and nothing outside them is blamed.
-//! - Any other traced run (irqfd, teardown, `record`, imported traces): the trace does not
-//!   say which waits were part of a measured operation, so the subject is lock waiting
-//!   across every traced task, and shares are of that.
+//! - A recorded command (`record -- CMD`): the subject is the command's tasks from their
+//!   first traced event to their exit ([`crate::subject`]), and shares are of their time;
+//!   on-CPU time is split into kernel and user space by the CPU time the kernel charged.
+//! - Any other traced run (irqfd, teardown, `record --duration`, imported traces): the
+//!   trace does not say which waits were part of a measured operation, so the subject is
+//!   lock waiting across every traced task, and shares are of that.
 //!
 //! A finding only restates an aggregate the analyses computed; where the trace cannot
 //! tell (no stack for a sleep, a holder not seen), the sentence says so instead.
 
 use std::collections::HashMap;
 
-use vmscale_run::findings::{ComponentKind, LockHolders, TraceSection};
+use vmscale_run::findings::{ComponentKind, LockHolders, SubjectTime, TaskTime, TraceSection};
 use vmscale_run::verdict::{Cause, Finding};
 use vmscale_run::{LockContention, RunRecord};
 use vmscale_stats::units::duration;
@@ -35,6 +38,9 @@ pub fn verdict(record: &RunRecord) -> Vec<Finding> {
     let timed = timed_findings(record, trace);
     if !timed.is_empty() {
         return timed;
+    }
+    if let Some(subject) = trace.subject.as_ref().filter(|s| s.total_ns > 0) {
+        return subject_findings(record, trace, subject);
     }
     lock_findings(record, trace)
 }
@@ -294,6 +300,236 @@ fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Finding> {
         ));
         first.evidence.splice(0..0, head);
     }
+    findings
+}
+
+/// A share of a recorded command's time, with the tasks that spent most of it.
+struct SubjectShare<'a> {
+    kind: SubjectCause,
+    detail: &'a str,
+    ns: u64,
+    tasks: &'a [TaskTime],
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SubjectCause {
+    Part(ComponentKind),
+    /// On-CPU time split by the command's rusage.
+    Kernel,
+    User,
+}
+
+fn tasks_list(tasks: &[TaskTime]) -> String {
+    tasks
+        .iter()
+        .map(|t| format!("{}/{} {}", t.comm, t.pid, duration(t.ns)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The command's name as given on the command line.
+fn command_name(record: &RunRecord) -> String {
+    record.knobs["command"][0]
+        .as_str()
+        .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
+        .unwrap_or_else(|| "the command".into())
+}
+
+fn subject_findings(
+    record: &RunRecord,
+    trace: &TraceSection,
+    subject: &SubjectTime,
+) -> Vec<Finding> {
+    let total = subject.total_ns;
+    let command = command_name(record);
+    let whose = format!(
+        "the time of {command}'s {} task{} ({})",
+        subject.tasks,
+        if subject.tasks == 1 { "" } else { "s" },
+        duration(total)
+    );
+    // Waiting for cross-CPU calls is spinning in the kernel: system time the trace already
+    // placed. The rest of the charged system time is the kernel share of on-CPU time.
+    let cross_ns: u64 = subject
+        .parts
+        .iter()
+        .filter(|p| p.kind == ComponentKind::CrossCpu)
+        .map(|p| p.total_ns)
+        .sum();
+    let kernel_fraction = trace.command.and_then(|usage| {
+        let system = usage.system_ns.saturating_sub(cross_ns);
+        let all = system + usage.user_ns;
+        (all > 0).then(|| system as f64 / all as f64)
+    });
+    let mut shares: Vec<SubjectShare> = Vec::new();
+    for part in &subject.parts {
+        match (part.kind, kernel_fraction) {
+            (ComponentKind::OnCpu, Some(kernel)) => {
+                let in_kernel = (part.total_ns as f64 * kernel).round() as u64;
+                for (kind, ns) in [
+                    (SubjectCause::Kernel, in_kernel),
+                    (
+                        SubjectCause::User,
+                        part.total_ns - in_kernel.min(part.total_ns),
+                    ),
+                ] {
+                    shares.push(SubjectShare {
+                        kind,
+                        detail: "",
+                        ns,
+                        tasks: &part.tasks,
+                    });
+                }
+            }
+            (kind, _) => shares.push(SubjectShare {
+                kind: SubjectCause::Part(kind),
+                detail: &part.detail,
+                ns: part.total_ns,
+                tasks: &part.tasks,
+            }),
+        }
+    }
+    shares.sort_by_key(|s| std::cmp::Reverse(s.ns));
+    let cpu_used = trace.command.map(|u| u.user_ns + u.system_ns);
+    let mut findings: Vec<Finding> = shares
+        .iter()
+        .map(|s| (s, s.ns as f64 / total as f64))
+        .filter(|&(_, share)| share >= MIN_SHARE)
+        .take(MAX_FINDINGS)
+        .map(|(s, share)| {
+            let pct = percent(share);
+            let mut evidence = vec![format!("most of it: {}", tasks_list(s.tasks))];
+            let (cause, lock, holder, summary) = match s.kind {
+                SubjectCause::Part(ComponentKind::Lock) => {
+                    let entry = lock_entry(trace, s.detail);
+                    let (cause, holder) = lock_cause(trace, entry);
+                    let how = if cause == Cause::LockSpin { "spinning on" } else { "waiting for" };
+                    if let Some(l) = entry {
+                        evidence.push(format!(
+                            "{}: {} contended waits by all tasks, {} in all",
+                            l.name,
+                            l.waits.as_ref().map_or(0, |w| w.n),
+                            duration(l.total_wait_ns)
+                        ));
+                    }
+                    (
+                        cause,
+                        Some(s.detail.to_string()),
+                        holder,
+                        format!("{pct} of {whose} went to {how} {}", s.detail),
+                    )
+                }
+                SubjectCause::Part(ComponentKind::CrossCpu) => {
+                    let ipis: u64 = trace.ipis.iter().map(|p| p.ipis).sum();
+                    if ipis > 0 {
+                        evidence.push(format!("{ipis} IPIs sent by all tasks while traced"));
+                    }
+                    (
+                        Cause::Ipi,
+                        None,
+                        None,
+                        format!(
+                            "{pct} of {whose} went to waiting for other CPUs to run {} (IPIs)",
+                            s.detail
+                        ),
+                    )
+                }
+                SubjectCause::Part(ComponentKind::Runnable) => {
+                    if let Some(load) = &record.background {
+                        evidence.push(format!(
+                            "other processes used {} of all CPU time",
+                            percent(load.other_busy_fraction)
+                        ));
+                    }
+                    if let (Some(used), Some(wall)) = (
+                        cpu_used,
+                        record.background.as_ref().map(|b| b.wall_ns).filter(|&w| w > 0),
+                    ) {
+                        evidence.push(format!(
+                            "{command} used {} of CPU time in {} on {} CPUs",
+                            duration(used),
+                            duration(wall),
+                            record.host.online_cpus
+                        ));
+                    }
+                    (
+                        Cause::CpuStarvation,
+                        None,
+                        None,
+                        format!("{pct} of {whose} was spent runnable but not on a CPU"),
+                    )
+                }
+                SubjectCause::Part(ComponentKind::Asleep) if s.detail.starts_with('(') => (
+                    Cause::Sleep,
+                    None,
+                    None,
+                    format!(
+                        "{pct} of {whose} was spent asleep, where the trace does not say (its sleeps have no stack)"
+                    ),
+                ),
+                SubjectCause::Part(ComponentKind::Asleep) => (
+                    Cause::Sleep,
+                    None,
+                    None,
+                    format!("{pct} of {whose} was spent asleep in {}, holding no contended lock", s.detail),
+                ),
+                SubjectCause::Kernel => {
+                    if let Some(usage) = trace.command {
+                        evidence.push(format!(
+                            "the kernel charged {command} {} of system time and {} of user time",
+                            duration(usage.system_ns),
+                            duration(usage.user_ns)
+                        ));
+                    }
+                    (
+                        Cause::OnCpu,
+                        None,
+                        None,
+                        format!("{pct} of {whose} was spent running in the kernel (system time), not waiting for anything"),
+                    )
+                }
+                SubjectCause::User => (
+                    Cause::None,
+                    None,
+                    None,
+                    format!("{pct} of {whose} ran its own code in user space: nothing in the kernel costs it that time"),
+                ),
+                SubjectCause::Part(_) => (
+                    Cause::OnCpu,
+                    None,
+                    None,
+                    format!("{pct} of {whose} was spent on a CPU (kernel and user space not told apart)"),
+                ),
+            };
+            Finding {
+                summary,
+                cause,
+                lock,
+                holder,
+                share,
+                evidence,
+            }
+        })
+        .collect();
+    if findings.is_empty() {
+        findings.push(none(
+            &format!("no single cause takes {} of {whose}", percent(MIN_SHARE)),
+            Vec::new(),
+        ));
+    }
+    let mut head = vec![format!(
+        "subject: {command} (pid {}) and every task it created, from their first traced event to their exit ({})",
+        trace.command.map_or(0, |c| c.pid),
+        duration(total)
+    )];
+    if subject.joined_ns > 0 {
+        head.push(format!(
+            "left out: {} asleep until another of its tasks exited (waiting for its own work: {})",
+            duration(subject.joined_ns),
+            tasks_list(&subject.joined)
+        ));
+    }
+    findings[0].evidence.splice(0..0, head);
     findings
 }
 
@@ -607,6 +843,108 @@ mod tests {
             found[0].summary
         );
         assert!(found[0].evidence[0].starts_with("subject: lock waits of every traced task"));
+    }
+
+    fn subject(
+        parts: Vec<(ComponentKind, &str, u64)>,
+        user_ns: u64,
+        system_ns: u64,
+    ) -> TraceSection {
+        use vmscale_run::findings::{CommandUsage, SubjectPart};
+        let total_ns = parts.iter().map(|p| p.2).sum();
+        TraceSection {
+            command: Some(CommandUsage {
+                pid: 42,
+                user_ns,
+                system_ns,
+            }),
+            subject: Some(SubjectTime {
+                tasks: 3,
+                total_ns,
+                joined_ns: 1_000,
+                joined: vec![TaskTime {
+                    comm: "main".into(),
+                    pid: 42,
+                    ns: 1_000,
+                }],
+                parts: parts
+                    .into_iter()
+                    .map(|(kind, detail, total_ns)| SubjectPart {
+                        kind,
+                        detail: detail.into(),
+                        total_ns,
+                        tasks: vec![TaskTime {
+                            comm: "worker".into(),
+                            pid: 43,
+                            ns: total_ns,
+                        }],
+                    })
+                    .collect(),
+            }),
+            ..TraceSection::default()
+        }
+    }
+
+    #[test]
+    fn a_commands_on_cpu_time_is_split_by_what_the_kernel_charged_it() {
+        // 900 on a CPU, 100 of it in the kernel by rusage: user space leads, and it is no
+        // kernel cause.
+        let found = verdict(&record(Some(subject(
+            vec![
+                (ComponentKind::OnCpu, "", 900),
+                (ComponentKind::Runnable, "", 100),
+            ],
+            810,
+            90,
+        ))));
+        assert_eq!(found[0].cause, Cause::None);
+        assert!((found[0].share - 0.81).abs() < 1e-9, "{}", found[0].share);
+        assert_eq!(found[1].cause, Cause::CpuStarvation);
+        assert_eq!(found[2].cause, Cause::OnCpu);
+        assert!(found[0].evidence[0].starts_with("subject: the command (pid 42)"));
+        assert!(found[0].evidence[1].starts_with("left out: 1.0 us asleep"));
+        // The same time charged to the kernel is on-CPU work in the kernel; waiting for
+        // cross-CPU calls is kernel time already placed, not counted twice.
+        let found = verdict(&record(Some(subject(
+            vec![
+                (ComponentKind::OnCpu, "", 600),
+                (ComponentKind::CrossCpu, "flush_tlb_func", 300),
+                (ComponentKind::Asleep, "do_nanosleep", 100),
+            ],
+            0,
+            900,
+        ))));
+        let causes: Vec<Cause> = found.iter().map(|f| f.cause).collect();
+        assert_eq!(causes, [Cause::OnCpu, Cause::Ipi, Cause::Sleep]);
+        assert!((found[0].share - 0.6).abs() < 1e-9);
+        assert!(found[1].summary.contains("flush_tlb_func (IPIs)"));
+        assert!(found[2].summary.contains("asleep in do_nanosleep"));
+    }
+
+    #[test]
+    fn a_commands_lock_wait_is_ranked_with_its_other_causes() {
+        let name = "pipe->mutex (in anon_pipe_write)";
+        let trace = TraceSection {
+            contention: vec![lock(name, "mutex", 0x10, 1_000)],
+            holders: vec![pipe_holders(100)],
+            ..subject(
+                vec![
+                    (ComponentKind::Lock, name, 700),
+                    (ComponentKind::OnCpu, "", 300),
+                ],
+                0,
+                300,
+            )
+        };
+        let found = verdict(&record(Some(trace)));
+        assert_eq!(found[0].cause, Cause::LockWait);
+        assert_eq!(found[0].lock.as_deref(), Some(name));
+        assert!(found[0]
+            .holder
+            .as_deref()
+            .unwrap()
+            .contains("writer/7 held it in 4 holds, running"));
+        assert_eq!(found[1].cause, Cause::OnCpu);
     }
 
     #[test]
