@@ -44,7 +44,7 @@ pub struct TraceAnalysis {
     pub spinlocks: Vec<vmscale_run::findings::SpinLockWaits>,
     /// The trace around its worst wait, for the HTML timeline.
     pub timeline: Option<vmscale_run::findings::TimelineExcerpt>,
-    /// Where the recorded command's tasks spent their time ([`Scope::subject_root`]).
+    /// Where the recorded command's tasks spent their time ([`Scope::subject`]).
     pub subject: Option<vmscale_run::findings::SubjectTime>,
     pub decoded_events: u64,
     /// From the first decoded event to the last.
@@ -78,9 +78,9 @@ pub struct Scope {
     /// The measuring thread's timed samples, (start, end) on the trace's clock: when given,
     /// the breakdown explains these windows and nothing the thread did between them.
     pub timed_windows: Vec<(u64, u64)>,
-    /// The process of a recorded command: it and every task it creates are the subject
-    /// whose time is split by cause ([`subject`]).
-    pub subject_root: Option<u32>,
+    /// The tasks of a recorded command or process: they and every task they create are
+    /// the subject whose time is split by cause ([`subject`]). Empty: no subject.
+    pub subject: Vec<u32>,
 }
 
 /// [`analyse`] within `scope`.
@@ -116,9 +116,8 @@ pub fn analyse_excluding(
     let mut holders = HoldersPass::default();
     let mut breakdown = BreakdownPass::timed(scope.timed_windows.clone());
     let mut spinlocks = SpinLocksPass::default();
-    let mut subject = scope
-        .subject_root
-        .map(|root| subject::SubjectPass::new(root as i32));
+    let mut subject = (!scope.subject.is_empty())
+        .then(|| subject::SubjectPass::new(scope.subject.iter().map(|&tid| tid as i32).collect()));
     let (mut first_ts, mut last_ts) = (None, 0);
     let summary = decoder.for_each(|event| {
         // Events come in time order.

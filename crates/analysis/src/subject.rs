@@ -107,7 +107,8 @@ impl Task {
 
 /// The pass; feed it every event in time order, then [`SubjectPass::finish`].
 pub struct SubjectPass {
-    root: i32,
+    /// The tasks the subject starts with.
+    roots: HashSet<i32>,
     tasks: HashMap<i32, Task>,
     /// Subject tasks that exited: a reused pid is not the subject unless a subject task
     /// creates it again.
@@ -126,10 +127,11 @@ pub struct SubjectPass {
 }
 
 impl SubjectPass {
-    /// The subject is `root` (the command's process) and every task it creates.
-    pub fn new(root: i32) -> SubjectPass {
+    /// The subject is `roots` (a command's process, or a running process's threads) and
+    /// every task they create.
+    pub fn new(roots: Vec<i32>) -> SubjectPass {
         SubjectPass {
-            root,
+            roots: roots.into_iter().collect(),
             tasks: HashMap::new(),
             exited: HashSet::new(),
             csd_waiters: HashMap::new(),
@@ -237,7 +239,7 @@ impl SubjectPass {
                 remember(&mut self.comms, s.prev_pid, s.prev_comm.as_bytes());
                 remember(&mut self.comms, s.next_pid, s.next_comm.as_bytes());
                 self.awaiting_stack.remove(&event.cpu());
-                if s.prev_pid == self.root && self.is_new(s.prev_pid) {
+                if self.is_new_root(s.prev_pid) {
                     self.join(s.prev_pid, ts, Sched::Running);
                 }
                 if self.tasks.contains_key(&s.prev_pid) {
@@ -262,7 +264,7 @@ impl SubjectPass {
                         });
                     }
                 }
-                if s.next_pid == self.root && self.is_new(s.next_pid) {
+                if self.is_new_root(s.next_pid) {
                     self.join(s.next_pid, ts, Sched::Running);
                 }
                 self.update(s.next_pid, ts, |t| t.sched = Sched::Running);
@@ -286,7 +288,7 @@ impl SubjectPass {
             EventKind::SchedWakeupNew(w) => {
                 remember(&mut self.comms, w.pid, w.comm.as_bytes());
                 let created_by_subject = self.tasks.contains_key(&pid);
-                if created_by_subject || (w.pid == self.root && self.is_new(w.pid)) {
+                if created_by_subject || self.is_new_root(w.pid) {
                     self.join(w.pid, ts, Sched::Runnable);
                 }
             }
@@ -308,7 +310,7 @@ impl SubjectPass {
             }
             _ => {}
         }
-        if pid == self.root && self.is_new(pid) {
+        if self.is_new_root(pid) {
             self.join(pid, ts, Sched::Running);
         }
         if !self.tasks.contains_key(&pid) {
@@ -349,8 +351,9 @@ impl SubjectPass {
         }
     }
 
-    fn is_new(&self, pid: i32) -> bool {
-        !self.tasks.contains_key(&pid) && !self.exited.contains(&pid)
+    /// One of the tasks the subject starts with, not seen yet.
+    fn is_new_root(&self, pid: i32) -> bool {
+        self.roots.contains(&pid) && !self.tasks.contains_key(&pid) && !self.exited.contains(&pid)
     }
 
     fn csd_ran(&mut self, csd: u64, ts: u64) {
@@ -366,7 +369,7 @@ impl SubjectPass {
     }
 
     /// The subject's time, closing every task still alive at the trace's last event; `None`
-    /// when the command never appeared in the trace. `contention` names the locks.
+    /// without a subject. `contention` names the locks.
     pub fn finish(
         mut self,
         symbols: &dyn Symbols,
@@ -375,9 +378,14 @@ impl SubjectPass {
         let end = self.last_ts;
         let alive: Vec<i32> = self.tasks.keys().copied().collect();
         let seen = alive.len() + self.exited.len();
-        if seen == 0 {
+        if self.roots.is_empty() {
             return None;
         }
+        let unseen = self
+            .roots
+            .iter()
+            .filter(|r| !self.tasks.contains_key(r) && !self.exited.contains(r))
+            .count() as u32;
         for pid in alive {
             if let Some(task) = self.tasks.remove(&pid) {
                 self.add(pid, task.part, end.saturating_sub(task.since));
@@ -415,6 +423,7 @@ impl SubjectPass {
         let joined = std::mem::take(&mut self.joined);
         Some(SubjectTime {
             tasks: seen as u32,
+            unseen,
             total_ns: parts.iter().map(|p| p.total_ns).sum(),
             joined_ns: joined.values().sum(),
             joined: self.top(joined),

@@ -39,8 +39,19 @@ pub fn verdict(record: &RunRecord) -> Vec<Finding> {
     if !timed.is_empty() {
         return timed;
     }
-    if let Some(subject) = trace.subject.as_ref().filter(|s| s.total_ns > 0) {
-        return subject_findings(record, trace, subject);
+    if let Some(subject) = &trace.subject {
+        if subject.total_ns > 0 {
+            return subject_findings(record, trace, subject);
+        }
+        return vec![none(
+            &format!(
+                "{} left no event in the trace: its {} thread{} slept (or ran without interruption) throughout, and there is nothing to explain",
+                command_name(record),
+                subject.unseen,
+                if subject.unseen == 1 { "" } else { "s" }
+            ),
+            Vec::new(),
+        )];
     }
     lock_findings(record, trace)
 }
@@ -327,11 +338,12 @@ fn tasks_list(tasks: &[TaskTime]) -> String {
         .join(", ")
 }
 
-/// The command's name as given on the command line.
+/// The command's name as given on the command line, or the attached process's name.
 fn command_name(record: &RunRecord) -> String {
     record.knobs["command"][0]
         .as_str()
         .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
+        .or_else(|| record.knobs["comm"].as_str().map(str::to_string))
         .unwrap_or_else(|| "the command".into())
 }
 
@@ -356,7 +368,7 @@ fn subject_findings(
         .filter(|p| p.kind == ComponentKind::CrossCpu)
         .map(|p| p.total_ns)
         .sum();
-    let kernel_fraction = trace.command.and_then(|usage| {
+    let kernel_fraction = trace.command.as_ref().and_then(|usage| {
         let system = usage.system_ns.saturating_sub(cross_ns);
         let all = system + usage.user_ns;
         (all > 0).then(|| system as f64 / all as f64)
@@ -390,7 +402,7 @@ fn subject_findings(
         }
     }
     shares.sort_by_key(|s| std::cmp::Reverse(s.ns));
-    let cpu_used = trace.command.map(|u| u.user_ns + u.system_ns);
+    let cpu_used = trace.command.as_ref().map(|u| u.user_ns + u.system_ns);
     let mut findings: Vec<Finding> = shares
         .iter()
         .map(|s| (s, s.ns as f64 / total as f64))
@@ -474,7 +486,7 @@ fn subject_findings(
                     format!("{pct} of {whose} was spent asleep in {}, holding no contended lock", s.detail),
                 ),
                 SubjectCause::Kernel => {
-                    if let Some(usage) = trace.command {
+                    if let Some(usage) = &trace.command {
                         evidence.push(format!(
                             "the kernel charged {command} {} of system time and {} of user time",
                             duration(usage.system_ns),
@@ -517,11 +529,25 @@ fn subject_findings(
             Vec::new(),
         ));
     }
-    let mut head = vec![format!(
-        "subject: {command} (pid {}) and every task it created, from their first traced event to their exit ({})",
-        trace.command.map_or(0, |c| c.pid),
-        duration(total)
-    )];
+    let pid = trace.command.as_ref().map_or(0, |c| c.pid);
+    let attached = record.knobs["pid"].is_u64();
+    let mut head = vec![if attached {
+        format!(
+            "subject: {command} (pid {pid}): its threads and every task they created, each from its first traced event to its exit or the end of the recording ({})",
+            duration(total)
+        )
+    } else {
+        format!(
+            "subject: {command} (pid {pid}) and every task it created, from their first traced event to their exit ({})",
+            duration(total)
+        )
+    }];
+    if subject.unseen > 0 {
+        head.push(format!(
+            "not counted: {} of its threads left no event in the trace (asleep or on a CPU throughout: the trace cannot say which)",
+            subject.unseen
+        ));
+    }
     if subject.joined_ns > 0 {
         head.push(format!(
             "left out: {} asleep until another of its tasks exited (waiting for its own work: {})",
@@ -855,11 +881,13 @@ mod tests {
         TraceSection {
             command: Some(CommandUsage {
                 pid: 42,
+                threads: Vec::new(),
                 user_ns,
                 system_ns,
             }),
             subject: Some(SubjectTime {
                 tasks: 3,
+                unseen: 0,
                 total_ns,
                 joined_ns: 1_000,
                 joined: vec![TaskTime {

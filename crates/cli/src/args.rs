@@ -284,15 +284,20 @@ pub struct MemslotArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("what").required(true).args(["duration", "command"])))]
+#[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["duration", "command", "pid"])))]
 pub struct RecordArgs {
     /// Event to record, as system:event or a whole system (repeatable); default: locks,
     /// scheduler, IPIs and cross-CPU calls
     #[arg(short = 'e', long = "event", value_name = "EVENT")]
     pub events: Vec<String>,
     /// Record for this many seconds (Ctrl-C stops early and keeps the trace)
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", conflicts_with = "command")]
     pub duration: Option<f64>,
+    /// Attach to this running process (a VMM, say), as perf record -p does: its threads are
+    /// what the trace explains, every other task is context. Ends at Ctrl-C, at
+    /// --duration, or when the process exits
+    #[arg(short = 'p', long, value_name = "PID", conflicts_with = "command")]
+    pub pid: Option<u32>,
     /// The command to trace, after `--`
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,

@@ -47,7 +47,15 @@ pub fn reanalyse(
     let scope = vmscale_analysis::Scope {
         excluded_tids: section.excluded_tids.clone(),
         timed_windows: vmscale_run::schema::timed_windows(points),
-        subject_root: section.command.map(|c| c.pid),
+        subject: section
+            .command
+            .as_ref()
+            .map(|c| {
+                std::iter::once(c.pid)
+                    .chain(c.threads.iter().copied())
+                    .collect()
+            })
+            .unwrap_or_default(),
     };
     let analysis = vmscale_analysis::analyse_scoped(&run_dir.join(&section.dir), &scope);
     fill_findings(analysis, section, warnings);

@@ -59,11 +59,16 @@ pub struct TraceSection {
     pub subject: Option<SubjectTime>,
 }
 
-/// The traced command's process and the CPU time the kernel charged it and every
-/// descendant it waited for (wait4's rusage).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+/// The traced command's process and the CPU time the kernel charged it: with every
+/// descendant it waited for (wait4's rusage) for a command vmscale ran, or its threads'
+/// over the recording (/proc) for a process it attached to.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CommandUsage {
     pub pid: u32,
+    /// Threads it already had when recording began (`record --pid`): subjects from their
+    /// first traced event, like the tasks it creates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<u32>,
     /// CPU time in user space.
     pub user_ns: u64,
     /// CPU time in the kernel on the command's behalf (system calls, page faults).
@@ -76,6 +81,10 @@ pub struct CommandUsage {
 pub struct SubjectTime {
     /// Tasks seen, from the command's first to its last.
     pub tasks: u32,
+    /// Threads the process already had (`record --pid`) that left no event in the trace:
+    /// asleep or on a CPU throughout, the trace cannot say which, so not counted.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub unseen: u32,
     /// Thread time explained: every task from its first traced event to its exit or the
     /// end of the trace, less `joined_ns`.
     pub total_ns: u64,
@@ -497,5 +506,9 @@ pub struct ModeWaits {
 }
 
 fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }

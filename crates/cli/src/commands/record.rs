@@ -4,6 +4,11 @@
 //! trace is kept when it exits. A SIGINT or SIGTERM sent to vmscale alone is passed on to
 //! the command; the trace up to its end is kept, marked as interrupted, and vmscale exits
 //! with 130. With `--duration`, Ctrl-C ends the recording early, as asked.
+//!
+//! With `--pid`, like `perf record -p`: a running process is the subject. Every task is
+//! still traced (a lock's holder may be anyone), its threads' system calls too, and the
+//! recording ends at Ctrl-C, at `--duration` or when the process exits. vmscale never
+//! signals a process it did not start.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -26,18 +31,26 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
             )));
         }
     }
-    let events = if args.events.is_empty() {
+    let target = args.pid.map(Target::find).transpose()?;
+    let events = if !args.events.is_empty() {
+        args.events.clone()
+    } else if target.is_some() {
+        // Filtered to the process's threads below, system calls stay few.
+        default_events()
+    } else {
         // Every task's system calls would swamp the buffers; ask for them with -e.
         default_events()
             .into_iter()
             .filter(|e| !e.starts_with("raw_syscalls:"))
             .collect()
-    } else {
-        args.events.clone()
     };
     let config = RecordConfig {
         events: events.clone(),
         buffer_kib: args.buffer_kib,
+        syscall_tids: target
+            .as_ref()
+            .map(|t| t.threads.clone())
+            .unwrap_or_default(),
         ..RecordConfig::default()
     };
     let trace = TraceArgs {
@@ -48,11 +61,15 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
         sleep_stacks: !args.no_stacks,
         required: true,
     };
-    let knobs = serde_json::json!({
+    let mut knobs = serde_json::json!({
         "events": events,
         "duration_s": args.duration,
         "command": args.command,
     });
+    if let Some(target) = &target {
+        knobs["pid"] = target.stamp.pid.into();
+        knobs["comm"] = target.comm.clone().into();
+    }
     let mut outcome = String::new();
     let mut interrupted_by = None;
     let plan = RunPlan {
@@ -70,7 +87,11 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
         |hook: &mut dyn PhaseHook, _, cancel| {
             hook.measured_phase_begins("record")?;
             let mut command = None;
-            outcome = if args.command.is_empty() {
+            outcome = if let Some(target) = &target {
+                let (outcome, usage) = target.follow(args.duration, cancel.0);
+                command = Some(usage);
+                outcome
+            } else if args.command.is_empty() {
                 wait_for(args.duration.unwrap_or(0.0), cancel.0)
             } else {
                 let ran = run_command(&args.command, cancel.0);
@@ -119,6 +140,113 @@ fn wait_for(seconds: f64, interrupted: &std::sync::atomic::AtomicBool) -> String
     String::new()
 }
 
+/// A running process to attach to.
+struct Target {
+    stamp: vmscale_run::ProcessStamp,
+    comm: String,
+    /// Its threads when recording began.
+    threads: Vec<u32>,
+}
+
+/// Clock ticks (of /proc's CPU times) per second.
+fn ticks_per_second() -> u64 {
+    // SAFETY: sysconf only reads a configuration value.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 {
+        ticks as u64
+    } else {
+        100
+    }
+}
+
+impl Target {
+    fn find(pid: u32) -> Result<Target, Failure> {
+        if pid == std::process::id() {
+            return Err(Failure::usage("--pid names vmscale itself"));
+        }
+        let gone = || Failure::usage(format!("--pid {pid}: no such process"));
+        let start_ticks = vmscale_run::owner::process_start_ticks(pid).ok_or_else(gone)?;
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .map_err(|_| gone())?
+            .trim_end()
+            .to_string();
+        let mut threads: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map_err(|_| gone())?
+            .flatten()
+            .filter_map(|t| t.file_name().to_str()?.parse().ok())
+            .filter(|&tid| tid != pid)
+            .collect();
+        threads.sort_unstable();
+        Ok(Target {
+            stamp: vmscale_run::ProcessStamp { pid, start_ticks },
+            comm,
+            threads,
+        })
+    }
+
+    /// User and system CPU time of the whole process so far (fields 14 and 15 of
+    /// /proc/PID/stat), while it is still the process attached to.
+    fn cpu_ns(&self) -> Option<(u64, u64)> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.stamp.pid)).ok()?;
+        if !self.stamp.is_alive() {
+            return None;
+        }
+        let after_comm = &stat[stat.rfind(')')? + 1..];
+        // A zombie has exited: its parent has not reaped it yet.
+        if matches!(after_comm.split_whitespace().next(), Some("Z" | "X")) {
+            return None;
+        }
+        let mut fields = after_comm.split_whitespace().skip(11);
+        let ns = |ticks: u64| ticks * 1_000_000_000 / ticks_per_second();
+        let user = ns(fields.next()?.parse().ok()?);
+        let system = ns(fields.next()?.parse().ok()?);
+        Some((user, system))
+    }
+
+    /// Waits for the end of the recording: `seconds` if given, a signal, or the process's
+    /// exit. Returns how it ended when that was not as asked, and the CPU time the process
+    /// used meanwhile (up to its last reading, if it exited).
+    fn follow(&self, seconds: Option<f64>, interrupted: &AtomicBool) -> (String, CommandUsage) {
+        let start = Instant::now();
+        let until = seconds.map(|s| start + Duration::from_secs_f64(s));
+        let first = self.cpu_ns().unwrap_or_default();
+        let mut last = first;
+        let outcome = loop {
+            match self.cpu_ns() {
+                Some(now) => last = now,
+                None => {
+                    break format!(
+                        "process {} ({}) exited after {:.1} s of recording; the recording ended with it",
+                        self.stamp.pid,
+                        self.comm,
+                        start.elapsed().as_secs_f64()
+                    )
+                }
+            }
+            if interrupted.load(Ordering::Relaxed) {
+                break match seconds {
+                    Some(s) => format!(
+                        "recording stopped early by a signal after {:.1} s of {s} s",
+                        start.elapsed().as_secs_f64()
+                    ),
+                    None => String::new(),
+                };
+            }
+            if until.is_some_and(|until| Instant::now() >= until) {
+                break String::new();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let usage = CommandUsage {
+            pid: self.stamp.pid,
+            threads: self.threads.clone(),
+            user_ns: last.0.saturating_sub(first.0),
+            system_ns: last.1.saturating_sub(first.1),
+        };
+        (outcome, usage)
+    }
+}
+
 /// How long a command may take to end after vmscale passed a signal on, before SIGKILL.
 const GRACE: Duration = Duration::from_secs(10);
 
@@ -151,6 +279,7 @@ fn reap(pid: u32) -> std::io::Result<Option<(std::process::ExitStatus, CommandUs
                 std::process::ExitStatus::from_raw(status),
                 CommandUsage {
                     pid,
+                    threads: Vec::new(),
                     user_ns: ns(usage.ru_utime),
                     system_ns: ns(usage.ru_stime),
                 },
