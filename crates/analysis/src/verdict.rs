@@ -21,6 +21,8 @@ use vmscale_run::verdict::{Cause, Finding};
 use vmscale_run::{LockContention, RunRecord};
 use vmscale_stats::units::duration;
 
+use vmscale_stats::fit::Model;
+
 use crate::breakdown::TIMED_SAMPLE;
 
 /// Findings shown; causes below [`MIN_SHARE`] are left to the details.
@@ -155,35 +157,61 @@ fn lock_cause(trace: &TraceSection, lock: Option<&LockContention>) -> (Cause, Op
     (Cause::LockWait, holder)
 }
 
-/// How each timed series' median moved from the smallest to the largest point.
+/// How each timed series' median grows with N: the best-fitting model (constant, linear,
+/// USL) when the run measured three or more N, with the cost of one more unit of N at the
+/// largest and the fit's prediction at twice it; else the two medians it has.
 fn growth(record: &RunRecord) -> Vec<String> {
-    let (Some(first), Some(last)) = (record.points.first(), record.points.last()) else {
+    let Some(first) = record.points.first() else {
         return Vec::new();
     };
     if record.points.len() < 2 {
         return Vec::new();
     }
+    let sweep = &record.sweep;
     first
         .series
         .iter()
         .filter(|s| !s.sample_start_ns.is_empty())
         .filter_map(|s| {
-            let a = s.summary.as_ref()?;
-            let b = last
-                .series
+            let medians: Vec<(f64, f64)> = record
+                .points
                 .iter()
-                .find(|l| l.name == s.name)?
-                .summary
-                .as_ref()?;
+                .filter_map(|p| {
+                    let summary = p.series.iter().find(|l| l.name == s.name)?.summary.as_ref()?;
+                    Some((p.n as f64, summary.p50_ns as f64))
+                })
+                .collect();
+            let (&(n0, p0), &(n1, p1)) = (medians.first()?, medians.last()?);
+            let measured = format!(
+                "p50 {} at {sweep}={n0} -> {} at {sweep}={n1}",
+                duration(p0 as u64),
+                duration(p1 as u64)
+            );
+            if medians.len() < 3 {
+                return Some(format!("{}: {measured}", s.name));
+            }
+            let selection = vmscale_stats::fit::select(&medians);
+            let best = selection.best()?;
+            let unsure = if selection.distinguishable {
+                ""
+            } else {
+                "; the data barely tell it from the next model"
+            };
+            let twice = 2.0 * n1;
+            let predicted = duration(best.predict(twice).max(0.0) as u64);
+            let per = duration(best.slope_at(n1).max(0.0) as u64);
+            let how = match best.model {
+                Model::Constant => format!("does not grow with {sweep} (constant fit{unsure})"),
+                Model::Linear => format!(
+                    "grows linearly with {sweep} (Amdahl fit{unsure}), {per} more per {sweep} at {n1}"
+                ),
+                Model::Usl => format!(
+                    "grows faster than linearly with {sweep} (USL fit{unsure}), {per} more per {sweep} at {n1}"
+                ),
+            };
             Some(format!(
-                "{}: p50 {} at {}={} -> {} at {}={}",
-                s.name,
-                duration(a.p50_ns),
-                record.sweep,
-                first.n,
-                duration(b.p50_ns),
-                record.sweep,
-                last.n
+                "{}: {measured}; {how}; {predicted} predicted at {sweep}={twice}",
+                s.name
             ))
         })
         .collect()
@@ -973,6 +1001,51 @@ mod tests {
             .unwrap()
             .contains("writer/7 held it in 4 holds, running"));
         assert_eq!(found[1].cause, Cause::OnCpu);
+    }
+
+    #[test]
+    fn growth_comes_from_the_fit_of_the_medians() {
+        use vmscale_run::{Point, Series};
+        let trace = timed(
+            vec![component(ComponentKind::OnCpu, "", 1_000)],
+            TIMED_SAMPLE,
+        );
+        let mut run = record(Some(trace));
+        run.sweep = "vcpus".into();
+        // 10 us plus 5 us per vCPU: linear.
+        run.points = [1u64, 2, 4, 8]
+            .iter()
+            .map(|&n| Point {
+                n,
+                vcpus_per_host_cpu: 0.0,
+                series: vec![Series {
+                    name: "direct".into(),
+                    summary: vmscale_stats::Summary::from_samples(&[10_000 + 5_000 * n; 9]),
+                    sample_start_ns: vec![1],
+                    ..Series::default()
+                }],
+            })
+            .collect();
+        let found = verdict(&run);
+        let growth = &found[0].evidence[0];
+        assert!(
+            growth.starts_with(
+                "direct: p50 15.0 us at vcpus=1 -> 50.0 us at vcpus=8; grows linearly with vcpus"
+            ),
+            "{growth}"
+        );
+        assert!(growth.contains("5.0 us more per vcpus at 8"), "{growth}");
+        assert!(
+            growth.ends_with("90.0 us predicted at vcpus=16"),
+            "{growth}"
+        );
+        // Two points are no fit: the medians are all it says.
+        run.points.truncate(2);
+        let found = verdict(&run);
+        assert_eq!(
+            found[0].evidence[0],
+            "direct: p50 15.0 us at vcpus=1 -> 20.0 us at vcpus=2"
+        );
     }
 
     #[test]
