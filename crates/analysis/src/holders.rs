@@ -19,7 +19,7 @@ use foldhash::{HashMap, HashMapExt, HashSet};
 use vmscale_run::findings::{ActivityShare, HeldAcrossSleep, Holder, HolderActivity, LockHolders};
 use vmscale_run::LockContention;
 use vmscale_trace::event::Event;
-use vmscale_trace::views::{contention_flags as flag, EventKind};
+use vmscale_trace::views::{contention_flags as flag, EventKind, IpiSendCpu, IpiSendCpumask};
 
 use crate::naming;
 use crate::open_waits::{OpenWaits, Wait};
@@ -115,6 +115,7 @@ struct Segment {
 struct HolderAgg {
     holds: u64,
     shared_holds: u64,
+    ipis: u64,
     behind_ns: u64,
     split: HashMap<Piece, u64>,
 }
@@ -174,7 +175,13 @@ pub struct HoldersPass {
     locks: HashMap<u64, LockState>,
     comms: HashMap<i32, String>,
     capture: Option<HoldCapture>,
+    /// Per task, when it sent IPIs, back to the oldest open wait (and at most
+    /// [`MAX_IPI_TIMES`]): a hold learnt at its release counts those inside it.
+    ipi_times: HashMap<i32, std::collections::VecDeque<u64>>,
 }
+
+/// IPI send times kept per task; older ones are dropped (and go uncounted).
+const MAX_IPI_TIMES: usize = 65_536;
 
 /// One hold of a sleeping lock, as the pass inferred it (see the module comment).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -311,8 +318,32 @@ impl HoldersPass {
             EventKind::SchedWakeup(w) | EventKind::SchedWakeupNew(w) => {
                 self.remember(w.pid, w.comm.as_bytes());
             }
+            // A function call on other CPUs (a TLB shootdown, a cross-CPU call), not a
+            // reschedule: waking the next waiter sends those, and every hold ends in one.
+            EventKind::IpiSendCpu(IpiSendCpu { callback, .. })
+            | EventKind::IpiSendCpumask(IpiSendCpumask { callback, .. })
+                if pid != 0 && callback != 0 =>
+            {
+                let times = self.ipi_times.entry(pid).or_default();
+                while times.front().is_some_and(|&t| t < floor) || times.len() >= MAX_IPI_TIMES {
+                    times.pop_front();
+                }
+                // Only a task that may hold a lock someone waits for needs them.
+                if floor != u64::MAX {
+                    times.push_back(ts);
+                }
+            }
             _ => {}
         }
+    }
+
+    /// IPIs `pid` sent in `[from, to]`.
+    fn ipis_between(&self, pid: i32, from: u64, to: u64) -> u64 {
+        self.ipi_times.get(&pid).map_or(0, |times| {
+            let first = times.partition_point(|&t| t < from);
+            let last = times.partition_point(|&t| t <= to);
+            last.saturating_sub(first) as u64
+        })
     }
 
     /// A kernel stack is the sleeping task's only when it follows that task's switch-out.
@@ -486,6 +517,14 @@ impl HoldersPass {
                 };
                 self.capture_hold(hold);
                 self.account_sleeps(lock, holder, from, to, start_known, false);
+                let ipis = self.ipis_between(holder, from.saturating_add(1), to);
+                if let Some(agg) = self
+                    .locks
+                    .get_mut(&lock)
+                    .and_then(|s| s.holders.get_mut(&holder))
+                {
+                    agg.ipis += ipis;
+                }
                 return;
             }
         }
@@ -520,9 +559,12 @@ impl HoldersPass {
             start_known,
             end: released,
         });
+        let ipis = self.ipis_between(holder, start, released);
+        let state = self.locks.entry(lock).or_default();
         let agg = state.holders.entry(holder).or_default();
         agg.holds += 1;
         agg.shared_holds += u64::from(shared);
+        agg.ipis += ipis;
         self.capture_hold(Hold {
             lock,
             holder,
@@ -736,6 +778,7 @@ impl HoldersPass {
                 shared_holds: h.shared_holds,
                 waited_behind_ns: h.behind_ns,
                 activity: self.shares(&h.split, symbols, names),
+                ipis_sent: h.ipis,
             })
             .collect();
         holders.sort_by(|a, b| {

@@ -144,6 +144,11 @@ fn lock_cause(trace: &TraceSection, lock: Option<&LockContention>) -> (Cause, Op
                 format!(", {what} for {} of the waiting behind it", percent(share))
             })
             .unwrap_or_default();
+        let doing = if h.ipis_sent > 0 {
+            format!("{doing}, and sent {} IPIs while waiters queued", h.ipis_sent)
+        } else {
+            doing
+        };
         if h.shared_holds > 0 {
             // A read hold is shared: other readers may have held it too, unseen.
             format!(
@@ -154,6 +159,24 @@ fn lock_cause(trace: &TraceSection, lock: Option<&LockContention>) -> (Cause, Op
             format!("{}/{} held it in {} holds{doing}", h.comm, h.pid, h.holds)
         }
     });
+    // Another holder that sent cross-CPU calls while waiters queued is part of the story
+    // even when its holds were not the longest.
+    let senders = holders
+        .holders
+        .iter()
+        .skip(1)
+        .filter(|h| h.ipis_sent > 0)
+        .max_by_key(|h| h.ipis_sent)
+        .map(|h| {
+            format!(
+                "{}/{} sent {} IPIs in its {} holds while waiters queued",
+                h.comm, h.pid, h.ipis_sent, h.holds
+            )
+        });
+    let holder = match (holder, senders) {
+        (Some(first), Some(sender)) => Some(format!("{first}; {sender}")),
+        (first, sender) => first.or(sender),
+    };
     (Cause::LockWait, holder)
 }
 
@@ -784,6 +807,7 @@ mod tests {
                     detail: String::new(),
                     wait_ns: 800,
                 }],
+                ipis_sent: 0,
             }],
             activity: Vec::new(),
             held_across_sleep: vec![HeldAcrossSleep {

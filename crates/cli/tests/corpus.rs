@@ -391,6 +391,7 @@ impl Recorded {
             (Some("sleeps"), _) => assert!(holder.contains(" slept in "), "{context}"),
             // A sleeping lock's holder is named by the waiter it woke; a spinning one's is not.
             (Some("runs"), "lock-wait") => assert!(holder.contains("running"), "{context}"),
+            (Some("sends-ipis"), _) => assert!(holder.contains(" IPIs in its "), "{context}"),
             _ => {}
         }
     }
@@ -725,6 +726,15 @@ fn mmap_lock_held_sending_ipis() {
     );
     assert!(activity_ns(holders, "asleep") <= lock.wait_ns / 10, "{d}");
     assert!(r.ipis_sent_by("repro-mprotect") >= 1_000, "{d}");
+    // Its shootdowns were sent while it held the lock with waiters queued.
+    let sent_holding: u64 = holders["holders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["comm"] == "repro-mprotect")
+        .map(|h| h["ipis_sent"].as_u64().unwrap())
+        .sum();
+    assert!(sent_holding >= 100, "{d}");
     assert!(r.victim_calls("flush_tlb_func") >= 1_000, "{d}");
 }
 

@@ -1065,6 +1065,7 @@ fn explained_record() -> RunRecord {
                 share(HolderActivity::Asleep, "handle_userfault", 600_000_000),
                 share(HolderActivity::Runnable, "", 6_000_000),
             ],
+            ipis_sent: 0,
         }],
         activity: vec![
             share(HolderActivity::Asleep, "handle_userfault", 600_000_000),

@@ -180,6 +180,7 @@ fn trace() -> TraceSection {
                     detail: String::new(),
                     wait_ns: 4_000_000,
                 }],
+                ipis_sent: 0,
             }],
             activity: vec![ActivityShare {
                 activity: HolderActivity::Running,

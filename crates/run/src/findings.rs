@@ -326,6 +326,11 @@ pub struct Holder {
     pub waited_behind_ns: u64,
     /// That time split by what this holder was doing, largest first.
     pub activity: Vec<ActivityShare>,
+    /// Function-call IPIs it sent while holding the lock with waiters queued (ipi_send_cpu,
+    /// ipi_send_cpumask with a callback: TLB shootdowns, cross-CPU calls), which its
+    /// waiters waited for too. Reschedule IPIs are not counted.
+    #[serde(default)]
+    pub ipis_sent: u64,
 }
 
 /// What a holder was doing while a waiter waited.
