@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use vmscale_run::{LockContention, TraceSection};
 
 use crate::grid::Grid;
-use crate::units::{self, MISSING};
+use crate::units::{self, plural, MISSING};
 
 /// Rows of the contention table; the rest are counted in one "(N more locks)" line.
 const TABLE_LOCKS: usize = 15;
@@ -295,14 +295,6 @@ fn waits_and_total(waits: u64, total_ns: u64) -> String {
         plural(waits, "wait"),
         units::micros_u64(total_ns)
     )
-}
-
-fn plural(n: u64, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
-    }
 }
 
 #[cfg(test)]

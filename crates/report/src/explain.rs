@@ -16,7 +16,7 @@ use vmscale_run::findings::{
 use vmscale_run::TraceSection;
 
 use crate::grid::Grid;
-use crate::units;
+use crate::units::{self, duration, plural};
 
 pub(crate) const TITLE: &str = "explain: what the holders of contended sleeping locks were doing";
 /// Locks explained; the worst first.
@@ -45,8 +45,6 @@ pub(crate) fn explain(trace: &TraceSection) -> Vec<Explained> {
         .map(explain_lock)
         .collect()
 }
-
-pub(crate) use vmscale_stats::units::duration;
 
 fn share_of(part: u64, whole: u64) -> String {
     if whole == 0 {
@@ -83,14 +81,6 @@ fn shares(shares: &[ActivityShare], whole: u64) -> String {
         parts.push(format!("{} more", shares.len() - SHARES));
     }
     parts.join(", ")
-}
-
-fn plural(n: u64, what: &str) -> String {
-    if n == 1 {
-        format!("1 {what}")
-    } else {
-        format!("{n} {what}s")
-    }
 }
 
 fn sentence(lock: &LockHolders) -> String {
@@ -547,11 +537,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_pick_a_readable_unit() {
-        assert_eq!(duration(612_345_678), "612 ms");
-        assert_eq!(duration(1_500_000_000), "1.50 s");
-        assert_eq!(duration(1_500_000), "1.5 ms");
-        assert_eq!(duration(412_000), "412 us");
+    fn shares_keep_a_decimal_below_ten_percent() {
         assert_eq!(share_of(98, 100), "98%");
         assert_eq!(share_of(98, 10_000), "1.0%");
         assert_eq!(share_of(1, 0), units::MISSING);

@@ -32,6 +32,18 @@ pub(crate) fn sweep_header(record: &RunRecord) -> &str {
     }
 }
 
+/// Distinct series names in first-seen order, so that every section lists series, and every
+/// chart colours them, the same way.
+pub(crate) fn series_names(record: &RunRecord) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for series in record.points.iter().flat_map(|p| &p.series) {
+        if !names.contains(&series.name.as_str()) {
+            names.push(&series.name);
+        }
+    }
+    names
+}
+
 /// One row per (point, series): the distribution of the series' samples.
 ///
 /// The vCPU/CPU column is left out when every point ran no vCPU at all (a scenario that

@@ -143,25 +143,13 @@ fn figure(chart: Result<String, charts::ChartError>, caption: &str) -> String {
     )
 }
 
-/// Distinct series names in first-seen order, so a colour means the same series on every
-/// chart of the page.
-fn series_names(record: &RunRecord) -> Vec<&str> {
-    let mut names: Vec<&str> = Vec::new();
-    for series in record.points.iter().flat_map(|p| &p.series) {
-        if !names.contains(&series.name.as_str()) {
-            names.push(&series.name);
-        }
-    }
-    names
-}
-
 fn colour_of(names: &[&str], name: &str) -> plotters::style::RGBColor {
     charts::colour(names.iter().position(|n| *n == name).unwrap_or(0))
 }
 
 /// p50, p99 and mean of every series against the swept value.
 fn scaling(record: &RunRecord) -> String {
-    let names = series_names(record);
+    let names = grid::series_names(record);
     let sweep = grid::sweep_header(record);
     let mut lines = Vec::new();
     for &name in &names {
@@ -305,7 +293,7 @@ fn fit_charts(record: &RunRecord, names: &[&str]) -> String {
 
 /// One CDF chart per point, a line per series, p50 and p99 marked.
 fn distributions(record: &RunRecord) -> String {
-    let names = series_names(record);
+    let names = grid::series_names(record);
     let sweep = grid::sweep_header(record);
     let mut out = String::from(
         "<h2 id=\"distributions\">Latency distribution per point</h2>\n<p>The share of samples at or below each \
@@ -378,7 +366,7 @@ fn phases(record: &RunRecord) -> String {
         "<h2 id=\"phases\">Where the time goes</h2>\n<p>Mean time of each phase of a sample; the phases of \
          a sample add up to it.</p>\n<div class=\"charts\">\n",
     );
-    for name in series_names(record) {
+    for name in grid::series_names(record) {
         let phased: Vec<(u64, &Series)> = record
             .points
             .iter()
@@ -436,7 +424,7 @@ fn growth_section(record: &RunRecord) -> String {
     if sections.is_empty() {
         return String::new();
     }
-    let names = series_names(record);
+    let names = grid::series_names(record);
     let with_x = record
         .points
         .iter()
@@ -631,7 +619,7 @@ fn ipi_section(ipis: &[IpiPhase]) -> String {
     for phase in ipis {
         grid.rows.push(vec![
             phase.label.clone(),
-            explain::duration(phase.duration_ns),
+            units::duration(phase.duration_ns),
             units::count(phase.ipis),
             units::count(phase.csd_queued),
             targets(&phase.by_target),
@@ -785,7 +773,7 @@ pub fn render_compare_html(a: &RunRecord, b: &RunRecord, summary: &str) -> Strin
         a.tool.name, a.scenario
     );
     let sweep = grid::sweep_header(a);
-    let names = series_names(a);
+    let names = grid::series_names(a);
     let mut body = format!(
         "<h1>{}</h1>\n<pre>{}</pre>\n",
         escape(&title),
