@@ -11,7 +11,7 @@
 
 use vmscale_run::findings::{
     ActivityShare, Component, ComponentKind, HolderActivity, LockHolders, OperationBreakdown,
-    PhaseBreakdown, SpinLockWaits,
+    PhaseBreakdown, SpinLockWaits, TIMED_SAMPLE,
 };
 use vmscale_run::TraceSection;
 
@@ -282,7 +282,7 @@ fn breakdown_sentence(phase: &PhaseBreakdown, op: &OperationBreakdown) -> String
         .map(|c| format!("{} {}", share_of(c.total_ns, op.total_ns), component(c)))
         .collect();
     let (what, unit) = match op.syscall {
-        vmscale_analysis::breakdown::TIMED_SAMPLE => ("one timed sample".to_string(), "sample"),
+        TIMED_SAMPLE => ("one timed sample".to_string(), "sample"),
         s if s < 0 => ("the phase".to_string(), "call"),
         _ => (format!("the {} call", op.operation), "call"),
     };

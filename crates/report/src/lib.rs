@@ -26,7 +26,6 @@ mod growth;
 pub mod html;
 mod json;
 mod markdown;
-pub mod perfetto;
 mod scaling;
 mod table;
 mod verdict;
