@@ -6,10 +6,13 @@ use vmscale_stats::Summary;
 
 use crate::units::{self, MISSING};
 
-/// Rows of cells under a header; `numeric` marks the columns to right-align.
+/// Rows of cells under a header; `numeric` marks the columns to right-align, `code` those
+/// that hold symbols (lock names, tasks, system calls) for Markdown and HTML to set as code.
+#[derive(Debug, Clone)]
 pub(crate) struct Grid {
     pub headers: Vec<String>,
     pub numeric: Vec<bool>,
+    pub code: Vec<bool>,
     pub rows: Vec<Vec<String>>,
 }
 
@@ -18,8 +21,15 @@ impl Grid {
         Grid {
             headers: columns.iter().map(|(name, _)| name.to_string()).collect(),
             numeric: columns.iter().map(|(_, numeric)| *numeric).collect(),
+            code: vec![false; columns.len()],
             rows: Vec::new(),
         }
+    }
+
+    /// The grid with column `index` marked as holding symbols.
+    pub(crate) fn with_code_column(mut self, index: usize) -> Grid {
+        self.code[index] = true;
+        self
     }
 }
 
