@@ -1,5 +1,5 @@
-//! The kernel-trace section of a run: how the trace was recorded, which locks were
-//! contended, and who waited on the worst of them and from where.
+//! The kernel-trace section's lock parts: how the trace was recorded (its first lines),
+//! which locks were contended, and who waited on the worst of them and from where.
 //!
 //! The analysis already sorted the locks, waiters and stacks worst first, so nothing here
 //! reorders them: a rendering that re-ranked would disagree with run.json.
