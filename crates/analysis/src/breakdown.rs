@@ -39,10 +39,8 @@ const END: &str = "vmscale: end ";
 const TOP_WAKERS: usize = 5;
 /// Cross-CPU windows kept per operation; more are merged into the last one.
 const MAX_WINDOWS: usize = 64;
-/// The pseudo system call number of a phase measured from marker to marker.
-pub const WHOLE_PHASE: i64 = -1;
-/// The pseudo system call number of one timed sample (a window the run reported).
-pub const TIMED_SAMPLE: i64 = -2;
+/// The pseudo system call numbers are part of the run record, which reports read.
+pub use vmscale_run::findings::{TIMED_SAMPLE, WHOLE_PHASE};
 
 const NO_STACK: &str = "(no stack)";
 const BEFORE_FIRST_EVENT: &str = "before the thread's first traced event";

@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use vmscale_stats::units::{self, grouped};
 use vmscale_trace::{DecodeSummary, Decoder, DirDamage, Kallsyms, MetaDamage};
 
 /// Why the symbols are fewer than the trace's kernel had.
@@ -79,8 +80,8 @@ pub(crate) fn unknown_types_warning(summary: &DecodeSummary) -> Option<String> {
         format!(
             "{} of {} without a format in the trace ({}) could not be decoded: what they \
              recorded is unknown",
-            plural(events, "event"),
-            plural(summary.unknown_types.len() as u64, "type"),
+            counted(events, "event"),
+            counted(summary.unknown_types.len() as u64, "type"),
             type_ids(summary)
         )
     })
@@ -107,7 +108,7 @@ fn meta_warning(label: &str, meta: &MetaDamage, decoder: &Decoder) -> String {
          ({cpus}, from the cpu*.raw files present) were inferred; which events were enabled \
          and how many pages the recorder wrote are unknown, so a missing format or a file \
          cut at a page boundary cannot be detected",
-        count(decoder.page_layout().page_size as u64)
+        grouped(decoder.page_layout().page_size as u64)
     )
 }
 
@@ -118,7 +119,7 @@ fn cpu_file_warning(label: &str, file: &vmscale_trace::CpuFile, page_size: u64) 
         let recorded = file.recorded_pages.map_or(String::new(), |pages| {
             format!(
                 " (the recorder wrote {}, {})",
-                plural(pages, "page"),
+                counted(pages, "page"),
                 kib(pages * page_size)
             )
         });
@@ -132,7 +133,7 @@ fn cpu_file_warning(label: &str, file: &vmscale_trace::CpuFile, page_size: u64) 
         let more = match recorded {
             Some(pages) if pages > whole + 1 => format!(
                 "; {} more of the {pages} pages the recorder wrote {} missing too",
-                count(pages - whole - 1),
+                grouped(pages - whole - 1),
                 if pages - whole - 1 == 1 { "is" } else { "are" }
             ),
             _ => String::new(),
@@ -140,7 +141,7 @@ fn cpu_file_warning(label: &str, file: &vmscale_trace::CpuFile, page_size: u64) 
         return Some(format!(
             "{name} ends {} into a page: the file was truncated; the partial page was \
              skipped{more}",
-            plural(partial, "byte")
+            counted(partial, "byte")
         ));
     }
     let pages = recorded?;
@@ -149,17 +150,17 @@ fn cpu_file_warning(label: &str, file: &vmscale_trace::CpuFile, page_size: u64) 
         Some(format!(
             "{name} holds {} of the {} pages the recorder wrote: the file was truncated at a \
              page boundary; CPU {cpu}'s last {} ({}) of events are missing",
-            count(whole),
-            count(pages),
-            plural(lost, "page"),
+            grouped(whole),
+            grouped(pages),
+            counted(lost, "page"),
             kib(lost * page_size)
         ))
     } else if whole > pages {
         Some(format!(
             "{name} holds {} but the recorder wrote {}: the file changed after recording; \
              all of it was decoded",
-            plural(whole, "page"),
-            count(pages)
+            counted(whole, "page"),
+            grouped(pages)
         ))
     } else {
         None
@@ -185,8 +186,8 @@ fn format_warning(label: &str, damage: &DirDamage, summary: &DecodeSummary) -> O
             format!(
                 "{} of {} have no format in {label}formats ({}) and could not be decoded: \
                  what they recorded is unknown",
-                plural(events, "event"),
-                plural(types, "type"),
+                counted(events, "event"),
+                counted(types, "type"),
                 type_ids(summary)
             )
         });
@@ -209,8 +210,8 @@ fn format_warning(label: &str, damage: &DirDamage, summary: &DecodeSummary) -> O
     let unknown: Vec<String> = unknown.into_iter().collect();
     Some(format!(
         "{subject}: {} of {} could not be decoded, so {}",
-        plural(events, "event"),
-        plural(types, "unknown type"),
+        counted(events, "event"),
+        counted(types, "unknown type"),
         join_and(&unknown)
     ))
 }
@@ -258,7 +259,7 @@ fn kallsyms_warning(
         KallsymsProblem::Damaged { lines, first } => format!(
             "{name} has {} that could not be read (the first: {first}), skipped: the \
              addresses only they name are shown as addresses, not symbols",
-            plural(*lines, "damaged line")
+            counted(*lines, "damaged line")
         ),
         // A trace without stacks may well have been recorded without symbols; with stacks
         // the frames cannot be named.
@@ -294,25 +295,13 @@ fn join_and(items: &[String]) -> String {
     }
 }
 
-fn plural(n: u64, what: &str) -> String {
-    format!("{} {what}{}", count(n), if n == 1 { "" } else { "s" })
+/// "5,123 pages": the exact count, as a reader compares it with the file's own numbers.
+fn counted(n: u64, what: &str) -> String {
+    format!("{} {}", grouped(n), units::noun_for(n, what))
 }
 
 fn kib(bytes: u64) -> String {
-    format!("{} KiB", count(bytes.div_ceil(1024)))
-}
-
-/// 5123 as "5,123".
-fn count(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (index, digit) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(digit);
-    }
-    out
+    format!("{} KiB", grouped(bytes.div_ceil(1024)))
 }
 
 #[cfg(test)]
@@ -321,12 +310,9 @@ mod tests {
 
     #[test]
     fn counts_are_grouped_by_thousands() {
-        assert_eq!(count(0), "0");
-        assert_eq!(count(999), "999");
-        assert_eq!(count(5123), "5,123");
-        assert_eq!(count(1_234_567), "1,234,567");
-        assert_eq!(plural(1, "page"), "1 page");
-        assert_eq!(plural(3, "page"), "3 pages");
+        assert_eq!(counted(5123, "page"), "5,123 pages");
+        assert_eq!(counted(1, "page"), "1 page");
+        assert_eq!(counted(3, "page"), "3 pages");
     }
 
     #[test]

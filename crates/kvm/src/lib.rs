@@ -17,7 +17,7 @@ pub mod vfio;
 pub mod vm;
 
 pub use guest::GuestProgram;
-pub use system::{KvmFacts, KvmSystem};
+pub use system::KvmSystem;
 pub use vm::{GapLog, TeardownTimes, Vm, VmConfig};
 
 /// What can go wrong while building or driving a VM.

@@ -4,32 +4,14 @@
 //! more file descriptors than the process may open) should fail in a millisecond with one
 //! line saying why, not half-way through building a VM with a confusing errno.
 
+use vmscale_run::host::host_memory;
+
 use crate::Error;
 
 /// File descriptors one VM needs per vCPU: the vCPU fd and its statistics fd.
 pub const FDS_PER_VCPU: u64 = 2;
 /// Everything else: /dev/kvm, the VM, its statistics, stdio, tracing and report files.
 pub const FDS_BASE: u64 = 64;
-
-/// Host memory as /proc/meminfo reports it.
-#[derive(Debug, Clone, Copy)]
-pub struct HostMemory {
-    pub total_bytes: u64,
-    pub available_bytes: u64,
-}
-
-pub fn host_memory() -> Option<HostMemory> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let field = |name: &str| -> Option<u64> {
-        let line = text.lines().find(|l| l.starts_with(name))?;
-        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        Some(kib * 1024)
-    };
-    Some(HostMemory {
-        total_bytes: field("MemTotal:")?,
-        available_bytes: field("MemAvailable:")?,
-    })
-}
 
 /// Current (soft, hard) RLIMIT_NOFILE.
 pub fn fd_limits() -> (u64, u64) {

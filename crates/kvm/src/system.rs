@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use kvm_ioctls::Kvm;
-use serde::{Deserialize, Serialize};
+use vmscale_run::KvmFacts;
 
 use crate::Error;
 
@@ -12,20 +12,6 @@ pub const KVM_DEVICE: &str = "/dev/kvm";
 /// An open /dev/kvm.
 pub struct KvmSystem {
     pub(crate) kvm: Kvm,
-}
-
-/// What a run records about the KVM it ran on, since the same scenario behaves differently
-/// on another backend (shadow paging under PVM versus the TDP MMU on VMX/SVM hosts).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct KvmFacts {
-    pub api_version: i32,
-    pub max_vcpus: usize,
-    pub recommended_vcpus: usize,
-    /// `kvm_intel` (vmx), `kvm_amd` (svm), `kvm_pvm` (pvm), or `unknown`.
-    pub backend: String,
-    /// `/sys/module/kvm/parameters/tdp_mmu`, when the kernel has it.
-    pub tdp_mmu: Option<bool>,
-    pub halt_poll_ns: Option<u64>,
 }
 
 impl KvmSystem {

@@ -14,13 +14,12 @@ const TOP_COUNTERS: usize = 5;
 /// or `None` when no series recorded a changed counter.
 pub(crate) fn kvm_stats(record: &RunRecord) -> Option<Grid> {
     let sweep = grid::sweep_header(record);
-    let mut grid = Grid {
-        headers: [sweep, "strategy", "counter", "per sample"]
-            .map(String::from)
-            .to_vec(),
-        numeric: vec![true, false, false, true],
-        rows: Vec::new(),
-    };
+    let mut grid = Grid::new(&[
+        (sweep, true),
+        ("strategy", false),
+        ("counter", false),
+        ("per sample", true),
+    ]);
     for point in &record.points {
         for series in &point.series {
             let shown = top_counters(series);

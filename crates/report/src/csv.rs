@@ -10,7 +10,7 @@
 use vmscale_run::RunRecord;
 use vmscale_stats::Summary;
 
-use crate::contention;
+use crate::sections::contention;
 
 /// The columns of a latency distribution, in the order [`distribution_fields`] fills them.
 const DISTRIBUTION: [&str; 8] = [

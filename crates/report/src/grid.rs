@@ -6,10 +6,13 @@ use vmscale_stats::Summary;
 
 use crate::units::{self, MISSING};
 
-/// Rows of cells under a header; `numeric` marks the columns to right-align.
+/// Rows of cells under a header; `numeric` marks the columns to right-align, `code` those
+/// that hold symbols (lock names, tasks, system calls) for Markdown and HTML to set as code.
+#[derive(Debug, Clone)]
 pub(crate) struct Grid {
     pub headers: Vec<String>,
     pub numeric: Vec<bool>,
+    pub code: Vec<bool>,
     pub rows: Vec<Vec<String>>,
 }
 
@@ -18,8 +21,15 @@ impl Grid {
         Grid {
             headers: columns.iter().map(|(name, _)| name.to_string()).collect(),
             numeric: columns.iter().map(|(_, numeric)| *numeric).collect(),
+            code: vec![false; columns.len()],
             rows: Vec::new(),
         }
+    }
+
+    /// The grid with column `index` marked as holding symbols.
+    pub(crate) fn with_code_column(mut self, index: usize) -> Grid {
+        self.code[index] = true;
+        self
     }
 }
 
@@ -30,6 +40,18 @@ pub(crate) fn sweep_header(record: &RunRecord) -> &str {
     } else {
         &record.sweep
     }
+}
+
+/// Distinct series names in first-seen order, so that every section lists series, and every
+/// chart colours them, the same way.
+pub(crate) fn series_names(record: &RunRecord) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for series in record.points.iter().flat_map(|p| &p.series) {
+        if !names.contains(&series.name.as_str()) {
+            names.push(&series.name);
+        }
+    }
+    names
 }
 
 /// One row per (point, series): the distribution of the series' samples.

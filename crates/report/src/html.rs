@@ -5,23 +5,23 @@
 //! Reading order: what ran and where, the warnings, how latency scales with the swept
 //! value, each point's distribution, where the time goes, how latency grows with what each
 //! sample counted, the kernel trace, and last the latency table with the same numbers as
-//! the terminal table. The tables are the shared grids of the other renderings, so the page
-//! agrees with them to the digit.
+//! the terminal table. The verdict and the kernel trace are the sections every format lays
+//! out, and the tables the shared grids of the other renderings, so the page agrees with
+//! them to the digit.
 
 mod charts;
 mod timeline;
 
-use std::collections::BTreeMap;
+use vmscale_run::findings::TimelineExcerpt;
+use vmscale_run::{RunRecord, Series};
 
-use vmscale_run::{IpiPhase, RunRecord, Series, TraceSection};
-
-use crate::grid::{self, Grid};
-use crate::{contention, counters, explain, facts, growth, scaling, units};
+use crate::grid;
+use crate::render;
+use crate::sections::trace;
+use crate::sections::verdict::{self, Depth};
+use crate::{counters, facts, growth, scaling, units};
 use charts::{Axis, Bar, Dash, Frame, Line};
 use plotters::chart::SeriesLabelPosition;
-
-/// Sites and senders named per IPI phase; the rest are left to run.json.
-const IPI_TOP: usize = 3;
 
 /// Light, print-friendly styling; `color-scheme` keeps a dark-mode browser from inverting
 /// the white chart backgrounds into unreadable ones.
@@ -61,7 +61,9 @@ pub fn render_html(record: &RunRecord) -> String {
         grid::sweep_header(record)
     );
     let mut body = format!("<h1>{}</h1>\n", escape(&title));
-    body.push_str(&crate::verdict::html(record));
+    if let Some(verdict) = verdict::section(record, Depth::Full) {
+        body.push_str(&render::html::section(&verdict));
+    }
     body.push_str(&context(record));
     if !record.points.is_empty() {
         body.push_str(&scaling(record));
@@ -69,8 +71,8 @@ pub fn render_html(record: &RunRecord) -> String {
         body.push_str(&phases(record));
         body.push_str(&growth_section(record));
     }
-    if let Some(trace) = &record.trace {
-        body.push_str(&trace_section(trace));
+    if let Some(trace_section) = &record.trace {
+        body.push_str(&render::html::section(&trace::section(trace_section)));
     }
     if !record.points.is_empty() {
         body.push_str(&latency_table(record));
@@ -131,6 +133,20 @@ fn list_items(lines: &[String]) -> String {
         .collect()
 }
 
+/// The trace around its worst wait: who ran where, who waited and who held the lock.
+pub(crate) fn timeline(excerpt: &TimelineExcerpt) -> String {
+    let mut caption = format!(
+        "{:.2} ms around {}. Lanes: the task on each CPU, then each task that waited on or \
+         held a lock (state, then waits, then holds). Hover a bar for its task, lock and length.",
+        excerpt.end_ns.saturating_sub(excerpt.start_ns) as f64 / 1e6,
+        excerpt.focus
+    );
+    if excerpt.truncated {
+        caption.push_str(" Some lanes or slices were left out to keep the page small.");
+    }
+    figure(timeline::timeline_svg(excerpt), &caption)
+}
+
 /// A chart in a figure with its caption; a chart that could not be drawn shows why.
 fn figure(chart: Result<String, charts::ChartError>, caption: &str) -> String {
     let content = match chart {
@@ -143,25 +159,13 @@ fn figure(chart: Result<String, charts::ChartError>, caption: &str) -> String {
     )
 }
 
-/// Distinct series names in first-seen order, so a colour means the same series on every
-/// chart of the page.
-fn series_names(record: &RunRecord) -> Vec<&str> {
-    let mut names: Vec<&str> = Vec::new();
-    for series in record.points.iter().flat_map(|p| &p.series) {
-        if !names.contains(&series.name.as_str()) {
-            names.push(&series.name);
-        }
-    }
-    names
-}
-
 fn colour_of(names: &[&str], name: &str) -> plotters::style::RGBColor {
     charts::colour(names.iter().position(|n| *n == name).unwrap_or(0))
 }
 
 /// p50, p99 and mean of every series against the swept value.
 fn scaling(record: &RunRecord) -> String {
-    let names = series_names(record);
+    let names = grid::series_names(record);
     let sweep = grid::sweep_header(record);
     let mut lines = Vec::new();
     for &name in &names {
@@ -305,7 +309,7 @@ fn fit_charts(record: &RunRecord, names: &[&str]) -> String {
 
 /// One CDF chart per point, a line per series, p50 and p99 marked.
 fn distributions(record: &RunRecord) -> String {
-    let names = series_names(record);
+    let names = grid::series_names(record);
     let sweep = grid::sweep_header(record);
     let mut out = String::from(
         "<h2 id=\"distributions\">Latency distribution per point</h2>\n<p>The share of samples at or below each \
@@ -378,7 +382,7 @@ fn phases(record: &RunRecord) -> String {
         "<h2 id=\"phases\">Where the time goes</h2>\n<p>Mean time of each phase of a sample; the phases of \
          a sample add up to it.</p>\n<div class=\"charts\">\n",
     );
-    for name in series_names(record) {
+    for name in grid::series_names(record) {
         let phased: Vec<(u64, &Series)> = record
             .points
             .iter()
@@ -415,7 +419,7 @@ fn phases(record: &RunRecord) -> String {
         ));
     }
     out.push_str("</div>\n");
-    out.push_str(&html_table(&table));
+    out.push_str(&render::html::table(&table));
     out
 }
 
@@ -436,7 +440,7 @@ fn growth_section(record: &RunRecord) -> String {
     if sections.is_empty() {
         return String::new();
     }
-    let names = series_names(record);
+    let names = grid::series_names(record);
     let with_x = record
         .points
         .iter()
@@ -456,7 +460,7 @@ fn growth_section(record: &RunRecord) -> String {
             out.push_str("</ul>\n");
         }
         if let Some(bins) = &section.bins {
-            out.push_str(&html_table(bins));
+            out.push_str(&render::html::table(bins));
         }
         out.push_str("</div>\n");
     }
@@ -522,204 +526,10 @@ fn growth_chart(series: &Series, colour: plotters::style::RGBColor) -> String {
     figure(charts::lines(&frame, x, y, &lines, &data.scatter), caption)
 }
 
-/// The kernel trace: recording facts, contention table, worst locks' waiters and stacks,
-/// IPIs per phase, and the holders' explanations.
-fn trace_section(trace: &TraceSection) -> String {
-    let mut out = String::from("<h2 id=\"trace\">Kernel trace</h2>\n<ul class=\"lines\">\n");
-    out.push_str(&list_items(&contention::header(trace)));
-    out.push_str("</ul>\n");
-    out.push_str(&contention_section(trace));
-    out.push_str(&ipi_section(&trace.ipis));
-    out.push_str(&explain_section(trace));
-    out.push_str(&timeline_section(trace));
-    out
-}
-
-/// The trace around its worst wait: who ran where, who waited and who held the lock.
-fn timeline_section(trace: &TraceSection) -> String {
-    let Some(excerpt) = &trace.timeline else {
-        return String::new();
-    };
-    let mut caption = format!(
-        "{:.2} ms around {}. Lanes: the task on each CPU, then each task that waited on or \
-         held a lock (state, then waits, then holds). Hover a bar for its task, lock and length.",
-        excerpt.end_ns.saturating_sub(excerpt.start_ns) as f64 / 1e6,
-        excerpt.focus
-    );
-    if excerpt.truncated {
-        caption.push_str(" Some lanes or slices were left out to keep the page small.");
-    }
-    format!(
-        "<h3 id=\"timeline\">Timeline of the worst wait</h3>\n{}",
-        figure(timeline::timeline_svg(excerpt), &caption)
-    )
-}
-
-fn contention_section(trace: &TraceSection) -> String {
-    let Some((locks, more)) = contention::table(trace) else {
-        return format!(
-            "<p>{}</p>\n",
-            escape(&contention::empty_table_reason(trace))
-        );
-    };
-    let mut out = String::from("<h3>Lock contention (worst first)</h3>\n");
-    out.push_str(&html_table(&locks));
-    if let Some(more) = more {
-        out.push_str(&format!("<p class=\"muted\">{}</p>\n", escape(&more)));
-    }
-    out.push_str(&format!(
-        "<h3>{}</h3>\n",
-        escape(&capitalized(contention::details_title(trace)))
-    ));
-    out.push_str("<ol class=\"findings\">\n");
-    for lock in contention::details(trace) {
-        out.push_str(&format!(
-            "<li><code>{}</code> ({})\n",
-            escape(&lock.name),
-            escape(&lock.what)
-        ));
-        let mut waiters: Vec<String> = lock
-            .waiters
-            .iter()
-            .map(|(who, waited)| format!("{who}: {waited}"))
-            .collect();
-        waiters.extend(lock.more_waiters.clone());
-        if !waiters.is_empty() {
-            out.push_str("<br>waiters:\n<ul>\n");
-            out.push_str(&list_items(&waiters));
-            out.push_str("</ul>\n");
-        }
-        for stack in &lock.stacks {
-            out.push_str(&format!("stack, {}:\n", escape(&stack.title)));
-            out.push_str(&format!(
-                "<pre>{}</pre>\n",
-                escape(&stack.frames.join("\n"))
-            ));
-        }
-        if let Some(more) = &lock.more_stacks {
-            out.push_str(&format!("<span class=\"muted\">{}</span>\n", escape(more)));
-        }
-        out.push_str("</li>\n");
-    }
-    out.push_str("</ol>\n");
-    out
-}
-
-fn capitalized(text: &str) -> String {
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => String::new(),
-    }
-}
-
-/// One row per measured phase: how many IPIs and cross-CPU calls it sent, to how many
-/// CPUs, and from where.
-fn ipi_section(ipis: &[IpiPhase]) -> String {
-    if ipis.is_empty() {
-        return String::new();
-    }
-    let mut grid = Grid::new(&[
-        ("phase", false),
-        ("duration", true),
-        ("IPIs", true),
-        ("cross-CPU calls", true),
-        ("target CPUs", true),
-        ("top sites (call site -> callback)", false),
-        ("top senders", false),
-    ]);
-    for phase in ipis {
-        grid.rows.push(vec![
-            phase.label.clone(),
-            explain::duration(phase.duration_ns),
-            units::count(phase.ipis),
-            units::count(phase.csd_queued),
-            targets(&phase.by_target),
-            top_sites(phase),
-            top_senders(phase),
-        ]);
-    }
-    format!("<h3>IPIs per measured phase</h3>\n{}", html_table(&grid))
-}
-
-/// CPUs that received IPIs during the phase.
-fn targets(by_target: &BTreeMap<String, u64>) -> String {
-    by_target.values().filter(|&&n| n > 0).count().to_string()
-}
-
-fn top_sites(phase: &IpiPhase) -> String {
-    let mut parts: Vec<String> = phase
-        .by_site
-        .iter()
-        .take(IPI_TOP)
-        .map(|site| {
-            let callback = if site.callback.is_empty() {
-                "reschedule"
-            } else {
-                &site.callback
-            };
-            format!(
-                "{} -> {callback}: {}",
-                site.callsite,
-                units::count(site.ipis)
-            )
-        })
-        .collect();
-    if phase.by_site.len() > IPI_TOP {
-        parts.push(format!("{} more", phase.by_site.len() - IPI_TOP));
-    }
-    parts.join("; ")
-}
-
-fn top_senders(phase: &IpiPhase) -> String {
-    let mut parts: Vec<String> = phase
-        .by_sender
-        .iter()
-        .take(IPI_TOP)
-        .map(|s| format!("{}/{}: {}", s.comm, s.pid, units::count(s.ipis)))
-        .collect();
-    if phase.by_sender.len() > IPI_TOP {
-        parts.push(format!("{} more", phase.by_sender.len() - IPI_TOP));
-    }
-    parts.join("; ")
-}
-
-/// The explain findings: one sentence per lock, then how its wait splits and its holders.
-fn explain_section(trace: &TraceSection) -> String {
-    let explained = explain::explain(trace);
-    if explained.is_empty() {
-        return String::new();
-    }
-    let mut out = format!(
-        "<h3>{}</h3>\n<ol class=\"findings\">\n",
-        escape(&capitalized(explain::TITLE))
-    );
-    for e in &explained {
-        out.push_str(&format!("<li>{}</li>\n", escape(&e.sentence)));
-    }
-    out.push_str("</ol>\n");
-    for (rank, e) in explained.iter().enumerate() {
-        out.push_str(&format!(
-            "<p><strong>Lock {}</strong>, wait split: {}</p>\n",
-            rank + 1,
-            escape(&e.split)
-        ));
-        if !e.sleeps.is_empty() {
-            out.push_str("<ul class=\"lines\">\n");
-            out.push_str(&list_items(&e.sleeps));
-            out.push_str("</ul>\n");
-        }
-        if !e.holders.rows.is_empty() {
-            out.push_str(&html_table(&e.holders));
-        }
-    }
-    out
-}
-
 /// The terminal's latency table and the series' notes.
 fn latency_table(record: &RunRecord) -> String {
     let mut out = String::from("<h2 id=\"latency\">Latency</h2>\n");
-    out.push_str(&html_table(&grid::latency(record)));
+    out.push_str(&render::html::table(&grid::latency(record)));
     let notes: Vec<String> = grid::notes(record)
         .into_iter()
         .map(|(place, note)| format!("{place}: {note}"))
@@ -737,7 +547,7 @@ fn counters_section(record: &RunRecord) -> String {
     let mut out = String::new();
     if let Some(stats) = counters::kvm_stats(record) {
         out.push_str("<h2>KVM statistics that changed, per sample</h2>\n");
-        out.push_str(&html_table(&stats));
+        out.push_str(&render::html::table(&stats));
     }
     let progress = counters::vcpu_progress(record);
     if !progress.is_empty() {
@@ -751,31 +561,6 @@ fn counters_section(record: &RunRecord) -> String {
     out
 }
 
-/// A grid as an HTML table, numeric columns right-aligned.
-fn html_table(grid: &Grid) -> String {
-    let class = |index: usize| {
-        if grid.numeric.get(index).copied().unwrap_or(false) {
-            " class=\"num\""
-        } else {
-            ""
-        }
-    };
-    let mut out = String::from("<table>\n<thead><tr>");
-    for (index, header) in grid.headers.iter().enumerate() {
-        out.push_str(&format!("<th{}>{}</th>", class(index), escape(header)));
-    }
-    out.push_str("</tr></thead>\n<tbody>\n");
-    for row in &grid.rows {
-        out.push_str("<tr>");
-        for (index, cell) in row.iter().enumerate() {
-            out.push_str(&format!("<td{}>{}</td>", class(index), escape(cell)));
-        }
-        out.push_str("</tr>\n");
-    }
-    out.push_str("</tbody>\n</table>\n");
-    out
-}
-
 /// Two runs of the same sweep on one page (`vmscale compare --html`): every series' CDF of
 /// A (solid) and B (dashed) at every point both measured, and their p50 against N, under
 /// the comparison's own text (`summary`, shown as is).
@@ -785,7 +570,7 @@ pub fn render_compare_html(a: &RunRecord, b: &RunRecord, summary: &str) -> Strin
         a.tool.name, a.scenario
     );
     let sweep = grid::sweep_header(a);
-    let names = series_names(a);
+    let names = grid::series_names(a);
     let mut body = format!(
         "<h1>{}</h1>\n<pre>{}</pre>\n",
         escape(&title),
@@ -883,7 +668,7 @@ pub fn render_compare_html(a: &RunRecord, b: &RunRecord, summary: &str) -> Strin
 
 #[cfg(test)]
 mod tests {
-    use vmscale_run::{HostFacts, Phase, Point, ToolInfo};
+    use vmscale_run::{HostFacts, Phase, Point, ToolInfo, TraceSection};
     use vmscale_stats::Summary;
 
     use super::*;
@@ -954,7 +739,7 @@ mod tests {
             html.contains("least squares over all 50 samples"),
             "growth caption"
         );
-        assert!(html.contains(contention::NO_CONTENTION));
+        assert!(html.contains(crate::sections::contention::NO_CONTENTION));
     }
 
     #[test]

@@ -1,35 +1,38 @@
 //! Renders a vmscale run for people and for programs.
 //!
-//! - [`Format::Table`]: the terminal view: context, warnings, latency distribution per
-//!   point and strategy with the series' notes, how latency grows with what each sample
-//!   counted beside it, where the time goes, KVM counters and guest progress.
+//! - [`Format::Table`]: the terminal view: the verdict, context, warnings, latency
+//!   distribution per point and strategy with the series' notes, how latency grows with
+//!   what each sample counted beside it, where the time goes, KVM counters and guest
+//!   progress; with [`Options::brief`], the verdict and the run in a line.
 //! - [`Format::Json`]: the complete record, raw samples included.
 //! - [`Format::Csv`]: one row per point, strategy and phase, in nanoseconds.
-//! - [`Format::Md`]: the context, tables, notes and growth sections as Markdown, for a
-//!   mailing-list post or a PR.
+//! - [`Format::Md`]: the verdict, context, tables, notes and growth sections as Markdown,
+//!   for a mailing-list post or a PR.
+//! - [`html::render_html`]: one self-contained page with charts.
 //!
-//! A traced run adds its kernel-trace section (how the trace was recorded, the contended
-//! locks worst first, who waited on the worst ones and from which kernel stacks) to the
-//! table and Markdown renderings; [`render_contention_csv`] gives the locks as CSV.
+//! The verdict and a traced run's kernel-trace section (how the trace was recorded, the
+//! contended locks and who waited on the worst, the IPIs per measured phase, what the lock
+//! holders were doing) are built once as data (`sections`, in the terms of `document`) and
+//! laid out per format by `render`, so every format says the same;
+//! [`render_contention_csv`] gives the locks as CSV.
 //!
 //! Every rendering works from the summaries stored in the record, except the growth
 //! sections, which bin the raw samples by the x recorded beside them; a series without
 //! samples shows as missing values rather than zeros.
 
-mod contention;
 mod counters;
 mod csv;
-mod explain;
+mod document;
 mod facts;
 mod grid;
 mod growth;
 pub mod html;
 mod json;
 mod markdown;
-pub mod perfetto;
+mod render;
 mod scaling;
+mod sections;
 mod table;
-mod verdict;
 use vmscale_stats::units;
 
 use std::fmt;

@@ -3,35 +3,21 @@
 //! raw samples, the knee, and an extrapolation to twice the largest N.
 
 use vmscale_run::RunRecord;
+use vmscale_stats::compare::Statistic;
 use vmscale_stats::fit::{bootstrap_band, bootstrap_parameters, select, Fit, Model};
 use vmscale_stats::knee::{distinct_n, knee, MIN_DISTINCT};
+use vmscale_stats::BOOTSTRAP_SEED;
 
+use crate::grid;
 use crate::units::micros;
 
 const BOOTSTRAP_ITERATIONS: usize = 300;
-const BOOTSTRAP_SEED: u64 = 0x0076_6d73_6361_6c65;
 
-/// Reads a statistic from ascending samples.
-type StatisticOf = fn(&[u64]) -> f64;
-
-/// Statistics a fit is made for, by name and how to read them from sorted samples.
-const STATISTICS: [(&str, StatisticOf); 3] = [("p50", p50), ("mean", mean), ("p99", p99)];
+/// Statistics a fit is made for, in the order their lines are printed.
+const STATISTICS: [Statistic; 3] = [Statistic::P50, Statistic::Mean, Statistic::P99];
 
 fn p50(sorted: &[u64]) -> f64 {
-    quantile(sorted, 0.50)
-}
-
-fn p99(sorted: &[u64]) -> f64 {
-    quantile(sorted, 0.99)
-}
-
-fn mean(sorted: &[u64]) -> f64 {
-    sorted.iter().map(|&v| v as f64).sum::<f64>() / sorted.len() as f64
-}
-
-fn quantile(sorted: &[u64], q: f64) -> f64 {
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1] as f64
+    Statistic::P50.of(sorted)
 }
 
 /// What a chart of one series' p50 fit draws.
@@ -96,13 +82,7 @@ type Groups = Vec<(f64, Vec<u64>)>;
 
 /// Each series' sorted samples per N, for series measured at three or more N.
 fn series_groups(record: &RunRecord) -> Vec<(String, Groups)> {
-    let mut names: Vec<&str> = Vec::new();
-    for series in record.points.iter().flat_map(|p| &p.series) {
-        if !names.contains(&series.name.as_str()) {
-            names.push(&series.name);
-        }
-    }
-    names
+    grid::series_names(record)
         .into_iter()
         .map(|name| (name.to_string(), groups_of(record, name)))
         .filter(|(_, groups)| groups.len() >= 3)
@@ -125,14 +105,8 @@ fn groups_of(record: &RunRecord, name: &str) -> Groups {
 /// Lines describing every series that was measured at three or more values of N; with a
 /// `deadline` (ns), where each fit's prediction first exceeds it.
 pub(crate) fn lines(record: &RunRecord, deadline: Option<f64>) -> Vec<String> {
-    let mut names: Vec<&str> = Vec::new();
-    for series in record.points.iter().flat_map(|p| &p.series) {
-        if !names.contains(&series.name.as_str()) {
-            names.push(&series.name);
-        }
-    }
     let mut out = Vec::new();
-    for name in names {
+    for name in grid::series_names(record) {
         let groups = groups_of(record, name);
         if groups.len() < 3 {
             if record.points.len() > 1 {
@@ -144,8 +118,9 @@ pub(crate) fn lines(record: &RunRecord, deadline: Option<f64>) -> Vec<String> {
             continue;
         }
         let largest = groups.iter().map(|g| g.0).fold(0.0, f64::max);
-        for (statistic, of) in STATISTICS {
-            let points: Vec<(f64, f64)> = groups.iter().map(|(n, s)| (*n, of(s))).collect();
+        for statistic in STATISTICS {
+            let points: Vec<(f64, f64)> =
+                groups.iter().map(|(n, s)| (*n, statistic.of(s))).collect();
             let selection = select(&points);
             let Some(best) = selection.best() else {
                 continue;
@@ -157,13 +132,14 @@ pub(crate) fn lines(record: &RunRecord, deadline: Option<f64>) -> Vec<String> {
                 &borrowed,
                 |s: &mut [u64]| {
                     s.sort_unstable();
-                    of(s)
+                    statistic.of(s)
                 },
                 BOOTSTRAP_ITERATIONS,
                 BOOTSTRAP_SEED,
             );
             let mut line = format!(
-                "{name} {statistic}: {} (AIC {:.1}{}): {}",
+                "{name} {}: {} (AIC {:.1}{}): {}",
+                statistic.name(),
                 best.model.name(),
                 best.aic,
                 if selection.distinguishable {

@@ -1,21 +1,21 @@
-//! The terminal rendering: a header block, the warnings, then the tables.
-//!
-//! Plain ASCII borders and no styling, so the output reads the same on a terminal, in a
-//! file, and in an e-mail.
+//! The terminal rendering: the verdict, a header block, the warnings, then the tables and
+//! the kernel trace.
 
-use comfy_table::presets::ASCII_FULL_CONDENSED;
-use comfy_table::{CellAlignment, Table};
-use vmscale_run::{RunRecord, TraceSection};
+use vmscale_run::RunRecord;
 
-use crate::grid::{self, Grid};
-use crate::{contention, counters, explain, facts, growth, scaling};
+use crate::render::text::{self, layout};
+use crate::sections::trace;
+use crate::sections::verdict::{self, Depth};
+use crate::{counters, facts, grid, growth, scaling};
 
 /// Warnings shown on the first screen; the rest are counted.
 const BRIEF_WARNINGS: usize = 4;
 
 /// The first screen: the verdict, the run in one line, its warnings, and where the rest is.
 pub(crate) fn brief(record: &RunRecord) -> String {
-    let mut out = crate::verdict::text(record, crate::verdict::BRIEF_DETAILS);
+    let mut out = verdict::section(record, Depth::Brief)
+        .map(|v| text::section(&v))
+        .unwrap_or_default();
     let host = &record.host;
     let points: Vec<String> = record.points.iter().map(|p| p.n.to_string()).collect();
     let sweep = if points.is_empty() {
@@ -54,8 +54,9 @@ pub(crate) fn brief(record: &RunRecord) -> String {
 
 pub(crate) fn render(record: &RunRecord, options: &crate::Options) -> String {
     // The answer first; everything after it is its evidence.
-    let mut out = crate::verdict::text(record, usize::MAX);
-    if !out.is_empty() {
+    let mut out = String::new();
+    if let Some(verdict) = verdict::section(record, Depth::Full) {
+        out.push_str(&text::section(&verdict));
         out.push('\n');
     }
 
@@ -118,70 +119,9 @@ pub(crate) fn render(record: &RunRecord, options: &crate::Options) -> String {
         }
     }
 
-    if let Some(trace) = &record.trace {
-        out.push_str(&trace_section(trace));
+    if let Some(trace_section) = &record.trace {
+        out.push('\n');
+        out.push_str(&text::section(&trace::section(trace_section)));
     }
     out
-}
-
-/// The kernel trace: how it was recorded, the contended locks, then who waited on the worst
-/// of them and from where.
-fn trace_section(trace: &TraceSection) -> String {
-    let mut out = String::from("\nkernel trace\n");
-    for line in contention::header(trace) {
-        out.push_str(&format!("  {line}\n"));
-    }
-
-    let Some((locks, more)) = contention::table(trace) else {
-        out.push_str(&format!("\n{}\n", contention::empty_table_reason(trace)));
-        return out;
-    };
-    out.push_str("\nlock contention (worst first)\n");
-    out.push_str(&layout(&locks));
-    if let Some(more) = more {
-        out.push_str(&format!("{more}\n"));
-    }
-
-    out.push_str(&format!("\n{}\n", contention::details_title(trace)));
-    for (rank, lock) in contention::details(trace).iter().enumerate() {
-        out.push_str(&format!("  {}. {} ({})\n", rank + 1, lock.name, lock.what));
-        if !lock.waiters.is_empty() {
-            out.push_str("     waiters:\n");
-        }
-        for (who, waited) in &lock.waiters {
-            out.push_str(&format!("       {who}: {waited}\n"));
-        }
-        if let Some(more) = &lock.more_waiters {
-            out.push_str(&format!("       {more}\n"));
-        }
-        for stack in &lock.stacks {
-            out.push_str(&format!("     stack: {}\n", stack.title));
-            for frame in &stack.frames {
-                out.push_str(&format!("       {frame}\n"));
-            }
-        }
-        if let Some(more) = &lock.more_stacks {
-            out.push_str(&format!("     {more}\n"));
-        }
-    }
-    out.push_str(&explain::terminal(trace, layout));
-    out
-}
-
-/// The grid as a bordered table, numbers right-aligned, ending in a newline.
-fn layout(grid: &Grid) -> String {
-    let mut table = Table::new();
-    table
-        .load_preset(ASCII_FULL_CONDENSED)
-        .force_no_tty()
-        .set_header(grid.headers.clone());
-    for row in &grid.rows {
-        table.add_row(row.clone());
-    }
-    for (index, numeric) in grid.numeric.iter().enumerate() {
-        if let (true, Some(column)) = (*numeric, table.column_mut(index)) {
-            column.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    format!("{table}\n")
 }

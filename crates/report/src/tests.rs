@@ -1378,3 +1378,170 @@ fn breakdown_and_spinlocks_survive_json_and_old_records_without_them_still_load(
     let old = old.trace.unwrap();
     assert!(old.breakdown.is_empty() && old.spinlocks.is_empty());
 }
+
+/// Two measured phases, the second sending TLB-flush IPIs to four CPUs from five sites, the
+/// first only rescheduling IPIs.
+fn ipi_record() -> RunRecord {
+    use vmscale_run::{IpiPhase, IpiSender, IpiSite};
+    let site = |callsite: &str, callback: &str, ipis| IpiSite {
+        callsite: callsite.into(),
+        callback: callback.into(),
+        ipis,
+    };
+    let quiet = IpiPhase {
+        label: "mlock mode=pool".into(),
+        duration_ns: 2_000_000,
+        ipis: 3,
+        csd_queued: 0,
+        by_target: BTreeMap::from([("1".to_string(), 3), ("2".to_string(), 0)]),
+        by_site: vec![site("ttwu_queue_wakelist", "", 3)],
+        by_sender: vec![IpiSender {
+            pid: 4242,
+            comm: "vmscale".into(),
+            ipis: 3,
+        }],
+        ..IpiPhase::default()
+    };
+    let storm = IpiPhase {
+        label: "mlock mode=map".into(),
+        duration_ns: 45_600_000,
+        ipis: 12_345,
+        csd_queued: 6_000,
+        by_target: (0..4).map(|cpu| (cpu.to_string(), 3_000)).collect(),
+        by_site: vec![
+            site("smp_call_function_many_cond", "flush_tlb_func", 9_000),
+            site("native_flush_tlb_multi", "flush_tlb_func", 3_000),
+            site("ttwu_queue_wakelist", "", 300),
+            site("send_call_function_single_ipi", "do_sync_core", 40),
+            site("arch_send_call_function_ipi_mask", "nohz_csd_func", 5),
+        ],
+        by_sender: vec![
+            IpiSender {
+                pid: 4242,
+                comm: "vmscale".into(),
+                ipis: 12_000,
+            },
+            IpiSender {
+                pid: 77,
+                comm: "kworker/3:1".into(),
+                ipis: 345,
+            },
+        ],
+        ..IpiPhase::default()
+    };
+    let mut record = explained_record();
+    record.trace.as_mut().unwrap().ipis = vec![quiet, storm];
+    record
+}
+
+#[test]
+fn table_lists_ipis_per_phase_between_the_locks_and_their_explanation() {
+    let text = render(&ipi_record(), Format::Table);
+    let trace = after(&text, "\nkernel trace\n");
+    let ipis = after(trace, "\nIPIs per measured phase\n");
+    let lines: Vec<&str> = ipis.lines().collect();
+    let header = table_cells(
+        lines
+            .iter()
+            .find(|l| l.contains("cross-CPU calls"))
+            .expect("IPI table header"),
+    );
+    assert_eq!(
+        header,
+        [
+            "phase",
+            "duration",
+            "IPIs",
+            "cross-CPU calls",
+            "target CPUs",
+            "top sites (call site -> callback)",
+            "top senders"
+        ]
+    );
+    let row = |phase: &str| {
+        lines
+            .iter()
+            .map(|l| table_cells(l))
+            .find(|cells| cells.len() == header.len() && cells[0] == phase)
+            .unwrap_or_else(|| panic!("no row for {phase}:\n{ipis}"))
+    };
+    let storm = row("mlock mode=map");
+    assert_eq!(storm[1..5], ["45.6 ms", "12.3k", "6.00k", "4"], "{storm:?}");
+    assert_eq!(
+        storm[5],
+        "smp_call_function_many_cond -> flush_tlb_func: 9.00k; native_flush_tlb_multi -> \
+         flush_tlb_func: 3.00k; ttwu_queue_wakelist -> reschedule: 300; 2 more"
+    );
+    assert_eq!(storm[6], "vmscale/4242: 12.0k; kworker/3:1/77: 345");
+    let quiet = row("mlock mode=pool");
+    assert_eq!(quiet[4], "1", "a CPU that received nothing is not a target");
+    // After the lock sections, before the holders' explanation.
+    let at = |marker: &str| text.find(marker).unwrap_or_else(|| panic!("{marker}"));
+    assert!(at("worst locks: who waited") < at("IPIs per measured phase"));
+    assert!(at("IPIs per measured phase") < at("explain: what the holders"));
+}
+
+#[test]
+fn markdown_lists_ipis_per_phase_in_a_table_of_constant_width() {
+    let text = render(&ipi_record(), Format::Md);
+    let ipis = after(&text, "\n#### IPIs per measured phase\n\n");
+    let rows: Vec<&str> = ipis.lines().take_while(|l| l.starts_with('|')).collect();
+    assert_eq!(rows.len(), 2 + 2, "header, alignment, two phases: {ipis}");
+    assert!(rows.iter().all(|r| r.matches('|').count() == 8), "{rows:?}");
+    assert_eq!(
+        rows[1],
+        "| :--- | ---: | ---: | ---: | ---: | :--- | :--- |"
+    );
+    assert!(
+        rows[3].starts_with("| mlock mode=map | 45.6 ms | 12.3k | 6.00k | 4 | "),
+        "{rows:?}"
+    );
+    assert!(rows[3].contains("vmscale/4242: 12.0k"), "{rows:?}");
+    assert!(
+        text.find("#### IPIs per measured phase").unwrap()
+            < text.find("#### Explain: what the holders").unwrap()
+    );
+}
+
+#[test]
+fn a_trace_without_ipis_has_no_ipi_section_in_any_format() {
+    let record = explained_record();
+    for format in [Format::Table, Format::Md] {
+        assert!(!render(&record, format).contains("IPIs per measured phase"));
+    }
+    assert!(!crate::html::render_html(&record).contains("IPIs per measured phase"));
+}
+
+/// The titles of the trace section's parts, in order, as `marker` starts them in `text`
+/// (for HTML, the heading tag, whose attributes are skipped).
+fn trace_titles(text: &str, marker: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(marker))
+        .map(|t| match marker {
+            "<h3" => t.split_once('>').map_or("", |(_, title)| title),
+            _ => t,
+        })
+        .map(|t| t.split(['<', '(']).next().unwrap().trim().to_lowercase())
+        .map(|t| t.replace("&#39;", "'"))
+        .filter(|t| {
+            ["lock contention", "worst locks", "ipis", "explain"]
+                .iter()
+                .any(|p| t.starts_with(p))
+        })
+        .collect()
+}
+
+#[test]
+fn every_format_has_the_same_trace_parts_in_the_same_order() {
+    let mut record = ipi_record();
+    let trace = record.trace.as_mut().unwrap();
+    let breakdown = breakdown_record().trace.unwrap();
+    trace.breakdown = breakdown.breakdown;
+    trace.spinlocks = breakdown.spinlocks;
+    let table = trace_titles(&render(&record, Format::Table), "");
+    assert_eq!(table.len(), 6, "{table:?}");
+    let markdown = trace_titles(&render(&record, Format::Md), "#### ");
+    let html = trace_titles(&crate::html::render_html(&record), "<h3");
+    assert_eq!(markdown, table);
+    assert_eq!(html, table);
+}

@@ -389,7 +389,7 @@ fn the_report_renders_in_a_headless_browser() {
     assert_eq!(timeline.matches("class=\"state\"").count(), 6);
     assert_eq!(timeline.matches("class=\"wait\"").count(), 1);
     assert_eq!(timeline.matches("class=\"hold\"").count(), 1);
-    assert!(timeline.contains("holder 43: holds kvm-&gt;slots_lock for 1.69 ms"));
+    assert!(timeline.contains("holder 43: holds kvm-&gt;slots_lock for 1.7 ms"));
     assert!(
         dom.contains("latency by sweep value"),
         "scaling chart title"

@@ -410,13 +410,18 @@ pub struct PhaseBreakdown {
     pub operations: Vec<OperationBreakdown>,
 }
 
+/// [`OperationBreakdown::syscall`] of a phase measured from marker to marker.
+pub const WHOLE_PHASE: i64 = -1;
+/// [`OperationBreakdown::syscall`] of one timed sample (a window the run reported).
+pub const TIMED_SAMPLE: i64 = -2;
+
 /// Every traced call of one system call in a phase, with its latency split by cause.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct OperationBreakdown {
     /// "ioctl", "futex", ..., "syscall 123", or "phase" when the phase had no traced system
     /// calls and the whole phase is the operation.
     pub operation: String,
-    /// The system call number (-1 for a whole phase).
+    /// The system call number, or [`WHOLE_PHASE`] or [`TIMED_SAMPLE`].
     pub syscall: i64,
     pub count: u64,
     /// Distribution of one operation's latency (sys_enter to sys_exit).

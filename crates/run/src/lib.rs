@@ -22,7 +22,7 @@ pub mod verdict;
 
 pub use dir::{load_run, LoadError, RunDir};
 pub use findings::{IpiPhase, IpiSender, IpiSite, LockContention, TraceSection, WaitStack, Waiter};
-pub use host::HostFacts;
+pub use host::{HostFacts, KvmFacts};
 pub use load::{BackgroundLoad, LoadMeter};
 pub use owner::ProcessStamp;
 pub use schema::{Phase, Point, RunRecord, Series, ToolInfo, SCHEMA_VERSION};

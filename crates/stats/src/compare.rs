@@ -21,6 +21,8 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
+use crate::quantile;
+
 /// The result of a Mann-Whitney U test of A against B.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct MannWhitney {
@@ -116,20 +118,14 @@ impl Statistic {
         }
     }
 
-    /// The statistic of `sorted` (ascending).
-    fn of(self, sorted: &[u64]) -> f64 {
+    /// The statistic of `sorted` (ascending, not empty).
+    pub fn of(self, sorted: &[u64]) -> f64 {
         match self {
             Statistic::P50 => quantile(sorted, 0.50),
             Statistic::P99 => quantile(sorted, 0.99),
             Statistic::Mean => sorted.iter().map(|&v| v as f64).sum::<f64>() / sorted.len() as f64,
         }
     }
-}
-
-/// Nearest-rank quantile of an ascending slice.
-fn quantile(sorted: &[u64], q: f64) -> f64 {
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1] as f64
 }
 
 /// B's statistic relative to A's, with a bootstrap interval.

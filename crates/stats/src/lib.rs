@@ -24,6 +24,17 @@ const HIGHEST_TRACKABLE_NS: u64 = 3_600 * 1_000_000_000;
 /// Three significant digits: 0.1% relative error on every percentile.
 const SIGNIFICANT_DIGITS: u8 = 3;
 
+/// The seed of every bootstrap ("vmscale" in ASCII), so the same run always prints the
+/// same intervals.
+pub const BOOTSTRAP_SEED: u64 = 0x0076_6d73_6361_6c65;
+
+/// Nearest-rank quantile of an ascending, non-empty slice: always one of the samples, as
+/// the bootstrap's resampled statistics must be.
+pub fn quantile(sorted: &[u64], q: f64) -> f64 {
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1] as f64
+}
+
 /// The distribution of one set of latency samples, all in nanoseconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {

@@ -63,6 +63,56 @@ pub fn duration(ns: u64) -> String {
     }
 }
 
+/// `ns` in the largest unit it fills, with every digit it has: "1 us", "14.791 us",
+/// "14.791992 s", "999 ns". For values copied from another tool's text, which a reader
+/// compares digit by digit with the original.
+pub fn exact_duration(ns: u64) -> String {
+    let (unit, scale) = if ns >= 1_000_000_000 {
+        ("s", 1_000_000_000)
+    } else if ns >= 1_000_000 {
+        ("ms", 1_000_000)
+    } else if ns >= 1000 {
+        ("us", 1000)
+    } else {
+        return format!("{ns} ns");
+    };
+    let whole = ns / scale;
+    let fraction = ns % scale;
+    if fraction == 0 {
+        return format!("{whole} {unit}");
+    }
+    let width = scale.ilog10() as usize;
+    let digits = format!("{fraction:0width$}");
+    format!("{whole}.{} {unit}", digits.trim_end_matches('0'))
+}
+
+/// "1 wait", "3 waits".
+pub fn plural(n: u64, noun: &str) -> String {
+    format!("{n} {}", noun_for(n, noun))
+}
+
+/// The noun as `n` of it are called: "page" for 1, "pages" otherwise.
+pub fn noun_for(n: u64, noun: &str) -> String {
+    if n == 1 {
+        noun.to_string()
+    } else {
+        format!("{noun}s")
+    }
+}
+
+/// An exact count with thousands separators: "5,123", "1,234,567".
+pub fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
 /// `value` to `digits` significant figures, with at most `max_decimals` decimals and never
 /// in exponent notation. Integer digits are never dropped: "1234" reads better in a latency
 /// column than "1.23e3".
@@ -124,5 +174,33 @@ mod tests {
     fn non_finite_values_show_as_missing() {
         assert_eq!(micros(f64::NAN), MISSING);
         assert_eq!(percent(f64::INFINITY), MISSING);
+    }
+
+    #[test]
+    fn durations_pick_a_readable_unit() {
+        assert_eq!(duration(612_345_678), "612 ms");
+        assert_eq!(duration(1_500_000_000), "1.50 s");
+        assert_eq!(duration(1_500_000), "1.5 ms");
+        assert_eq!(duration(412_000), "412 us");
+    }
+
+    #[test]
+    fn exact_durations_keep_every_digit() {
+        assert_eq!(exact_duration(1000), "1 us");
+        assert_eq!(exact_duration(14_791), "14.791 us");
+        assert_eq!(exact_duration(14_791_992_000), "14.791992 s");
+        assert_eq!(exact_duration(999), "999 ns");
+        assert_eq!(exact_duration(2_500_000), "2.5 ms");
+    }
+
+    #[test]
+    fn counted_nouns_and_grouped_digits() {
+        assert_eq!(plural(1, "page"), "1 page");
+        assert_eq!(plural(0, "page"), "0 pages");
+        assert_eq!(plural(3, "wait"), "3 waits");
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(5123), "5,123");
+        assert_eq!(grouped(1_234_567), "1,234,567");
     }
 }

@@ -18,6 +18,8 @@ use vmscale_stats::compare::{
     Unjudged, MIN_SAMPLES,
 };
 
+use vmscale_stats::BOOTSTRAP_SEED;
+
 use crate::failure::Failure;
 
 /// Exit code when --fail-above finds a significant regression (1 and 2 mean errors).
@@ -28,8 +30,6 @@ pub const EXIT_UNDECIDABLE: i32 = 4;
 /// Two-sided significance level of the rank-sum test on block statistics.
 const ALPHA: f64 = 0.05;
 const BOOTSTRAP_ITERATIONS: usize = 2_000;
-/// A fixed seed ("vmscale" in ASCII), so the same two runs always print the same intervals.
-const BOOTSTRAP_SEED: u64 = 0x0076_6d73_6361_6c65;
 /// The statistics a verdict or the gate rests on; p99 is shown but a tail is what a busy
 /// host inflates first, and ten blocks of a few samples have no p99 worth testing.
 const JUDGED: [Statistic; 2] = [Statistic::P50, Statistic::Mean];

@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
-use vmscale_kvm::preflight::{fd_limits, host_memory, FDS_BASE, FDS_PER_VCPU};
+use vmscale_kvm::preflight::{fd_limits, FDS_BASE, FDS_PER_VCPU};
 use vmscale_kvm::KvmSystem;
+use vmscale_run::host::host_memory;
 
 use crate::console::outln;
 use crate::failure::Failure;

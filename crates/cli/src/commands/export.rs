@@ -6,12 +6,12 @@
 
 use std::path::{Path, PathBuf};
 
+use vmscale_export::dat::{write_dat, Compression};
+use vmscale_export::perfetto::write_perfetto;
+use vmscale_run::dir::write_through_temp;
 use vmscale_run::RunRecord;
-use vmscale_trace::dat::Algorithm;
-use vmscale_trace::dat_write::{write_dat, DatWriteOptions};
 
 use crate::failure::Failure;
-use vmscale_run::dir::write_through_temp;
 
 /// Dispatches on the format flags: exactly one of them.
 pub fn export(
@@ -71,12 +71,8 @@ fn export_perfetto(run: &Path, out: Option<PathBuf>) -> Result<(), Failure> {
     let summary = write_through_temp(&target, |tmp| {
         let file = std::fs::File::create(tmp)
             .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", target.display())))?;
-        vmscale_report::perfetto::write_perfetto(
-            &trace_dir,
-            Some(&record),
-            std::io::BufWriter::new(file),
-        )
-        .map_err(|e| Failure::runtime(format!("cannot export {}: {e}", trace_dir.display())))
+        write_perfetto(&trace_dir, Some(&record), std::io::BufWriter::new(file))
+            .map_err(|e| Failure::runtime(format!("cannot export {}: {e}", trace_dir.display())))
     })?;
     crate::console::note!(
         "wrote {} ({} packets, {} tracks, {} slices, {} instants, {} flows): open it in ui.perfetto.dev",
@@ -91,22 +87,18 @@ fn export_perfetto(run: &Path, out: Option<PathBuf>) -> Result<(), Failure> {
 }
 
 fn export_dat(run: &Path, out: Option<PathBuf>, compression: Option<&str>) -> Result<(), Failure> {
-    // zlib is left out: Debian's trace-cmd (and so KernelShark) cannot read it.
-    let compression = match compression.unwrap_or("none") {
-        "none" => None,
-        "zstd" => Some(Algorithm::Zstd),
-        other => {
-            return Err(Failure::usage(format!(
-                "--compression {other}: use none or zstd"
-            )))
-        }
+    let compression = match compression {
+        Some(name) => name
+            .parse()
+            .map_err(|e| Failure::usage(format!("--compression {e}")))?,
+        None => Compression::default(),
     };
     let Traced {
         run_dir, trace_dir, ..
     } = traced(run)?;
     let target = out.unwrap_or_else(|| run_dir.join("trace.dat"));
     let written = write_through_temp(&target, |tmp| {
-        write_dat(&trace_dir, tmp, &DatWriteOptions { compression })
+        write_dat(&trace_dir, tmp, compression)
             .map_err(|e| Failure::runtime(format!("cannot export {}: {e}", trace_dir.display())))
     })?;
     let damaged = match written.corrupt_pages {

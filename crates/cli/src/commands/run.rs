@@ -24,7 +24,7 @@ pub(crate) struct RunPlan {
     pub scenario: &'static str,
     /// The knob `Point::n` holds.
     pub sweep: &'static str,
-    pub kvm: Option<vmscale_kvm::KvmFacts>,
+    pub kvm: Option<vmscale_run::KvmFacts>,
     pub knobs: serde_json::Value,
     pub trace_config: RecordConfig,
     pub on_signal: OnSignal,

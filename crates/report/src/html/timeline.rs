@@ -12,6 +12,7 @@ use std::fmt::Write;
 use vmscale_run::findings::{LockRole, TaskState, TimelineExcerpt};
 
 use crate::html::escape;
+use crate::units::duration;
 
 const WIDTH: f64 = 1160.0;
 /// Left of the plot: lane labels.
@@ -53,15 +54,6 @@ fn unit(span_ns: f64) -> (&'static str, f64) {
         ("us", 1e3)
     } else {
         ("ms", 1e6)
-    }
-}
-
-fn duration(ns: u64) -> String {
-    let ns = ns as f64;
-    if ns >= 1e6 {
-        format!("{:.2} ms", ns / 1e6)
-    } else {
-        format!("{:.1} us", ns / 1e3)
     }
 }
 
@@ -336,7 +328,7 @@ mod tests {
             "{svg}"
         );
         assert!(svg.contains(
-            "fault-&lt;holder&gt; 7: holds mutex in anon_pipe_write for 2.00 ms (at least"
+            "fault-&lt;holder&gt; 7: holds mutex in anon_pipe_write for 2.0 ms (at least"
         ));
         assert!(!svg.contains("fault-<holder>"));
         // A 4 ms window reads in ms, ticks every 0.5 ms.

@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use vmscale_stats::units::{exact_duration, noun_for, plural};
+
 use crate::text_import::{CallStart, GraphCall, SkipReason, Skipped, TextClock};
 
 /// Line numbers kept per skip reason.
@@ -130,11 +132,11 @@ impl TextDirSummary {
             out.push(match clock {
                 TextClock::Absolute { resolution_ns } if *resolution_ns >= 1000 => format!(
                     "times come from ftrace text and resolve only {}: waits and gaps are rounded to it, and events printed with the same time keep their text order",
-                    duration(u64::from(*resolution_ns))
+                    exact_duration(u64::from(*resolution_ns))
                 ),
                 TextClock::Absolute { resolution_ns } => format!(
                     "times come from ftrace text with {} resolution",
-                    duration(u64::from(*resolution_ns))
+                    exact_duration(u64::from(*resolution_ns))
                 ),
                 TextClock::SinceStart => "the text is in the latency format: times are microseconds since the trace buffer started, not the trace clock, and resolve only 1 us".to_string(),
                 TextClock::Counter => "the text's clock is a counter (times printed as bare integers): its ticks are read as nanoseconds, so durations are in ticks".to_string(),
@@ -148,10 +150,9 @@ impl TextDirSummary {
                 ""
             };
             out.push(format!(
-                "{} line{} skipped: {reason} (line{} {}{more}; first: {:?})",
-                tally.count,
-                plural(tally.count),
-                plural(tally.count),
+                "{} skipped: {reason} ({} {}{more}; first: {:?})",
+                plural(tally.count, "line"),
+                noun_for(tally.count, "line"),
                 lines.join(", "),
                 tally.first_detail
             ));
@@ -166,8 +167,8 @@ impl TextDirSummary {
                 .map(|(name, count)| format!("{name} x{count}"))
                 .collect();
             out.push(format!(
-                "{total} event{} of types no analysis reads were read but not analysed: {}{}",
-                plural(total),
+                "{} of types no analysis reads were read but not analysed: {}{}",
+                plural(total, "event"),
                 listed.join(", "),
                 if names.len() > 8 { ", ..." } else { "" }
             ));
@@ -179,9 +180,8 @@ impl TextDirSummary {
         }
         if self.reordered > 0 {
             out.push(format!(
-                "{} event{} had a time before the previous event of their CPU and were moved up to it (text from several pastes, or not in time order?)",
-                self.reordered,
-                plural(self.reordered)
+                "{} had a time before the previous event of their CPU and were moved up to it (text from several pastes, or not in time order?)",
+                plural(self.reordered, "event")
             ));
         }
         if self.frames_without_offset > 0 {
@@ -213,9 +213,8 @@ impl TextDirSummary {
             return Vec::new();
         }
         let mut out = vec![format!(
-            "function_graph: {} call{} with durations; the {} slowest follow",
-            self.calls,
-            plural(self.calls),
+            "function_graph: {} with durations; the {} slowest follow",
+            plural(self.calls, "call"),
             self.slowest.len()
         )];
         for (rank, call) in self.slowest.iter().enumerate() {
@@ -223,7 +222,7 @@ impl TextDirSummary {
                 "function_graph slowest #{}: {} took {} (line {}",
                 rank + 1,
                 call.name,
-                duration(call.duration_ns),
+                exact_duration(call.duration_ns),
                 call.line
             );
             if let Some(cpu) = call.cpu {
@@ -239,9 +238,10 @@ impl TextDirSummary {
                     ns / 1_000_000_000,
                     ns % 1_000_000_000 / 1000
                 )),
-                Some(CallStart::SinceStart(ns)) => {
-                    line.push_str(&format!(", started {} after the trace began", duration(ns)))
-                }
+                Some(CallStart::SinceStart(ns)) => line.push_str(&format!(
+                    ", started {} after the trace began",
+                    exact_duration(ns)
+                )),
                 None => {}
             }
             line.push(')');
@@ -251,47 +251,9 @@ impl TextDirSummary {
     }
 }
 
-fn plural(n: u64) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
-}
-
-/// `1 us`, `14.791 us`, `14.791992 s`: as exact as the value, in the largest fitting unit.
-fn duration(ns: u64) -> String {
-    let (unit, scale) = if ns >= 1_000_000_000 {
-        ("s", 1_000_000_000)
-    } else if ns >= 1_000_000 {
-        ("ms", 1_000_000)
-    } else if ns >= 1000 {
-        ("us", 1000)
-    } else {
-        return format!("{ns} ns");
-    };
-    let whole = ns / scale;
-    let fraction = ns % scale;
-    if fraction == 0 {
-        return format!("{whole} {unit}");
-    }
-    let width = scale.ilog10() as usize;
-    let digits = format!("{fraction:0width$}");
-    format!("{whole}.{} {unit}", digits.trim_end_matches('0'))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_read_as_printed() {
-        assert_eq!(duration(1000), "1 us");
-        assert_eq!(duration(14_791), "14.791 us");
-        assert_eq!(duration(14_791_992_000), "14.791992 s");
-        assert_eq!(duration(999), "999 ns");
-        assert_eq!(duration(2_500_000), "2.5 ms");
-    }
 
     #[test]
     fn skipped_lines_keep_the_earliest_few() {

@@ -1,17 +1,16 @@
-//! The kernel-trace section of a run: how the trace was recorded, which locks were
-//! contended, and who waited on the worst of them and from where.
+//! The kernel-trace section's lock parts: how the trace was recorded (its first lines),
+//! which locks were contended, and who waited on the worst of them and from where.
 //!
-//! Built here as lines, cells and frames; the terminal table and the Markdown rendering lay
-//! them out, so both show the same numbers. The analysis already sorted the locks, waiters
-//! and stacks worst first, so nothing here reorders them: a rendering that re-ranked would
-//! disagree with run.json.
+//! The analysis already sorted the locks, waiters and stacks worst first, so nothing here
+//! reorders them: a rendering that re-ranked would disagree with run.json.
 
 use std::collections::BTreeMap;
 
 use vmscale_run::{LockContention, TraceSection};
 
+use crate::document::{Block, Entry, Section, Text};
 use crate::grid::Grid;
-use crate::units::{self, MISSING};
+use crate::units::{self, plural, MISSING};
 
 /// Rows of the contention table; the rest are counted in one "(N more locks)" line.
 const TABLE_LOCKS: usize = 15;
@@ -26,9 +25,31 @@ const FRAMES_PER_STACK: usize = 12;
 /// Said instead of an empty table, so a quiet trace is not mistaken for a missing one.
 pub(crate) const NO_CONTENTION: &str = "no lock contention recorded";
 
+/// The contended locks, worst first, then who waited on the worst of them and from where;
+/// or why there is no table.
+pub(crate) fn blocks(trace: &TraceSection) -> Vec<Block> {
+    let Some((locks, more)) = table(trace) else {
+        return vec![Block::Paragraph(empty_table_reason(trace).into())];
+    };
+    let mut contended = Section::new("contention", "lock contention (worst first)");
+    contended
+        .blocks
+        .push(Block::Table(locks.with_code_column(0)));
+    contended
+        .blocks
+        .extend(more.map(|more| Block::Paragraph(more.into())));
+    let mut worst = Section::new("", details_title(trace));
+    worst.blocks = details(trace)
+        .into_iter()
+        .enumerate()
+        .map(|(index, lock)| Block::Entry(lock.entry(index + 1)))
+        .collect();
+    vec![Block::Section(contended), Block::Section(worst)]
+}
+
 /// Why the contention table is empty: nothing contended, or nothing could have been seen
 /// (the events were not recorded, or the trace lacks their format).
-pub(crate) fn empty_table_reason(trace: &TraceSection) -> String {
+fn empty_table_reason(trace: &TraceSection) -> String {
     let recorded = trace
         .events
         .iter()
@@ -127,7 +148,7 @@ fn cpu_number(cpu: &str) -> u64 {
 
 /// The contention table, worst lock first, and the "(N more locks)" line when it was cut;
 /// `None` when no lock was contended.
-pub(crate) fn table(trace: &TraceSection) -> Option<(Grid, Option<String>)> {
+fn table(trace: &TraceSection) -> Option<(Grid, Option<String>)> {
     if trace.contention.is_empty() {
         return None;
     }
@@ -193,27 +214,56 @@ fn nonempty(text: String) -> String {
 }
 
 /// Who waited on one of the worst locks, and from where.
-pub(crate) struct LockDetail {
-    pub name: String,
+struct LockDetail {
+    name: String,
     /// "mutex at 0xffff888104a3c0d8", or just the kind when the address is unknown.
-    pub what: String,
+    what: String,
     /// "comm/pid" and what that task waited, worst first.
-    pub waiters: Vec<(String, String)>,
+    waiters: Vec<(String, String)>,
     /// "(N more waiters)" when the list was cut.
-    pub more_waiters: Option<String>,
-    pub stacks: Vec<StackDetail>,
-    pub more_stacks: Option<String>,
+    more_waiters: Option<String>,
+    stacks: Vec<StackDetail>,
+    more_stacks: Option<String>,
 }
 
-pub(crate) struct StackDetail {
+impl LockDetail {
+    fn entry(self, rank: usize) -> Entry {
+        let mut blocks = Vec::new();
+        if !self.waiters.is_empty() {
+            let mut items: Vec<Text> = self
+                .waiters
+                .into_iter()
+                .map(|(who, waited)| Text::code(who).then(format!(": {waited}")))
+                .collect();
+            items.extend(self.more_waiters.map(Text::from));
+            blocks.push(Block::List {
+                label: "waiters".into(),
+                items,
+            });
+        }
+        blocks.extend(self.stacks.into_iter().map(|stack| Block::Code {
+            label: "stack".into(),
+            detail: stack.title,
+            lines: stack.frames,
+        }));
+        blocks.extend(self.more_stacks.map(|more| Block::Paragraph(more.into())));
+        Entry {
+            rank,
+            title: Text::code(self.name).then(format!(" ({})", self.what)),
+            blocks,
+        }
+    }
+}
+
+struct StackDetail {
     /// "100 waits, total 4000 us".
-    pub title: String,
+    title: String,
     /// Innermost first, then "... (N more frames)" when cut.
-    pub frames: Vec<String>,
+    frames: Vec<String>,
 }
 
 /// Title of the details block, which says when there are no stacks to expect.
-pub(crate) fn details_title(trace: &TraceSection) -> &'static str {
+fn details_title(trace: &TraceSection) -> &'static str {
     if trace.stacks {
         "worst locks: who waited, and from which kernel stacks"
     } else {
@@ -222,7 +272,7 @@ pub(crate) fn details_title(trace: &TraceSection) -> &'static str {
 }
 
 /// The waiters and stacks of the worst locks.
-pub(crate) fn details(trace: &TraceSection) -> Vec<LockDetail> {
+fn details(trace: &TraceSection) -> Vec<LockDetail> {
     trace
         .contention
         .iter()
@@ -295,14 +345,6 @@ fn waits_and_total(waits: u64, total_ns: u64) -> String {
         plural(waits, "wait"),
         units::micros_u64(total_ns)
     )
-}
-
-fn plural(n: u64, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
-    }
 }
 
 #[cfg(test)]

@@ -11,21 +11,60 @@
 
 use vmscale_run::findings::{
     ActivityShare, Component, ComponentKind, HolderActivity, LockHolders, OperationBreakdown,
-    PhaseBreakdown, SpinLockWaits,
+    PhaseBreakdown, SpinLockWaits, TIMED_SAMPLE,
 };
 use vmscale_run::TraceSection;
 
+use crate::document::{Block, Entry, Ranked, Section, Text};
 use crate::grid::Grid;
-use crate::units;
+use crate::units::{self, duration, plural};
 
-pub(crate) const TITLE: &str = "explain: what the holders of contended sleeping locks were doing";
+const TITLE: &str = "explain: what the holders of contended sleeping locks were doing";
 /// Locks explained; the worst first.
 const LOCKS: usize = 5;
 /// Activities shown per holder and per lock.
 const SHARES: usize = 3;
 
+/// The explain parts that have findings: the holders of sleeping locks, where the measured
+/// operations' time went, the contended spinning locks.
+pub(crate) fn sections(trace: &TraceSection) -> Vec<Section> {
+    [holders(trace), breakdown(trace), spinlocks(trace)]
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+fn holders(trace: &TraceSection) -> Option<Section> {
+    let explained = explain(trace);
+    if explained.is_empty() {
+        return None;
+    }
+    let mut section = Section::new("holders", TITLE);
+    section.blocks.push(Block::Ranked(
+        explained
+            .iter()
+            .map(|e| Ranked::sentence(e.sentence.as_str()))
+            .collect(),
+    ));
+    for (index, e) in explained.into_iter().enumerate() {
+        let mut blocks = Vec::new();
+        if !e.sleeps.is_empty() {
+            blocks.push(Block::Lines(e.sleeps.into_iter().map(Text::from).collect()));
+        }
+        if !e.holders.rows.is_empty() {
+            blocks.push(Block::Table(e.holders.with_code_column(0)));
+        }
+        section.blocks.push(Block::Entry(Entry {
+            rank: index + 1,
+            title: format!("wait split: {}", e.split).into(),
+            blocks,
+        }));
+    }
+    Some(section)
+}
+
 /// One explained lock.
-pub(crate) struct Explained {
+struct Explained {
     pub sentence: String,
     /// How the lock's whole wait splits, e.g. "asleep in handle_userfault 98.1%, ...".
     pub split: String,
@@ -36,7 +75,7 @@ pub(crate) struct Explained {
 }
 
 /// The explained locks, worst first; empty when the trace has no sleeping-lock waits.
-pub(crate) fn explain(trace: &TraceSection) -> Vec<Explained> {
+fn explain(trace: &TraceSection) -> Vec<Explained> {
     trace
         .holders
         .iter()
@@ -45,8 +84,6 @@ pub(crate) fn explain(trace: &TraceSection) -> Vec<Explained> {
         .map(explain_lock)
         .collect()
 }
-
-pub(crate) use vmscale_stats::units::duration;
 
 fn share_of(part: u64, whole: u64) -> String {
     if whole == 0 {
@@ -83,14 +120,6 @@ fn shares(shares: &[ActivityShare], whole: u64) -> String {
         parts.push(format!("{} more", shares.len() - SHARES));
     }
     parts.join(", ")
-}
-
-fn plural(n: u64, what: &str) -> String {
-    if n == 1 {
-        format!("1 {what}")
-    } else {
-        format!("{n} {what}s")
-    }
 }
 
 fn sentence(lock: &LockHolders) -> String {
@@ -175,80 +204,11 @@ fn explain_lock(lock: &LockHolders) -> Explained {
     }
 }
 
-/// The section for the terminal table; `layout` draws a grid. Empty without findings.
-pub(crate) fn terminal(trace: &TraceSection, layout: impl Fn(&Grid) -> String) -> String {
-    let mut out = holders_terminal(trace, &layout);
-    out.push_str(&breakdown_terminal(trace, &layout));
-    out.push_str(&spinlocks_terminal(trace, &layout));
-    out
-}
-
-fn holders_terminal(trace: &TraceSection, layout: &impl Fn(&Grid) -> String) -> String {
-    let explained = explain(trace);
-    if explained.is_empty() {
-        return String::new();
-    }
-    let mut out = format!("\n{TITLE}\n");
-    for (rank, e) in explained.iter().enumerate() {
-        out.push_str(&format!("  {}. {}\n", rank + 1, e.sentence));
-    }
-    for (rank, e) in explained.iter().enumerate() {
-        out.push_str(&format!("\n  {}. wait split: {}\n", rank + 1, e.split));
-        for line in &e.sleeps {
-            out.push_str(&format!("     {line}\n"));
-        }
-        if !e.holders.rows.is_empty() {
-            out.push_str(&layout(&e.holders));
-        }
-    }
-    out
-}
-
-/// The section in Markdown; `table` draws a grid, `code` quotes a symbol.
-pub(crate) fn markdown(
-    trace: &TraceSection,
-    table: impl Fn(&Grid) -> String,
-    code: impl Fn(&str) -> String,
-) -> String {
-    let mut out = holders_markdown(trace, &table, &code);
-    out.push_str(&breakdown_markdown(trace, &table, &code));
-    out.push_str(&spinlocks_markdown(trace, &table, &code));
-    out
-}
-
-fn holders_markdown(
-    trace: &TraceSection,
-    table: &impl Fn(&Grid) -> String,
-    code: &impl Fn(&str) -> String,
-) -> String {
-    let mut explained = explain(trace);
-    if explained.is_empty() {
-        return String::new();
-    }
-    let mut out =
-        "\n#### Explain: what the holders of contended sleeping locks were doing\n\n".to_string();
-    for (rank, e) in explained.iter().enumerate() {
-        out.push_str(&format!("{}. {}\n", rank + 1, e.sentence));
-    }
-    for (rank, e) in explained.iter_mut().enumerate() {
-        out.push_str(&format!("\nLock {}, wait split: {}\n", rank + 1, e.split));
-        for line in &e.sleeps {
-            out.push_str(&format!("\n- {line}\n"));
-        }
-        if !e.holders.rows.is_empty() {
-            for row in &mut e.holders.rows {
-                row[0] = code(&row[0]);
-            }
-            out.push('\n');
-            out.push_str(&table(&e.holders));
-        }
-    }
-    out
-}
-
-pub(crate) const BREAKDOWN_TITLE: &str = "explain: where the measured operations' time went";
-pub(crate) const SPINLOCKS_TITLE: &str =
-    "explain: contended spinning locks (a spinning waiter is not woken by the holder, so the trace cannot name who held them)";
+const BREAKDOWN_TITLE: &str = "explain: where the measured operations' time went";
+const SPINLOCKS_TITLE: &str = "explain: contended spinning locks";
+/// A spinning waiter is woken by nobody, so no wakeup names the holder.
+const SPINLOCKS_ASIDE: &str =
+    "a spinning waiter is not woken by the holder, so the trace cannot name who held them";
 /// Phases explained in sentences, the slowest operation first.
 const PHASES: usize = 8;
 /// Spinning locks explained.
@@ -292,7 +252,7 @@ fn breakdown_sentence(phase: &PhaseBreakdown, op: &OperationBreakdown) -> String
         .map(|c| format!("{} {}", share_of(c.total_ns, op.total_ns), component(c)))
         .collect();
     let (what, unit) = match op.syscall {
-        vmscale_analysis::breakdown::TIMED_SAMPLE => ("one timed sample".to_string(), "sample"),
+        TIMED_SAMPLE => ("one timed sample".to_string(), "sample"),
         s if s < 0 => ("the phase".to_string(), "call"),
         _ => (format!("the {} call", op.operation), "call"),
     };
@@ -315,8 +275,20 @@ fn breakdown_sentence(phase: &PhaseBreakdown, op: &OperationBreakdown) -> String
     out
 }
 
-/// Numbered sentences, slowest operation first, and one table row per phase in run order.
-fn breakdown(trace: &TraceSection) -> Option<(Vec<String>, Grid)> {
+/// Numbered sentences, slowest operation first, then a table with one row per phase in run
+/// order.
+fn breakdown(trace: &TraceSection) -> Option<Section> {
+    let (sentences, grid) = breakdown_findings(trace)?;
+    let mut section = Section::new("breakdown", BREAKDOWN_TITLE);
+    section.blocks = vec![
+        Block::Ranked(sentences.into_iter().map(Ranked::sentence).collect()),
+        Block::Paragraph(BREAKDOWN_NOTE.into()),
+        Block::Table(grid.with_code_column(1)),
+    ];
+    Some(section)
+}
+
+fn breakdown_findings(trace: &TraceSection) -> Option<(Vec<String>, Grid)> {
     let mut ranked: Vec<(&PhaseBreakdown, &OperationBreakdown)> = trace
         .breakdown
         .iter()
@@ -375,47 +347,6 @@ fn breakdown(trace: &TraceSection) -> Option<(Vec<String>, Grid)> {
 const BREAKDOWN_NOTE: &str =
     "per-call means; \"other CPUs\" is time on a CPU waiting for other CPUs to run a function it asked them to";
 
-fn breakdown_terminal(trace: &TraceSection, layout: &impl Fn(&Grid) -> String) -> String {
-    let Some((sentences, grid)) = breakdown(trace) else {
-        return String::new();
-    };
-    let mut out = format!("\n{BREAKDOWN_TITLE}\n");
-    for (rank, s) in sentences.iter().enumerate() {
-        out.push_str(&format!("  {}. {s}\n", rank + 1));
-    }
-    out.push_str(&format!("\n  {BREAKDOWN_NOTE}\n"));
-    out.push_str(&layout(&grid));
-    out
-}
-
-fn breakdown_markdown(
-    trace: &TraceSection,
-    table: &impl Fn(&Grid) -> String,
-    code: &impl Fn(&str) -> String,
-) -> String {
-    let Some((sentences, mut grid)) = breakdown(trace) else {
-        return String::new();
-    };
-    let mut out = "\n#### Explain: where the measured operations' time went\n\n".to_string();
-    for (rank, s) in sentences.iter().enumerate() {
-        out.push_str(&format!("{}. {s}\n", rank + 1));
-    }
-    out.push_str(&format!("\n{}:\n\n", capitalised(BREAKDOWN_NOTE)));
-    for row in &mut grid.rows {
-        row[1] = code(&row[1]);
-    }
-    out.push_str(&table(&grid));
-    out
-}
-
-fn capitalised(text: &str) -> String {
-    let mut chars = text.chars();
-    chars
-        .next()
-        .map(|c| c.to_uppercase().chain(chars).collect())
-        .unwrap_or_default()
-}
-
 /// "p50 42.7 us, p99 82.7 us, max 82.7 us".
 fn spread(lock: &SpinLockWaits, mode: &str) -> Option<(u64, String)> {
     let m = lock.modes.iter().find(|m| m.mode == mode)?;
@@ -466,7 +397,19 @@ fn spinlock_sentence(lock: &SpinLockWaits) -> String {
     out
 }
 
-fn spinlocks(trace: &TraceSection) -> Option<(Vec<String>, Grid)> {
+fn spinlocks(trace: &TraceSection) -> Option<Section> {
+    let (sentences, grid) = spinlock_findings(trace)?;
+    Some(Section {
+        aside: Some(SPINLOCKS_ASIDE.into()),
+        blocks: vec![
+            Block::Ranked(sentences.into_iter().map(Ranked::sentence).collect()),
+            Block::Table(grid.with_code_column(0)),
+        ],
+        ..Section::new("spinlocks", SPINLOCKS_TITLE)
+    })
+}
+
+fn spinlock_findings(trace: &TraceSection) -> Option<(Vec<String>, Grid)> {
     let locks: Vec<&SpinLockWaits> = trace
         .spinlocks
         .iter()
@@ -506,52 +449,12 @@ fn spinlocks(trace: &TraceSection) -> Option<(Vec<String>, Grid)> {
     Some((locks.iter().map(|l| spinlock_sentence(l)).collect(), grid))
 }
 
-fn spinlocks_terminal(trace: &TraceSection, layout: &impl Fn(&Grid) -> String) -> String {
-    let Some((sentences, grid)) = spinlocks(trace) else {
-        return String::new();
-    };
-    let mut out = format!("\n{SPINLOCKS_TITLE}\n");
-    for (rank, s) in sentences.iter().enumerate() {
-        out.push_str(&format!("  {}. {s}\n", rank + 1));
-    }
-    out.push('\n');
-    out.push_str(&layout(&grid));
-    out
-}
-
-fn spinlocks_markdown(
-    trace: &TraceSection,
-    table: &impl Fn(&Grid) -> String,
-    code: &impl Fn(&str) -> String,
-) -> String {
-    let Some((sentences, mut grid)) = spinlocks(trace) else {
-        return String::new();
-    };
-    let mut out = "\n#### Explain: contended spinning locks\n\n\
-        A spinning waiter is not woken by the holder, so the trace cannot name who held \
-        these locks; only contended acquisitions are traced.\n\n"
-        .to_string();
-    for (rank, s) in sentences.iter().enumerate() {
-        out.push_str(&format!("{}. {s}\n", rank + 1));
-    }
-    for row in &mut grid.rows {
-        row[0] = code(&row[0]);
-    }
-    out.push('\n');
-    out.push_str(&table(&grid));
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn durations_pick_a_readable_unit() {
-        assert_eq!(duration(612_345_678), "612 ms");
-        assert_eq!(duration(1_500_000_000), "1.50 s");
-        assert_eq!(duration(1_500_000), "1.5 ms");
-        assert_eq!(duration(412_000), "412 us");
+    fn shares_keep_a_decimal_below_ten_percent() {
         assert_eq!(share_of(98, 100), "98%");
         assert_eq!(share_of(98, 10_000), "1.0%");
         assert_eq!(share_of(1, 0), units::MISSING);

@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use vmscale_report::perfetto::{export_perfetto, write_perfetto};
+use vmscale_export::perfetto::{export_perfetto, write_perfetto};
 use vmscale_trace::recorder::{RecordConfig, Recording};
 use vmscale_trace::tracefs;
 

@@ -1,0 +1,142 @@
+//! Sections as HTML: a top-level section in a `<section>` under an `<h2>`, lines and
+//! findings as lists, tables with right-aligned numbers, stacks in `<pre>`, the timeline
+//! as inline SVG. Every piece of text from the record is escaped.
+
+use crate::document::{capitalized, Block, Entry, Figure, Ranked, Section, Span, Text};
+use crate::grid::Grid;
+use crate::html::{escape, timeline};
+
+/// A top-level section.
+pub(crate) fn section(section: &Section) -> String {
+    let class = if section.id.is_empty() {
+        String::new()
+    } else {
+        format!(" class=\"{}\"", section.id)
+    };
+    format!("<section{class}>\n{}</section>\n", titled(section, 2))
+}
+
+/// The heading at `level` (2 for `<h2>`), the aside, then the blocks.
+fn titled(section: &Section, level: usize) -> String {
+    let heading = section.heading.as_deref().unwrap_or(&section.title);
+    let id = if section.id.is_empty() {
+        String::new()
+    } else {
+        format!(" id=\"{}\"", section.id)
+    };
+    let mut out = format!(
+        "<h{level}{id}>{}</h{level}>\n",
+        escape(&capitalized(heading))
+    );
+    if let Some(aside) = &section.aside {
+        out.push_str(&format!(
+            "<p class=\"muted\">{}.</p>\n",
+            escape(&capitalized(aside))
+        ));
+    }
+    for block in &section.blocks {
+        out.push_str(&self::block(block, level));
+    }
+    out
+}
+
+fn block(block: &Block, level: usize) -> String {
+    match block {
+        Block::Lines(lines) => format!("<ul class=\"lines\">\n{}</ul>\n", items(lines)),
+        Block::Ranked(found) => ranked(found),
+        Block::Table(grid) => table(grid),
+        Block::Paragraph(text) => format!("<p>{}</p>\n", inline(text)),
+        Block::List { label, items: list } => format!(
+            "<p>{}:</p>\n<ul class=\"lines\">\n{}</ul>\n",
+            escape(&capitalized(label)),
+            items(list)
+        ),
+        Block::Code {
+            label,
+            detail,
+            lines,
+        } => format!(
+            "<p>{}, {}:</p>\n<pre>{}</pre>\n",
+            escape(&capitalized(label)),
+            escape(detail),
+            escape(&lines.join("\n"))
+        ),
+        Block::Entry(entry) => self::entry(entry, level + 1),
+        Block::Section(inner) => titled(inner, level + 1),
+        Block::Figure(Figure::Timeline(excerpt)) => timeline(excerpt),
+    }
+}
+
+fn items(lines: &[Text]) -> String {
+    lines
+        .iter()
+        .map(|line| format!("<li>{}</li>\n", inline(line)))
+        .collect()
+}
+
+/// Every detail of every finding: the page is where the short renderings send readers.
+fn ranked(found: &[Ranked]) -> String {
+    let mut out = String::from("<ol class=\"findings\">\n");
+    for item in found {
+        out.push_str(&format!("<li>{}", inline(&item.text)));
+        if !item.details.is_empty() {
+            out.push_str(&format!("<ul>\n{}</ul>", items(&item.details)));
+        }
+        out.push_str("</li>\n");
+    }
+    out.push_str("</ol>\n");
+    out
+}
+
+fn entry(entry: &Entry, level: usize) -> String {
+    let mut out = format!(
+        "<h{level}>{}. {}</h{level}>\n",
+        entry.rank,
+        inline(&entry.title)
+    );
+    for block in &entry.blocks {
+        out.push_str(&self::block(block, level));
+    }
+    out
+}
+
+fn inline(text: &Text) -> String {
+    text.0
+        .iter()
+        .map(|span| match span {
+            Span::Plain(s) => escape(s),
+            Span::Code(s) => format!("<code>{}</code>", escape(s)),
+            Span::Tag(s) => format!("<strong>{}</strong>: ", escape(s)),
+        })
+        .collect()
+}
+
+/// A grid as an HTML table, numeric columns right-aligned, symbol columns as code.
+pub(crate) fn table(grid: &Grid) -> String {
+    let class = |index: usize| {
+        if grid.numeric.get(index).copied().unwrap_or(false) {
+            " class=\"num\""
+        } else {
+            ""
+        }
+    };
+    let mut out = String::from("<table>\n<thead><tr>");
+    for (index, header) in grid.headers.iter().enumerate() {
+        out.push_str(&format!("<th{}>{}</th>", class(index), escape(header)));
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
+    for row in &grid.rows {
+        out.push_str("<tr>");
+        for (index, cell) in row.iter().enumerate() {
+            let cell = if grid.code.get(index).copied().unwrap_or(false) {
+                format!("<code>{}</code>", escape(cell))
+            } else {
+                escape(cell)
+            };
+            out.push_str(&format!("<td{}>{cell}</td>", class(index)));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody>\n</table>\n");
+    out
+}

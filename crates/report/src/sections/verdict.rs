@@ -1,0 +1,62 @@
+//! The verdict every rendering starts with: the causes of the explained time, largest first,
+//! each with its holder and evidence.
+
+use vmscale_run::RunRecord;
+
+use crate::document::{Block, Ranked, Section, Text};
+
+/// Evidence lines the text and Markdown renderings show per finding; JSON and HTML carry
+/// all of them.
+const EVIDENCE_SHOWN: usize = 2;
+
+/// How much of each finding to keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Depth {
+    /// Everything: the renderings decide how much of it to show.
+    Full,
+    /// The terminal's first screen: one line under each finding.
+    Brief,
+}
+
+/// The verdict, or `None` when the run has none (an untraced run).
+pub(crate) fn section(record: &RunRecord, depth: Depth) -> Option<Section> {
+    if record.verdict.is_empty() {
+        return None;
+    }
+    let findings = record
+        .verdict
+        .iter()
+        .map(|finding| {
+            let holder: Vec<Text> = finding
+                .holder
+                .iter()
+                .map(|h| Text::from(format!("holder: {h}")))
+                .collect();
+            let mut details = holder.clone();
+            details.extend(finding.evidence.iter().map(|e| Text::from(e.as_str())));
+            let shown = match depth {
+                Depth::Full => holder.len() + EVIDENCE_SHOWN,
+                Depth::Brief => 1,
+            };
+            if depth == Depth::Brief {
+                details.truncate(shown);
+            }
+            Ranked {
+                text: Text::tag(finding.cause.label()).then(finding.summary.as_str()),
+                details,
+                shown,
+            }
+        })
+        .collect();
+    Some(Section {
+        heading: Some("verdict".into()),
+        blocks: vec![Block::Ranked(findings)],
+        ..Section::new(
+            "verdict",
+            format!(
+                "verdict for {}: what the explained time went to, largest first",
+                record.scenario
+            ),
+        )
+    })
+}
