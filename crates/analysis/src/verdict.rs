@@ -6,7 +6,8 @@
 //!   share is of the time the samples measured, and nothing outside them is blamed.
 //! - A recorded command (`record -- CMD`): the subject is the command's tasks from their
 //!   first traced event to their exit ([`crate::subject`]), and shares are of their time;
-//!   on-CPU time is split into kernel and user space by the CPU time the kernel charged.
+//!   on-CPU time is split into kernel and user space by the CPU time the kernel charged,
+//!   and the kernel's causes are ranked before the command's own code in user space.
 //! - Any other traced run (irqfd, teardown, `record --duration`, imported traces): the
 //!   trace does not say which waits were part of a measured operation, so the subject is
 //!   lock waiting across every traced task, and shares are of that.
@@ -452,7 +453,10 @@ fn subject_findings(
             }),
         }
     }
-    shares.sort_by_key(|s| std::cmp::Reverse(s.ns));
+    // What the kernel costs the command comes first, largest first; the command's own code
+    // in user space is no kernel cause, so it follows as context (and leads only when no
+    // kernel cause is worth a finding).
+    shares.sort_by_key(|s| (s.kind == SubjectCause::User, std::cmp::Reverse(s.ns)));
     let cpu_used = trace.command.as_ref().map(|u| u.user_ns + u.system_ns);
     let mut findings: Vec<Finding> = shares
         .iter()
@@ -967,8 +971,8 @@ mod tests {
 
     #[test]
     fn a_commands_on_cpu_time_is_split_by_what_the_kernel_charged_it() {
-        // 900 on a CPU, 100 of it in the kernel by rusage: user space leads, and it is no
-        // kernel cause.
+        // 900 on a CPU, 90 of it in the kernel by rusage: the kernel's causes come first,
+        // the user-space share (no kernel cause) after them.
         let found = verdict(&record(Some(subject(
             vec![
                 (ComponentKind::OnCpu, "", 900),
@@ -977,12 +981,22 @@ mod tests {
             810,
             90,
         ))));
-        assert_eq!(found[0].cause, Cause::None);
-        assert!((found[0].share - 0.81).abs() < 1e-9, "{}", found[0].share);
-        assert_eq!(found[1].cause, Cause::CpuStarvation);
-        assert_eq!(found[2].cause, Cause::OnCpu);
+        let causes: Vec<Cause> = found.iter().map(|f| f.cause).collect();
+        assert_eq!(causes, [Cause::CpuStarvation, Cause::OnCpu, Cause::None]);
+        assert!((found[2].share - 0.81).abs() < 1e-9, "{}", found[2].share);
         assert!(found[0].evidence[0].starts_with("subject: the command (pid 42)"));
         assert!(found[0].evidence[1].starts_with("left out: 1.0 us asleep"));
+        // With no kernel cause worth a finding, the user-space share leads.
+        let found = verdict(&record(Some(subject(
+            vec![
+                (ComponentKind::OnCpu, "", 990),
+                (ComponentKind::Runnable, "", 10),
+            ],
+            990,
+            0,
+        ))));
+        assert_eq!(found[0].cause, Cause::None);
+        assert_eq!(found.len(), 1);
         // The same time charged to the kernel is on-CPU work in the kernel; waiting for
         // cross-CPU calls is kernel time already placed, not counted twice.
         let found = verdict(&record(Some(subject(
