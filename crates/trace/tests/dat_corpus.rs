@@ -10,6 +10,10 @@
 //! `VMSCALE_REQUIRE_DAT_CORPUS=1` makes a missing corpus a failure. A corpus directory that
 //! is there must hold every file, byte for byte (SHA-256).
 
+#[path = "support/big_endian.rs"]
+mod big_endian;
+#[path = "support/dat_writer.rs"]
+mod dat_writer;
 #[path = "support/report.rs"]
 mod report;
 
@@ -18,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+use big_endian::{as_stored_big_endian, big_endian_writer};
 use report::{bare_hex_fields, compare_with_formats, parse_report, symbol_addresses, Decoded};
 use vmscale_trace::dat::{DatFile, Endian};
 use vmscale_trace::Decoder;
@@ -248,6 +253,64 @@ fn check(dir: &Path, case: &Case) {
             .cloned()
             .collect::<Vec<_>>()
             .join("\n")
+    );
+    if case.events > 0 {
+        check_big_endian(&dat, &decoded, &reported, label);
+    }
+}
+
+/// The same recording as a big-endian version 6 file (its `long` size, header variants and
+/// formats kept): trace-cmd reports the same events from it, and vmscale reads them.
+fn check_big_endian(dat: &DatFile, little: &[Decoded], reported: &[report::Reported], label: &str) {
+    let mut writer = big_endian_writer(dat);
+    writer.version = 6;
+    writer.codec = None;
+    let path =
+        std::env::temp_dir().join(format!("vmscale-corpus-be-{}-{label}", std::process::id()));
+    std::fs::write(&path, writer.to_bytes()).unwrap();
+    let big = Arc::new(DatFile::open(&path).unwrap_or_else(|e| panic!("{label} big-endian: {e}")));
+    assert_eq!(big.endian, Endian::Big);
+    let decoder = Decoder::from_dat(Arc::clone(&big), None).unwrap();
+    let mut decoded = Vec::new();
+    decoder
+        .for_each(|event| decoded.push(Decoded::of(&event)))
+        .unwrap();
+    assert_eq!(
+        format!("{decoded:?}"),
+        format!("{little:?}"),
+        "{label}: big-endian events differ from the original's"
+    );
+    let (ok, text, stderr) = trace_cmd_report(&path);
+    assert!(ok, "{label} big-endian: trace-cmd report failed: {stderr}");
+    let _ = std::fs::remove_file(&path);
+    let big_reported = parse_report(&text, "", &[], &fields_of(&big));
+    assert_eq!(
+        big_reported.len(),
+        reported.len(),
+        "{label} big-endian: trace-cmd's events"
+    );
+    let result = compare_with_formats(
+        &as_stored_big_endian(&decoded, &big),
+        &big_reported,
+        &symbol_addresses(&big.metadata.kallsyms),
+        &bare_hex_fields(
+            &decoder
+                .catalog()
+                .iter()
+                .map(|t| t.format.clone())
+                .collect::<Vec<_>>(),
+        ),
+    );
+    println!(
+        "{label} as big-endian: {} events, {} field values compared with trace-cmd report, {} mismatches",
+        result.events,
+        result.fields,
+        result.mismatches.len()
+    );
+    assert!(
+        result.mismatches.is_empty(),
+        "{label} big-endian: {}",
+        result.mismatches[..result.mismatches.len().min(10)].join("\n")
     );
 }
 

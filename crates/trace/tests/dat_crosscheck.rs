@@ -1163,11 +1163,13 @@ fn small_files() -> Vec<(String, Vec<u8>)> {
 
 /// Damage that makes an extraction fail makes decoding in place fail with the same error
 /// (so `vmscale report FILE.dat` refuses the same files it refused when it extracted them),
-/// and damage an extraction accepts never fails the decode in place.
+/// except damage inside one CPU's data, which decoding in place skips and reports for that
+/// CPU where an extraction refuses the file; damage an extraction accepts never fails the
+/// decode in place.
 #[test]
 fn decoding_in_place_fails_exactly_where_extraction_fails() {
     let dir = scratch().join("in-place-damage");
-    let (mut cases, mut refused) = (0, 0);
+    let (mut cases, mut refused, mut salvaged) = (0, 0, 0);
     for (label, bytes) in small_files() {
         for at in (0..bytes.len()).step_by(23) {
             for value in [0xffu8, bytes[at] ^ 0x80] {
@@ -1181,21 +1183,29 @@ fn decoding_in_place_fails_exactly_where_extraction_fails() {
                 let extracted = dat.extract(None, &dir).map_err(|e| e.to_string());
                 let in_place = Decoder::from_dat(Arc::new(dat), None)
                     .and_then(|decoder| decoder.for_each(|_| {}));
-                let in_place_refusal = match in_place {
-                    Err(vmscale_trace::DecodeError::Dat(e)) => Some(e.to_string()),
-                    _ => None,
-                };
-                assert_eq!(
-                    in_place_refusal,
-                    extracted.err(),
-                    "{label}: byte {at} = {value:#04x}"
-                );
-                refused += in_place_refusal.is_some() as usize;
+                let case = format!("{label}: byte {at} = {value:#04x}");
+                match (in_place, extracted) {
+                    (Err(vmscale_trace::DecodeError::Dat(e)), extracted) => {
+                        assert_eq!(Some(e.to_string()), extracted.err(), "{case}");
+                        refused += 1;
+                    }
+                    (Ok(summary), Err(refusal)) => {
+                        let damaged = summary.cpus.iter().any(|c| c.first_damage.is_some());
+                        assert!(
+                            damaged,
+                            "{case}: extraction refused ({refusal}), decoding in place saw no damage"
+                        );
+                        salvaged += 1;
+                    }
+                    _ => {}
+                }
             }
         }
     }
-    println!("{cases} damaged files, {refused} refused by both");
-    assert!(refused > 100, "{refused} of {cases} refused");
+    println!("{cases} damaged files, {refused} refused by both, {salvaged} salvaged in place");
+    // Damage to the pages, which both once refused, is now salvaged in place; damage to
+    // the container is refused by DatFile itself before either runs.
+    assert!(salvaged > 100, "{salvaged} of {cases} salvaged");
 }
 
 /// The small files decode in place with events, and are the seeds of the `dat_reader`

@@ -227,6 +227,7 @@ fn mismatch(
     decoded: &Value,
     reported: &str,
     symbols: &HashMap<String, Vec<u64>>,
+    sorted: &[(u64, &str)],
     bare_hex: bool,
 ) -> Option<String> {
     match decoded {
@@ -252,8 +253,18 @@ fn mismatch(
                     }
                     _ => Vec::new(),
                 }
+            } else if reported == "(nil)" {
+                vec![0]
             } else if let Ok(signed) = reported.parse::<i64>() {
                 vec![signed as u64]
+            } else if symbols.contains_key(reported) {
+                // A pointer printed as the symbol it lies in (`%ps`): the symbol at or
+                // below the value must have that name.
+                let at = sorted.partition_point(|&(address, _)| address <= *value);
+                match at.checked_sub(1).map(|i| sorted[i]) {
+                    Some((_, name)) if name == reported => vec![*value],
+                    _ => Vec::new(),
+                }
             } else {
                 reported.parse::<u64>().ok().into_iter().collect()
             };
@@ -268,6 +279,7 @@ fn mismatch(
             },
             reported,
             symbols,
+            sorted,
             bare_hex,
         ),
         Value::Bytes { bytes, declared } => {
@@ -349,6 +361,11 @@ pub fn compare_with_formats(
     symbols: &HashMap<String, Vec<u64>>,
     bare_hex: &HashSet<(String, String)>,
 ) -> Comparison {
+    let mut sorted: Vec<(u64, &str)> = symbols
+        .iter()
+        .flat_map(|(name, addresses)| addresses.iter().map(move |&a| (a, name.as_str())))
+        .collect();
+    sorted.sort_unstable();
     let mut result = Comparison {
         events: decoded.len(),
         ..Comparison::default()
@@ -402,6 +419,7 @@ pub fn compare_with_formats(
                     value,
                     text,
                     symbols,
+                    &sorted,
                     bare_hex.contains(&(d.name.clone(), name.clone())),
                 ) {
                     problems.push(format!("{name}={text}: {why}"));
