@@ -6,6 +6,8 @@
 //!
 //! Needs root, tracefs and trace-cmd; fails (never skips) without them.
 
+#[path = "support/big_endian.rs"]
+mod big_endian;
 #[path = "support/dat_writer.rs"]
 mod dat_writer;
 #[path = "support/report.rs"]
@@ -20,6 +22,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use big_endian::big_endian_writer;
 use dat_writer::{Codec, DatWriter};
 use report::{compare, parse_report, symbol_addresses, Decoded, Value};
 use vmscale_trace::dat::{extract_buffer_to_trace_dir, extract_to_trace_dir, DatError, DatFile};
@@ -1158,6 +1161,14 @@ fn small_files() -> Vec<(String, Vec<u8>)> {
     tsc2nsec.extend_from_slice(&0u64.to_le_bytes());
     tsc.extra_options = vec![(14, tsc2nsec), (7, b"-2000000\0".to_vec())];
     files.push(("v7-tsc2nsec".to_string(), tsc.to_bytes()));
+    // The same pages as a big-endian machine writes them.
+    let little = DatFile::from_bytes(writer.to_bytes()).unwrap();
+    for (label, version, codec) in [("v6-big", 6, None), ("v7-zstd-big", 7, Some(Codec::Zstd))] {
+        let mut big = big_endian_writer(&little);
+        big.version = version;
+        big.codec = codec;
+        files.push((label.to_string(), big.to_bytes()));
+    }
     files
 }
 
@@ -1247,6 +1258,9 @@ fn small_files_decode_in_place_and_seed_the_fuzzer() {
     let raw = &times["v7-none"];
     let converted: Vec<u64> = raw.iter().map(|t| t * 3 / 2 - 2_000_000).collect();
     assert_eq!(times["v7-tsc2nsec"], converted);
+    // Big-endian pages decode to the same times as the little-endian ones they were made of.
+    assert_eq!(times["v6-big"], times["v6-instance"]);
+    assert_eq!(times["v7-zstd-big"], times["v6-instance"]);
 }
 
 /// Parses `bytes`, decodes them in place (and extracts them when `extract_to` is given)
