@@ -296,6 +296,7 @@ impl<'d> CpuStream<'d> {
             match input.read(&mut self.buf[self.filled..]) {
                 Ok(0) => {
                     self.input = None;
+                    self.ended_short();
                     break;
                 }
                 Ok(n) => {
@@ -310,6 +311,25 @@ impl<'d> CpuStream<'d> {
             }
         }
         Ok(())
+    }
+
+    /// At the end of the input: pages the file lists but does not hold (it was cut short)
+    /// are lost.
+    fn ended_short(&mut self) {
+        let Some(expected) = self.expected else {
+            return;
+        };
+        let missing = expected.saturating_sub(self.consumed);
+        if missing == 0 {
+            return;
+        }
+        self.summary.lost_bytes = self.summary.lost_bytes.saturating_add(missing);
+        if self.summary.first_damage.is_none() {
+            self.summary.first_damage = Some(format!(
+                "cpu{}: the file ends {missing} bytes before this CPU's data does",
+                self.cpu
+            ));
+        }
     }
 
     /// Keeps the first damage of this CPU's data for its summary.

@@ -237,7 +237,7 @@ impl DecodeSummary {
                     ""
                 };
                 format!(
-                    "cpu{}: {damaged} of {total} pages ({}) damaged and skipped{unknown} \
+                    "cpu{}: {damaged} of {total} pages ({}) could not be read{unknown} \
                      (first: {}); {} events from the other pages were decoded",
                     c.cpu,
                     kib(damaged * page_size),
@@ -640,7 +640,11 @@ impl Decoder {
             }
             Origin::Dat { dat, buffer } => {
                 let buffer = dat.buffers.get(*buffer).ok_or(DatError::NoData)?;
-                let bytes = buffer.cpu(cpu).map_or(0, |data| data.size);
+                // What the file lists, including pages a cut took away: the stream that
+                // ends short of it reports them.
+                let bytes = buffer
+                    .cpu(cpu)
+                    .map_or(0, |data| data.size.saturating_add(data.missing));
                 Ok((dat.cpu_pages(buffer, cpu)?, Some(bytes)))
             }
         }

@@ -138,3 +138,45 @@ fn a_big_endian_file_reads_as_trace_cmd_reads_it() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// What the conversion costs: the fixture's pages repeated to about 50 MB, decoded in place
+/// from the little-endian and the big-endian v6 file. Ignored by default; measure with
+/// `cargo test -p vmscale-trace --release --test dat_big_endian -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn big_endian_decode_throughput() {
+    let dir = scratch("throughput");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/contention");
+    let little = dir.join("little.dat");
+    write_dat(&fixture, &little, &DatWriteOptions::default()).unwrap();
+    let original = DatFile::open(&little).unwrap();
+    let mut little_writer = dat_writer::DatWriter::from_dat(&original);
+    let mut big_writer = big_endian_writer(&original);
+    for writer in [&mut little_writer, &mut big_writer] {
+        writer.version = 6;
+        for pages in &mut writer.cpus {
+            *pages = pages.repeat(1000);
+        }
+    }
+    for (label, writer) in [("little-endian", little_writer), ("big-endian", big_writer)] {
+        let dat = Arc::new(DatFile::from_bytes(writer.to_bytes()).unwrap());
+        let bytes: u64 = dat
+            .buffers
+            .iter()
+            .flat_map(|b| &b.cpus)
+            .map(|c| c.size)
+            .sum();
+        let decoder = Decoder::from_dat(dat, None).unwrap();
+        let start = std::time::Instant::now();
+        let summary = decoder.for_each(|_| {}).unwrap();
+        let seconds = start.elapsed().as_secs_f64();
+        println!(
+            "{label}: {} events, {:.1} MB of pages in {seconds:.3} s: {:.1} M events/s, {:.0} MB/s",
+            summary.events(),
+            bytes as f64 / 1e6,
+            summary.events() as f64 / seconds / 1e6,
+            bytes as f64 / seconds / 1e6
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -133,7 +133,7 @@ fn a_damaged_compressed_chunk_costs_its_pages_and_nothing_else() {
         assert_eq!(cpu0.pages, 25, "{name}");
         let warning = one_line(&summary.damage_warnings(PAGE)).to_string();
         let expected = format!(
-            "cpu0: 10 of 35 pages (40 KiB) damaged and skipped (first: cpu0: damaged \
+            "cpu0: 10 of 35 pages (40 KiB) could not be read (first: cpu0: damaged \
              compressed chunk at offset {header} (40960 bytes of pages): corrupt {name} data; \
              its pages were skipped); {} events from the other pages were decoded",
             events[0].len()
@@ -189,5 +189,36 @@ fn a_damaged_page_in_an_uncompressed_file_costs_that_page() {
     assert_eq!(events[1], clean[1]);
     assert_eq!(summary.cpus[0].corrupt_pages, 1);
     let warning = one_line(&summary.damage_warnings(PAGE)).to_string();
-    assert!(warning.starts_with("cpu0: 1 of 35 pages (4 KiB) damaged and skipped (first: cpu0.raw page 12: commit says 5000 data bytes"), "{warning}");
+    assert!(warning.starts_with("cpu0: 1 of 35 pages (4 KiB) could not be read (first: cpu0.raw page 12: commit says 5000 data bytes"), "{warning}");
+}
+
+#[test]
+fn a_version_6_file_cut_short_keeps_the_whole_pages_before_the_cut() {
+    let mut writer = writer();
+    writer.version = 6;
+    let file = writer.to_bytes();
+    let (clean, _) = decode(file.clone());
+    // CPU 1's data comes last; cut it 100 bytes into its fourth page.
+    let dat = DatFile::from_bytes(file.clone()).unwrap();
+    let cpu1 = *dat.data_buffer().unwrap().cpu(1).unwrap();
+    let cut = cpu1.offset as usize + 3 * PAGE + 100;
+    let (events, summary) = decode(file[..cut].to_vec());
+    assert_eq!(events[0], clean[0], "the first CPU is whole");
+    let pages_of_cpu1 = (cpu1.size as usize) / PAGE;
+    let cpu1_pages = events_per_page(&writer.cpus[1]);
+    let kept: usize = cpu1_pages[..3].iter().sum();
+    assert_eq!(events[1], clean[1][..kept].to_vec());
+    let lost = (pages_of_cpu1 - 3) * PAGE;
+    assert_eq!(summary.cpus[1].lost_bytes, lost as u64);
+    let warning = one_line(&summary.damage_warnings(PAGE)).to_string();
+    assert_eq!(
+        warning,
+        format!(
+            "cpu1: {} of {pages_of_cpu1} pages ({} KiB) could not be read (first: cpu1: the \
+             file ends {lost} bytes before this CPU's data does); {kept} events from the other \
+             pages were decoded",
+            pages_of_cpu1 - 3,
+            lost / 1024
+        )
+    );
 }

@@ -194,6 +194,7 @@ fn read_buffer(
             offset,
             stored_size,
             size,
+            missing: 0,
         });
     }
     let mut buffer = Buffer {
