@@ -46,6 +46,15 @@ pub struct CpuSummary {
     pub losses: Vec<LossPoint>,
     /// Records of `ftrace:kernel_stack` (a stack the kernel recorded after an event).
     pub kernel_stacks: u64,
+    /// Compressed chunks of a .dat file's pages that did not decompress and were skipped.
+    pub damaged_chunks: u64,
+    /// Bytes of pages that never reached the decoder: the stated size of the damaged
+    /// chunks, and what the file said was left when the data ended in an error.
+    pub lost_bytes: u64,
+    /// The first damage this CPU's data had, in words.
+    pub first_damage: Option<String>,
+    /// The data ended in damage after which its size could not be known.
+    pub rest_unknown: bool,
 }
 
 /// What every CPU stream of one decode shares.
@@ -71,6 +80,10 @@ struct PageCursor {
 
 pub(crate) struct CpuStream<'d> {
     cpu: u32,
+    /// Bytes of pages the input should yield, when known (a .dat file says).
+    expected: Option<u64>,
+    /// Bytes the input yielded or skipped (damaged chunks) so far.
+    consumed: u64,
     /// `None` once the stream ended or failed.
     input: Option<Box<dyn Read + Send + 'd>>,
     setup: StreamSetup,
@@ -88,10 +101,13 @@ impl<'d> CpuStream<'d> {
     pub(crate) fn new(
         input: Box<dyn Read + Send + 'd>,
         cpu: u32,
+        expected: Option<u64>,
         setup: StreamSetup,
     ) -> CpuStream<'d> {
         CpuStream {
             cpu,
+            expected,
+            consumed: 0,
             input: Some(input),
             setup,
             buf: Vec::new(),
@@ -157,7 +173,7 @@ impl<'d> CpuStream<'d> {
                             };
                             self.page = None;
                             self.summary.corrupt_pages += 1;
-                            return Some(Err(error));
+                            return Some(Err(self.noted(error)));
                         }
                         self.current = RecordSpan {
                             ts: span.ts,
@@ -181,7 +197,7 @@ impl<'d> CpuStream<'d> {
                         };
                         self.page = None;
                         self.summary.corrupt_pages += 1;
-                        return Some(Err(error));
+                        return Some(Err(self.noted(error)));
                     }
                     None => self.page = None,
                 }
@@ -207,10 +223,11 @@ impl<'d> CpuStream<'d> {
             if left < page_size {
                 self.input = None;
                 self.next_page_at = self.filled;
-                return Err(DecodeError::PartialPage {
+                self.summary.lost_bytes = self.summary.lost_bytes.saturating_add(left as u64);
+                return Err(self.noted(DecodeError::PartialPage {
                     cpu: self.cpu,
                     bytes: left,
-                });
+                }));
             }
         }
         let start = self.next_page_at;
@@ -249,11 +266,11 @@ impl<'d> CpuStream<'d> {
             }
             Err(source) => {
                 self.summary.corrupt_pages += 1;
-                Err(DecodeError::Page {
+                Err(self.noted(DecodeError::Page {
                     cpu: self.cpu,
                     page: index,
                     source,
-                })
+                }))
             }
         }
     }
@@ -279,25 +296,91 @@ impl<'d> CpuStream<'d> {
             match input.read(&mut self.buf[self.filled..]) {
                 Ok(0) => {
                     self.input = None;
+                    self.ended_short();
                     break;
                 }
-                Ok(n) => self.filled += n,
+                Ok(n) => {
+                    self.filled += n;
+                    self.consumed += n as u64;
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(source) => {
-                    self.input = None;
-                    return Err(read_error(self.cpu, source));
+                    let error = self.read_failed(source);
+                    return Err(self.noted(error));
                 }
             }
         }
         Ok(())
     }
-}
 
-/// A failed read: the .dat error behind it when the pages come out of a .dat file (the
-/// same error an extraction of the file would give), else the I/O error.
-fn read_error(cpu: u32, source: std::io::Error) -> DecodeError {
-    match source.downcast::<crate::dat::DatError>() {
-        Ok(dat) => DecodeError::Dat(dat),
-        Err(source) => DecodeError::Read { cpu, source },
+    /// At the end of the input: pages the file lists but does not hold (it was cut short)
+    /// are lost.
+    fn ended_short(&mut self) {
+        let Some(expected) = self.expected else {
+            return;
+        };
+        let missing = expected.saturating_sub(self.consumed);
+        if missing == 0 {
+            return;
+        }
+        self.summary.lost_bytes = self.summary.lost_bytes.saturating_add(missing);
+        if self.summary.first_damage.is_none() {
+            self.summary.first_damage = Some(format!(
+                "cpu{}: the file ends {missing} bytes before this CPU's data does",
+                self.cpu
+            ));
+        }
+    }
+
+    /// Keeps the first damage of this CPU's data for its summary.
+    fn noted(&mut self, error: DecodeError) -> DecodeError {
+        if self.summary.first_damage.is_none() {
+            self.summary.first_damage = Some(error.to_string());
+        }
+        error
+    }
+
+    /// What a failed read means. A damaged compressed chunk costs its pages and the stream
+    /// goes on; any other damage to a .dat file's data costs the rest of this CPU's pages
+    /// but not the other CPUs'; only a failed read of the file itself ends the decode.
+    fn read_failed(&mut self, source: std::io::Error) -> DecodeError {
+        let dat = match source.downcast::<crate::dat::DatError>() {
+            Ok(dat) => dat,
+            Err(source) => {
+                self.input = None;
+                return DecodeError::Read {
+                    cpu: self.cpu,
+                    source,
+                };
+            }
+        };
+        match dat {
+            crate::dat::DatError::DamagedChunk { size, .. } => {
+                self.summary.damaged_chunks += 1;
+                self.summary.lost_bytes = self.summary.lost_bytes.saturating_add(size);
+                self.consumed = self.consumed.saturating_add(size);
+                DecodeError::CpuDataLost {
+                    cpu: self.cpu,
+                    source: dat,
+                    rest_lost: false,
+                }
+            }
+            crate::dat::DatError::Io { .. } => {
+                self.input = None;
+                DecodeError::Dat(dat)
+            }
+            dat => {
+                self.input = None;
+                let left = self.expected.map_or(0, |e| e.saturating_sub(self.consumed));
+                self.summary.lost_bytes = self.summary.lost_bytes.saturating_add(left);
+                // A chunk header that does not hold together hides the size of the rest.
+                self.summary.rest_unknown = left == 0;
+                DecodeError::CpuDataLost {
+                    cpu: self.cpu,
+                    source: dat,
+                    rest_lost: true,
+                }
+            }
+        }
     }
 }

@@ -20,6 +20,7 @@
 //! decompressed section) before it is used: corrupt input gives a [`DatError`].
 
 mod buffer;
+pub mod byte_order;
 mod compress;
 mod error;
 mod extract;
@@ -33,7 +34,7 @@ mod stack_scan;
 mod v6;
 mod v7;
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 pub use buffer::{Buffer, CpuData, MAX_CPUS};
@@ -140,14 +141,34 @@ impl DatFile {
             .or_else(|| buffer.clock.clone())
     }
 
-    /// Writes the ring-buffer pages of one CPU of `buffer` to `out`, decompressed.
-    /// Returns the number of bytes written.
+    /// Writes the ring-buffer pages of one CPU of `buffer` to `out`, decompressed, and
+    /// converted to little-endian when the recording machine was big-endian (see
+    /// [`byte_order`]). Returns the number of bytes written.
     pub fn copy_cpu_data(
         &self,
         buffer: &Buffer,
         data: &CpuData,
         out: &mut dyn Write,
     ) -> Result<u64, DatError> {
-        buffer::copy_cpu_data(&self.source, buffer, data, self.endian, out)
+        if self.endian == Endian::Little {
+            return buffer::copy_cpu_data(&self.source, buffer, data, self.endian, out);
+        }
+        let mut pages = self.cpu_pages(buffer, data.cpu)?;
+        let mut chunk = vec![0u8; 256 << 10];
+        let mut done = 0u64;
+        loop {
+            let n = match pages.read(&mut chunk) {
+                Ok(0) => return Ok(done),
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(source::dat_error(e)),
+            };
+            out.write_all(&chunk[..n])
+                .map_err(|source| DatError::Write {
+                    what: "cpu data",
+                    source,
+                })?;
+            done += n as u64;
+        }
     }
 }

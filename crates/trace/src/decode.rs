@@ -95,6 +95,15 @@ pub enum DecodeError {
     /// A .dat file decoded in place: its container, or its pages as they are read.
     #[error(transparent)]
     Dat(#[from] DatError),
+    /// Part of one CPU's pages in a .dat file could not be read: a damaged compressed
+    /// chunk (the pages after it are still decoded), or damage after which nothing more
+    /// of that CPU's data can be found (`rest_lost`). The other CPUs go on.
+    #[error("cpu{cpu}: {source}{}", if *rest_lost { "; the rest of this CPU's data is lost" } else { "; its pages were skipped" })]
+    CpuDataLost {
+        cpu: u32,
+        source: DatError,
+        rest_lost: bool,
+    },
     #[error(
         "{cpus} CPUs with {page_size}-byte pages need more than {limit} bytes of pages at once"
     )]
@@ -114,6 +123,7 @@ impl DecodeError {
             DecodeError::Page { .. }
                 | DecodeError::ShortRecord { .. }
                 | DecodeError::PartialPage { .. }
+                | DecodeError::CpuDataLost { .. }
         )
     }
 }
@@ -203,6 +213,45 @@ impl DecodeSummary {
     pub fn kernel_stacks(&self) -> u64 {
         self.cpus.iter().map(|c| c.kernel_stacks).sum()
     }
+
+    /// Bytes of pages that never reached the decoder (damaged chunks, data cut short).
+    pub fn lost_bytes(&self) -> u64 {
+        self.cpus.iter().map(|c| c.lost_bytes).sum()
+    }
+
+    /// One line per CPU whose data was damaged: how many of its pages (and bytes) were
+    /// lost or skipped, the first damage, and what was still decoded. `page_size` turns
+    /// lost bytes into pages.
+    pub fn damage_warnings(&self, page_size: usize) -> Vec<String> {
+        let page_size = page_size.max(1) as u64;
+        self.cpus
+            .iter()
+            .filter(|c| c.first_damage.is_some())
+            .map(|c| {
+                let lost_pages = c.lost_bytes.div_ceil(page_size);
+                let damaged = lost_pages + c.corrupt_pages;
+                let total = c.pages + lost_pages;
+                let unknown = if c.rest_unknown {
+                    ", and an unknown amount after them"
+                } else {
+                    ""
+                };
+                format!(
+                    "cpu{}: {damaged} of {total} pages ({}) could not be read{unknown} \
+                     (first: {}); {} events from the other pages were decoded",
+                    c.cpu,
+                    kib(damaged * page_size),
+                    c.first_damage.as_deref().unwrap_or("unknown damage"),
+                    c.events
+                )
+            })
+            .collect()
+    }
+}
+
+/// `n` bytes as KiB, the unit pages come in.
+fn kib(bytes: u64) -> String {
+    format!("{} KiB", bytes.div_ceil(1024))
 }
 
 /// What [`Decoder::open_damaged`] found missing or damaged in a trace directory and
@@ -551,11 +600,14 @@ impl Decoder {
                 if !self.cpus.contains(&cpu) {
                     return Err(DecodeError::NoSuchCpu(cpu));
                 }
-                let (input, has_data) = self.pages_of(cpu)?;
-                Ok((cpu, input, has_data))
+                let (input, expected) = self.pages_of(cpu)?;
+                Ok((cpu, input, expected))
             })
             .collect::<Result<Vec<_>, DecodeError>>()?;
-        let with_data = inputs.iter().filter(|(_, _, has_data)| *has_data).count();
+        let with_data = inputs
+            .iter()
+            .filter(|(_, _, expected)| expected.is_none_or(|bytes| bytes > 0))
+            .count();
         let setup = StreamSetup {
             layout: self.layout,
             common_len: self.catalog.common().len,
@@ -568,13 +620,14 @@ impl Decoder {
         };
         let streams = inputs
             .into_iter()
-            .map(|(cpu, input, _)| CpuStream::new(input, cpu, setup))
+            .map(|(cpu, input, expected)| CpuStream::new(input, cpu, expected, setup))
             .collect();
         Ok(EventStream::new(&self.catalog, streams, self.time))
     }
 
-    /// One CPU's pages as a byte stream, and whether there are any.
-    fn pages_of(&self, cpu: u32) -> Result<(Box<dyn Read + Send + '_>, bool), DecodeError> {
+    /// One CPU's pages as a byte stream, and how many bytes of pages it should yield
+    /// (`None`: unknown, but some).
+    fn pages_of(&self, cpu: u32) -> Result<(Box<dyn Read + Send + '_>, Option<u64>), DecodeError> {
         match &self.origin {
             Origin::Dir(dir) => {
                 let path = dir.join(format!("cpu{cpu}.raw"));
@@ -582,13 +635,17 @@ impl Decoder {
                     path: path.display().to_string(),
                     source,
                 })?;
-                let has_data = file.metadata().map_or(true, |m| m.len() > 0);
-                Ok((Box::new(file), has_data))
+                let bytes = file.metadata().ok().map(|m| m.len());
+                Ok((Box::new(file), bytes))
             }
             Origin::Dat { dat, buffer } => {
                 let buffer = dat.buffers.get(*buffer).ok_or(DatError::NoData)?;
-                let has_data = buffer.cpu(cpu).is_some_and(|data| data.size > 0);
-                Ok((dat.cpu_pages(buffer, cpu)?, has_data))
+                // What the file lists, including pages a cut took away: the stream that
+                // ends short of it reports them.
+                let bytes = buffer
+                    .cpu(cpu)
+                    .map_or(0, |data| data.size.saturating_add(data.missing));
+                Ok((dat.cpu_pages(buffer, cpu)?, Some(bytes)))
             }
         }
     }

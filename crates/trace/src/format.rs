@@ -172,6 +172,10 @@ fn parse_field_line(text: &str, line: usize) -> Result<Field, FormatError> {
         FieldLayout::RelLoc
     } else {
         match array {
+            // Older kernels declare ftrace's trailing strings without brackets
+            // (`char buf; size:0` of ftrace:print): no scalar has zero bytes, so such a
+            // field is the rest of the record, as `char buf[]` is.
+            None if size == 0 => FieldLayout::Trailing,
             None => FieldLayout::Scalar,
             Some("") => FieldLayout::Trailing,
             Some(len) => match len.trim().parse() {
@@ -282,13 +286,19 @@ impl HeaderPage {
 }
 
 /// The event-header encoding `header_event` declares.
+///
+/// The kernel has printed this file the same way since 2.6.3x except for the last type:
+/// kernels before 4.15 have no `time_stamp` line (type 31 was reserved and never written
+/// by them), so it is optional here; so is `time_extend`, which no kernel leaves out but
+/// which a reader does not need in order to tell the encoding apart. When a line is there
+/// its value must be the one the page decoder reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeaderEvent {
     pub type_len_bits: u32,
     pub time_delta_bits: u32,
     pub padding: u32,
-    pub time_extend: u32,
-    pub time_stamp: u32,
+    pub time_extend: Option<u32>,
+    pub time_stamp: Option<u32>,
     pub data_max_type_len: u32,
 }
 
@@ -298,8 +308,8 @@ impl HeaderEvent {
         type_len_bits: 5,
         time_delta_bits: 27,
         padding: 29,
-        time_extend: 30,
-        time_stamp: 31,
+        time_extend: Some(30),
+        time_stamp: Some(31),
         data_max_type_len: 28,
     };
 
@@ -333,32 +343,22 @@ impl HeaderEvent {
                 .ok_or_else(|| line_error(line, "header_event value is not a number"))?;
             found[slot] = Some(number);
         }
-        let names = [
-            "type_len",
-            "time_delta",
-            "padding",
-            "time_extend",
-            "time_stamp",
-            "data max type_len",
-        ];
-        let mut values = [0u32; 6];
-        for (slot, value) in found.iter().enumerate() {
-            values[slot] = value.ok_or(FormatError::Missing(names[slot]))?;
-        }
+        let required =
+            |slot: usize, name: &'static str| found[slot].ok_or(FormatError::Missing(name));
         Ok(HeaderEvent {
-            type_len_bits: values[0],
-            time_delta_bits: values[1],
-            padding: values[2],
-            time_extend: values[3],
-            time_stamp: values[4],
-            data_max_type_len: values[5],
+            type_len_bits: required(0, "type_len")?,
+            time_delta_bits: required(1, "time_delta")?,
+            padding: required(2, "padding")?,
+            time_extend: found[3],
+            time_stamp: found[4],
+            data_max_type_len: required(5, "data max type_len")?,
         })
     }
 
     /// Fails unless this is the encoding [`crate::page`] decodes.
     pub fn check_supported(&self) -> Result<(), FormatError> {
         let expected = Self::SUPPORTED;
-        let pairs = [
+        let mut pairs = vec![
             ("type_len bits", self.type_len_bits, expected.type_len_bits),
             (
                 "time_delta bits",
@@ -366,14 +366,19 @@ impl HeaderEvent {
                 expected.time_delta_bits,
             ),
             ("padding type", self.padding, expected.padding),
-            ("time_extend type", self.time_extend, expected.time_extend),
-            ("time_stamp type", self.time_stamp, expected.time_stamp),
             (
                 "data max type_len",
                 self.data_max_type_len,
                 expected.data_max_type_len,
             ),
         ];
+        // A line the kernel did not print cannot disagree.
+        if let (Some(found), Some(wanted)) = (self.time_extend, expected.time_extend) {
+            pairs.push(("time_extend type", found, wanted));
+        }
+        if let (Some(found), Some(wanted)) = (self.time_stamp, expected.time_stamp) {
+            pairs.push(("time_stamp type", found, wanted));
+        }
         for (what, found, expected) in pairs {
             if found != expected {
                 return Err(FormatError::UnsupportedHeaderEvent {
@@ -431,6 +436,16 @@ print fmt: \"prev_comm=%s\", REC->prev_comm\n";
         assert_eq!(mask.type_text, "__data_loc cpumask_t");
         assert_eq!(mask.layout, FieldLayout::DataLoc);
         assert_eq!(format.field("buf").unwrap().layout, FieldLayout::Trailing);
+        // ftrace:print of a 3.x kernel.
+        let old_print =
+            "name: print\nID: 5\n\tfield:unsigned long ip;\toffset:8;\tsize:4;\tsigned:0;\n\
+\tfield:char buf;\toffset:12;\tsize:0;\tsigned:0;\n";
+        let old_print = EventFormat::parse(old_print).unwrap();
+        assert_eq!(
+            old_print.field("buf").unwrap().layout,
+            FieldLayout::Trailing
+        );
+        assert_eq!(old_print.field("ip").unwrap().layout, FieldLayout::Scalar);
         assert_eq!(format.field("lock_addr").unwrap().type_text, "void *");
         assert!(format.field("common_pid").unwrap().is_common());
         assert_eq!(
@@ -528,5 +543,49 @@ print fmt: \"prev_comm=%s\", REC->prev_comm\n";
         assert!(other.check_supported().is_err());
         assert!(HeaderEvent::parse("type_len : x bits").is_err());
         assert!(HeaderEvent::parse("").is_err());
+        let wrong_stamp = HeaderEvent::parse(&text.replace("type == 31", "type == 27")).unwrap();
+        assert!(wrong_stamp.check_supported().is_err());
+    }
+
+    /// header_event as kernels before 4.15 print it (here 4.14 on 32-bit ARM): no
+    /// `time_stamp` line.
+    #[test]
+    fn header_event_of_older_kernels_has_no_time_stamp_line() {
+        let text = "# compressed entry header\n\ttype_len    :    5 bits\n\
+\ttime_delta  :   27 bits\n\tarray       :   32 bits\n\n\tpadding     : type == 29\n\
+\ttime_extend : type == 30\n\tdata max type_len  == 28\n";
+        let header = HeaderEvent::parse(text).unwrap();
+        assert_eq!(header.time_stamp, None);
+        assert_eq!(header.time_extend, Some(30));
+        header.check_supported().unwrap();
+        let without_extend = text.replace("\ttime_extend : type == 30\n", "");
+        let header = HeaderEvent::parse(&without_extend).unwrap();
+        assert_eq!(header.time_extend, None);
+        header.check_supported().unwrap();
+        // The lines every kernel prints stay required.
+        let error = HeaderEvent::parse(&text.replace("\tpadding     : type == 29\n", ""))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(error, "no `padding` line");
+    }
+
+    /// header_page of a 32-bit kernel: `local_t commit` is 4 bytes and the data starts at
+    /// 12 (4.13 on i686).
+    #[test]
+    fn header_page_of_a_32_bit_kernel() {
+        let text = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\
+\tfield: local_t commit;\toffset:8;\tsize:4;\tsigned:1;\n\
+\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n\
+\tfield: char data;\toffset:12;\tsize:4084;\tsigned:1;\n";
+        let header = HeaderPage::parse(text).unwrap();
+        assert_eq!(
+            (header.commit_offset, header.commit_size, header.data_offset),
+            (8, 4, 12)
+        );
+        let without_overwrite = text.replace(
+            "\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n",
+            "",
+        );
+        assert_eq!(HeaderPage::parse(&without_overwrite).unwrap(), header);
     }
 }

@@ -17,6 +17,7 @@ pub mod decode;
 pub mod event;
 pub mod field;
 pub mod format;
+pub mod input;
 pub mod kallsyms;
 pub mod merge;
 pub mod page;

@@ -6,12 +6,10 @@ use std::sync::Arc;
 
 use vmscale_run::{HostFacts, RunRecord, ToolInfo, TraceSection, SCHEMA_VERSION};
 use vmscale_trace::dat::{DatError, DatFile};
+use vmscale_trace::input::Input;
 use vmscale_trace::{DecodeError, Decoder};
 
 use crate::failure::Failure;
-
-/// The first bytes of every trace-cmd .dat file.
-const DAT_MAGIC: &[u8] = b"\x17\x08\x44tracing";
 
 pub fn report(
     run: &Path,
@@ -24,10 +22,12 @@ pub fn report(
         deadline_ns: deadline.map(|d| d.as_nanos() as f64),
         brief: !details,
     };
-    if !run.is_dir() {
-        check_input_file(run)?;
-    }
-    if is_dat(run) {
+    let input = if run.is_dir() {
+        None
+    } else {
+        Some(check_input_file(run)?)
+    };
+    if input == Some(Input::Dat) {
         return import_dat(run, format, buffer, &options);
     }
     if buffer.is_some() {
@@ -36,7 +36,7 @@ pub fn report(
             run.display()
         )));
     }
-    if crate::commands::report_text::is_text_trace(run) {
+    if input == Some(Input::Text) {
         return crate::commands::report_text::import_text(run, format, &options);
     }
     let mut record = vmscale_run::load_run(run)?;
@@ -68,8 +68,9 @@ pub fn report(
 }
 
 /// A file given to `report` must be a regular file with something in it, and look like one
-/// of the three inputs; anything else is named in one line before any parser sees it.
-fn check_input_file(path: &Path) -> Result<(), Failure> {
+/// of the three inputs (the trace crate tells which); anything else is named in one line
+/// before any parser sees it.
+fn check_input_file(path: &Path) -> Result<Input, Failure> {
     use std::io::Read;
     let shown = path.display();
     let file = vmscale_run::bounded::open_regular(path).map_err(|e| match e.kind() {
@@ -78,50 +79,19 @@ fn check_input_file(path: &Path) -> Result<(), Failure> {
         }
         _ => Failure::runtime(format!("{shown}: {e}")),
     })?;
-    let mut head = Vec::with_capacity(512);
-    file.take(512)
+    let mut head = Vec::with_capacity(64 << 10);
+    file.take(64 << 10)
         .read_to_end(&mut head)
         .map_err(|e| Failure::runtime(format!("{shown}: {e}")))?;
-    let looks_like_json = head.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
-    if head.is_empty() {
-        return Err(Failure::runtime(format!(
+    match vmscale_trace::input::sniff_bytes(&head) {
+        Input::Empty => Err(Failure::runtime(format!(
             "{shown}: empty file: expected a run directory, run.json, trace-cmd .dat or ftrace text"
-        )));
+        ))),
+        Input::Unknown { starts_with } => Err(Failure::runtime(format!(
+            "{shown}: not a run.json, trace-cmd .dat or ftrace text (it starts with {starts_with})"
+        ))),
+        input => Ok(input),
     }
-    if !looks_like_json
-        && !head.starts_with(DAT_MAGIC)
-        && !crate::commands::report_text::is_text_trace(path)
-    {
-        return Err(Failure::runtime(format!(
-            "{shown}: not a run.json, trace-cmd .dat or ftrace text (it starts with {})",
-            describe_bytes(&head)
-        )));
-    }
-    Ok(())
-}
-
-/// The first bytes of an unknown file, as a user can recognise them.
-fn describe_bytes(head: &[u8]) -> String {
-    let shown: Vec<u8> = head.iter().copied().take(16).collect();
-    if shown
-        .iter()
-        .all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace())
-    {
-        format!("{:?}", String::from_utf8_lossy(&shown))
-    } else {
-        let hex: Vec<String> = shown.iter().map(|b| format!("{b:02x}")).collect();
-        format!("bytes {}", hex.join(" "))
-    }
-}
-
-fn is_dat(path: &Path) -> bool {
-    use std::io::Read;
-    let mut head = [0u8; 10];
-    path.is_file()
-        && std::fs::File::open(path)
-            .and_then(|mut f| f.read_exact(&mut head))
-            .is_ok()
-        && head == DAT_MAGIC
 }
 
 /// Analyses the .dat's trace buffer like a recorded run, decoding it where it lies in the
@@ -144,19 +114,30 @@ fn import_dat(
         // A missing or unreadable snapshot only costs names, not the analysis.
         let symbols = decoder.kallsyms().unwrap_or_default();
         let analysis = vmscale_analysis::analyse_with(&decoder, &symbols)?;
-        let stacks = decoder
-            .last_summary()
-            .is_some_and(|summary| summary.kernel_stacks() > 0);
+        let summary = decoder.last_summary().unwrap_or_default();
         let ticks = (!decoder.times_in_ns()).then(|| decoder.clock().unwrap_or("?").to_string());
-        Ok((analysis, stacks, ticks))
+        Ok((analysis, summary, decoder.page_layout().page_size, ticks))
     });
-    // A file whose pages cannot be read fails the import; a trace that does not decode
-    // costs the findings, as it does for a recorded run.
-    let (analysis, stacks, ticks) = match analysed {
-        Ok((analysis, stacks, ticks)) => (Ok(analysis), stacks, ticks),
+    // A file whose trace cannot be decoded, or that holds no events, has nothing to
+    // analyse: that is a failure, not an empty report.
+    let shown = path.display();
+    let (analysis, summary, page_size, ticks) = match analysed {
+        Ok(analysed) => analysed,
         Err(DecodeError::Dat(e)) => return Err(failed(e)),
-        Err(e) => (Err(e), dat.has_kernel_stacks(buffer).map_err(failed)?, None),
+        Err(e) => {
+            return Err(Failure::runtime(format!(
+                "{shown}: the trace cannot be decoded: {e}"
+            )))
+        }
     };
+    if summary.events() == 0 {
+        return Err(Failure::runtime(format!(
+            "{shown}: {}",
+            no_events(&dat, buffer, &summary)
+        )));
+    }
+    let stacks = summary.kernel_stacks() > 0;
+    let analysis = Ok(analysis);
     let meta = dat.trace_meta(buffer, stacks);
     let mut section = TraceSection {
         dir: ".".into(),
@@ -170,6 +151,7 @@ fn import_dat(
         ..TraceSection::default()
     };
     let mut warnings = meta.lost_warnings();
+    warnings.extend(summary.damage_warnings(page_size));
     if let Some(clock) = ticks {
         warnings.push(format!(
             "the trace's clock is {clock}, which does not count nanoseconds, and the file has \
@@ -186,6 +168,33 @@ fn import_dat(
     ));
     crate::console::out!("{}", vmscale_report::render_with(&record, format, options))?;
     Ok(())
+}
+
+/// Why a buffer of a .dat file gave no events, in one line.
+fn no_events(
+    dat: &DatFile,
+    buffer: &vmscale_trace::dat::Buffer,
+    summary: &vmscale_trace::DecodeSummary,
+) -> String {
+    let which = if buffer.name.is_empty() {
+        "the trace buffer".to_string()
+    } else {
+        format!("buffer `{}`", buffer.name)
+    };
+    if !buffer.has_data() {
+        return format!(
+            "no events: {which} holds no pages (the file has the formats of {} events but \
+             no trace data was recorded into it)",
+            dat.metadata.event_formats.len()
+        );
+    }
+    let pages: u64 = summary.cpus.iter().map(|c| c.pages).sum();
+    match summary.errors.first() {
+        Some(first) => format!(
+            "no events: none of the {pages} pages of {which} could be decoded (first: {first})"
+        ),
+        None => format!("no events: the {pages} pages of {which} hold no events"),
+    }
 }
 
 /// A run record for a trace-cmd file: what the file says about its host, no samples, and

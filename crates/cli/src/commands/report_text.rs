@@ -11,7 +11,7 @@ use std::io::{BufReader, Read};
 use std::path::Path;
 
 use vmscale_run::{RunRecord, TraceSection};
-use vmscale_trace::text_import::{Item, TextReader};
+use vmscale_trace::text_import::TextReader;
 use vmscale_trace::text_trace_dir::{write_trace_dir, DirSink, TextDirSummary};
 
 use crate::commands::report::{import_record, ImportedHost};
@@ -29,26 +29,6 @@ fn head(path: &Path) -> Option<Vec<u8>> {
         .read_to_end(&mut head)
         .ok()?;
     Some(head)
-}
-
-/// True for a file (not a directory, not JSON such as run.json, not binary) whose first
-/// lines hold something the text importer reads: an event, a stack, a function_graph call
-/// or the kernel's `# tracer:` header.
-pub fn is_text_trace(path: &Path) -> bool {
-    if !path.is_file() {
-        return false;
-    }
-    let Some(head) = head(path) else {
-        return false;
-    };
-    if head.contains(&0) || head.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
-        return false;
-    }
-    let text = String::from_utf8_lossy(&head);
-    if text.lines().any(|line| line.starts_with("# tracer: ")) {
-        return true;
-    }
-    TextReader::new(text.as_bytes()).any(|item| !matches!(item, Item::Skipped(_)))
 }
 
 /// What the text's header says about the machine: the kernel release (`# ... latency trace

@@ -34,6 +34,9 @@ pub struct CpuData {
     pub stored_size: u64,
     /// Bytes of ring-buffer pages it holds (after decompression).
     pub size: u64,
+    /// Bytes of pages the file's table lists beyond its end: a version 6 file cut short
+    /// keeps the whole pages it still holds (`size`), and these are lost.
+    pub missing: u64,
 }
 
 /// The flyrecord data of one tracefs instance.
@@ -140,17 +143,23 @@ pub(super) fn read_v6_table(
     let mut cpus = Vec::new();
     for cpu in 0..count {
         let offset = cursor.u64("flyrecord cpu offset")?;
-        let size = cursor.u64("flyrecord cpu size")?;
+        let listed = cursor.u64("flyrecord cpu size")?;
         // An empty CPU's offset may point past the end (trace-cmd aligns it to the next
-        // page even when nothing follows), so only data that exists is checked.
-        if size > 0 {
-            cursor.source.check("flyrecord cpu data", offset, size)?;
-        }
+        // page even when nothing follows), so only data that exists is checked. The data
+        // comes last in the file: a file cut short keeps its CPUs' whole pages before the
+        // cut, and what the table lists beyond it is counted as missing.
+        let available = cursor.source.len().saturating_sub(offset);
+        let size = if listed > available {
+            available - available % page_size.max(1) as u64
+        } else {
+            listed
+        };
         cpus.push(CpuData {
             cpu,
             offset,
             stored_size: size,
             size,
+            missing: listed - size,
         });
     }
     let clock = read_v6_clock(cursor);

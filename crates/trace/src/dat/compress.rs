@@ -196,22 +196,39 @@ impl Iterator for Chunks<'_> {
     }
 }
 
-/// The decompressed size of compressed trace data: the sum of its chunks' stated sizes.
-pub fn chunks_size(chunks: Chunks<'_>) -> Result<u64, DatError> {
-    let mut total = 0u64;
-    for chunk in chunks {
-        total = total.saturating_add(chunk?.size);
-    }
-    Ok(total)
+/// The decompressed size of compressed trace data: the sum of its chunks' stated sizes, up
+/// to the first chunk header that does not hold together. What follows such a header
+/// cannot be found; the reader of the pages meets the same header and reports the loss
+/// there, against its CPU, so the chunks before it are still read.
+pub fn chunks_size(chunks: Chunks<'_>) -> u64 {
+    chunks
+        .map_while(Result::ok)
+        .fold(0u64, |total, chunk| total.saturating_add(chunk.size))
 }
 
+/// Chunks up to this size are decompressed whole before any of their bytes are handed
+/// out: a damaged one is then skipped as a whole, and the bytes given out are only ever
+/// pages that decompressed completely (corrupt input can decompress to wrong bytes before
+/// the decoder notices). trace-cmd's chunks are a few pages; a larger chunk is streamed,
+/// and damage to it ends the stream.
+pub const WHOLE_CHUNK_LIMIT: u64 = 16 << 20;
+
 /// One CPU's compressed trace data as a byte stream, decompressed a chunk at a time as it
-/// is read: memory is one chunk's decoder, whatever the size of the data.
+/// is read: memory is one chunk, whatever the size of the data.
+///
+/// A chunk that does not decompress is reported as [`DatError::DamagedChunk`] by the read
+/// that reaches it, and the stream goes on with the next chunk, which is compressed on its
+/// own. Any other error (a chunk table that runs past the data, a failed read of the file)
+/// ends the stream.
 pub struct ChunkReader<'s> {
     source: &'s Source,
     algorithm: Algorithm,
     chunks: Chunks<'s>,
+    /// A chunk larger than [`WHOLE_CHUNK_LIMIT`], being streamed.
     current: Option<Block<'s>>,
+    /// The chunk decompressed whole, and how much of it was handed out.
+    whole: Vec<u8>,
+    whole_at: usize,
 }
 
 impl<'s> ChunkReader<'s> {
@@ -221,6 +238,8 @@ impl<'s> ChunkReader<'s> {
             algorithm,
             chunks,
             current: None,
+            whole: Vec::new(),
+            whole_at: 0,
         }
     }
 
@@ -229,6 +248,12 @@ impl<'s> ChunkReader<'s> {
             return Ok(0);
         }
         loop {
+            if self.whole_at < self.whole.len() {
+                let n = buf.len().min(self.whole.len() - self.whole_at);
+                buf[..n].copy_from_slice(&self.whole[self.whole_at..self.whole_at + n]);
+                self.whole_at += n;
+                return Ok(n);
+            }
             if let Some(block) = &mut self.current {
                 let n = block.read(buf)?;
                 if n > 0 {
@@ -236,14 +261,50 @@ impl<'s> ChunkReader<'s> {
                 }
                 self.current = None;
             }
-            match self.chunks.next() {
-                None => return Ok(0),
-                Some(chunk) => {
-                    let block =
-                        Block::open(self.source, chunk?, self.algorithm, "compressed chunk")?;
-                    self.current = Some(block);
-                }
+            let Some(chunk) = self.chunks.next() else {
+                return Ok(0);
+            };
+            let chunk = chunk?;
+            if chunk.size > WHOLE_CHUNK_LIMIT {
+                let block = Block::open(self.source, chunk, self.algorithm, "compressed chunk")?;
+                self.current = Some(block);
+                continue;
             }
+            self.whole.clear();
+            self.whole_at = 0;
+            if let Err(reason) = self.decompress_whole(chunk) {
+                self.whole.clear();
+                if matches!(reason, DatError::Io { .. }) {
+                    return Err(reason);
+                }
+                let reason = match reason {
+                    DatError::Decompress { algorithm, .. } => {
+                        format!("corrupt {algorithm} data")
+                    }
+                    other => other.to_string(),
+                };
+                return Err(DatError::DamagedChunk {
+                    // Where the chunk's header starts, as a dump of the file shows it.
+                    offset: chunk.offset.saturating_sub(8),
+                    size: chunk.size,
+                    reason,
+                });
+            }
+        }
+    }
+
+    /// Decompresses `chunk` into `self.whole`, which comes to exactly its stated size.
+    fn decompress_whole(&mut self, chunk: Chunk) -> Result<(), DatError> {
+        let mut block = Block::open(self.source, chunk, self.algorithm, "compressed chunk")?;
+        // Grows with what the data really expands to (Block stops one byte past the stated
+        // size), never with the size a damaged header claims.
+        let mut scratch = [0u8; 16 << 10];
+        loop {
+            let n = block.read(&mut scratch)?;
+            if n == 0 {
+                return Ok(());
+            }
+            self.whole.extend_from_slice(&scratch[..n]);
         }
     }
 }
@@ -251,9 +312,11 @@ impl<'s> ChunkReader<'s> {
 impl Read for ChunkReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         self.fill(buf).map_err(|error| {
-            // Nothing after a damaged chunk can be trusted: the stream ends here.
-            self.current = None;
-            self.chunks.left = 0;
+            if !matches!(error, DatError::DamagedChunk { .. }) {
+                // Nothing after this can be found: the stream ends here.
+                self.current = None;
+                self.chunks.left = 0;
+            }
             std::io::Error::other(error)
         })
     }
@@ -265,6 +328,8 @@ pub struct Block<'s> {
     reader: Box<dyn Read + Send + 's>,
     algorithm: Algorithm,
     what: &'static str,
+    /// Where the compressed bytes start in the file, for errors.
+    offset: u64,
     size: u64,
     done: u64,
 }
@@ -282,7 +347,7 @@ impl<'s> Block<'s> {
             Algorithm::Zstd => {
                 check_zstd_window(source, chunk, what)?;
                 let decoder = ruzstd::decoding::StreamingDecoder::new(input)
-                    .map_err(|e| failed(algorithm, what, e.to_string()))?;
+                    .map_err(|_| failed(algorithm, what, chunk.offset))?;
                 Box::new(decoder)
             }
         };
@@ -290,6 +355,7 @@ impl<'s> Block<'s> {
             reader,
             algorithm,
             what,
+            offset: chunk.offset,
             size: chunk.size,
             done: 0,
         })
@@ -307,7 +373,12 @@ impl<'s> Block<'s> {
             match self.reader.read(&mut buf[..room]) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(failed(self.algorithm, self.what, e.to_string())),
+                // The decoders' own messages name their internal states, not what a reader
+                // of the file can act on; where and in what the data is corrupt is.
+                Err(e) => match e.downcast::<DatError>() {
+                    Ok(dat) => return Err(dat),
+                    Err(_) => return Err(failed(self.algorithm, self.what, self.offset)),
+                },
             }
         };
         self.done += n as u64;
@@ -322,11 +393,11 @@ impl<'s> Block<'s> {
     }
 }
 
-fn failed(algorithm: Algorithm, what: &'static str, message: String) -> DatError {
+fn failed(algorithm: Algorithm, what: &'static str, offset: u64) -> DatError {
     DatError::Decompress {
         what,
         algorithm: algorithm.name(),
-        message,
+        offset,
     }
 }
 
@@ -390,22 +461,30 @@ mod tests {
         out
     }
 
-    fn read_all(bytes: Vec<u8>) -> (Vec<u8>, Option<DatError>) {
+    /// Everything the reader hands out, and the errors it reported on the way: a damaged
+    /// chunk is reported and reading goes on; any other error ends the stream.
+    fn read_all(bytes: Vec<u8>) -> (Vec<u8>, Vec<DatError>) {
         let len = bytes.len() as u64;
         let source = Source::Memory(bytes);
         let chunks = chunks(&source, 0, len, Endian::Little).unwrap();
         let mut reader = ChunkReader::new(&source, Algorithm::Zlib, chunks);
         let mut out = Vec::new();
+        let mut errors = Vec::new();
         // Small reads: chunk boundaries fall inside them.
         let mut buf = [0u8; 7];
         loop {
             match reader.read(&mut buf) {
-                Ok(0) => return (out, None),
+                Ok(0) => return (out, errors),
                 Ok(n) => out.extend_from_slice(&buf[..n]),
                 Err(e) => {
-                    // The stream ends after an error.
-                    assert_eq!(reader.read(&mut buf).unwrap(), 0);
-                    return (out, e.downcast::<DatError>().ok());
+                    let error = e.downcast::<DatError>().expect("a DatError");
+                    let damaged_chunk = matches!(error, DatError::DamagedChunk { .. });
+                    errors.push(error);
+                    if !damaged_chunk {
+                        // The stream ends after any other error.
+                        assert_eq!(reader.read(&mut buf).unwrap(), 0);
+                        return (out, errors);
+                    }
                 }
             }
         }
@@ -413,22 +492,31 @@ mod tests {
 
     #[test]
     fn chunks_decompress_one_after_another() {
-        let (out, error) = read_all(zlib_chunks(&[(b"first chunk ", 12), (b"second", 6)]));
-        assert!(error.is_none(), "{error:?}");
+        let (out, errors) = read_all(zlib_chunks(&[(b"first chunk ", 12), (b"second", 6)]));
+        assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(out, b"first chunk second");
     }
 
     #[test]
-    fn a_chunk_that_is_not_its_stated_size_ends_the_stream() {
+    fn a_chunk_that_is_not_its_stated_size_is_skipped_whole() {
         for stated in [11, 13] {
-            let (out, error) = read_all(zlib_chunks(&[(b"first chunk ", stated), (b"second", 6)]));
-            assert!(out.len() <= 12, "{stated}: {out:?}");
-            match error {
-                Some(DatError::DecompressedSize {
-                    found, expected, ..
-                }) => {
-                    assert_eq!(expected, stated as u64);
-                    assert_eq!(found, 12.min(stated as u64 + 1));
+            let (out, errors) = read_all(zlib_chunks(&[(b"first chunk ", stated), (b"second", 6)]));
+            // None of the damaged chunk's bytes, all of the next chunk's.
+            assert_eq!(out, b"second", "{stated}");
+            match &errors[..] {
+                [DatError::DamagedChunk {
+                    offset,
+                    size,
+                    reason,
+                }] => {
+                    assert_eq!((*offset, *size), (4, stated as u64));
+                    let found = 12.min(stated + 1);
+                    assert_eq!(
+                        reason,
+                        &format!(
+                            "compressed chunk: decompressed to {found} bytes, the file says {stated}"
+                        )
+                    );
                 }
                 other => panic!("{stated}: {other:?}"),
             }

@@ -39,11 +39,20 @@ pub enum DatError {
     UnknownCompression(String),
     #[error("{what} is compressed but the file names no compression")]
     CompressedWithoutAlgorithm { what: &'static str },
-    #[error("{what}: {algorithm} decompression failed: {message}")]
+    #[error("{algorithm}: corrupt compressed data in the {what} at offset {offset}")]
     Decompress {
         what: &'static str,
         algorithm: &'static str,
-        message: String,
+        offset: u64,
+    },
+    /// One compressed chunk of a CPU's pages that did not decompress; the chunks after it
+    /// still can, so only its pages are lost.
+    #[error("damaged compressed chunk at offset {offset} ({size} bytes of pages): {reason}")]
+    DamagedChunk {
+        offset: u64,
+        size: u64,
+        /// What is wrong with it, in words.
+        reason: String,
     },
     #[error("writing {what}: {source}")]
     Write {
@@ -104,8 +113,6 @@ pub enum DatError {
     NoSuchBuffer(String),
     #[error("cpu{cpu} holds {size} bytes, not a whole number of {page_size}-byte pages")]
     PartialPage { cpu: u32, size: u64, page_size: u32 },
-    #[error("the trace data is big-endian; the trace directory holds little-endian pages only")]
-    BigEndianData,
     #[error("meta.json: {0}")]
     Json(#[from] serde_json::Error),
 }

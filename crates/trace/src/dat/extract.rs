@@ -15,7 +15,7 @@ use serde_json::json;
 use super::buffer::Buffer;
 use super::error::DatError;
 use super::stack_scan::StackScan;
-use super::{DatFile, Endian};
+use super::DatFile;
 use crate::recorder::{LostEvents, TraceMeta};
 
 /// What an extraction wrote.
@@ -62,8 +62,7 @@ impl DatFile {
     }
 
     /// The buffer called `name` (or [`DatFile::data_buffer`]), after the checks that every
-    /// reader of its pages needs: little-endian data, both ring-buffer headers, and whole
-    /// pages on every CPU.
+    /// reader of its pages needs: both ring-buffer headers, and whole pages on every CPU.
     pub fn decodable_buffer(&self, name: Option<&str>) -> Result<&Buffer, DatError> {
         let buffer = match name {
             Some(name) => self
@@ -71,10 +70,6 @@ impl DatFile {
                 .ok_or_else(|| DatError::NoSuchBuffer(name.to_string()))?,
             None => self.data_buffer()?,
         };
-        // The page decoder reads little-endian words.
-        if self.endian != Endian::Little {
-            return Err(DatError::BigEndianData);
-        }
         self.header_page()?;
         self.header_event()?;
         for data in &buffer.cpus {

@@ -7,11 +7,17 @@ use std::collections::BTreeMap;
 use std::io::Read;
 
 use super::buffer::{self, Buffer};
+use super::byte_order::{Convert, LittleEndianPages};
 use super::error::DatError;
 use super::extract::path_component;
 use super::metadata::FormatFile;
+use super::source::Endian;
 use super::stack_scan::StackScan;
 use super::DatFile;
+use crate::catalog::{EventCatalog, EventType};
+use crate::format::{EventFormat, HeaderPage};
+use crate::page::PageLayout;
+use std::sync::Arc;
 
 impl DatFile {
     /// The pages of `cpu` in `buffer` as a byte stream, decompressed as it is read; empty
@@ -22,10 +28,48 @@ impl DatFile {
         buffer: &Buffer,
         cpu: u32,
     ) -> Result<Box<dyn Read + Send + '_>, DatError> {
-        match buffer.cpu(cpu) {
-            Some(data) => buffer::cpu_reader(&self.source, buffer, data, self.endian),
-            None => Ok(Box::new(std::io::empty())),
+        let Some(data) = buffer.cpu(cpu) else {
+            return Ok(Box::new(std::io::empty()));
+        };
+        let pages = buffer::cpu_reader(&self.source, buffer, data, self.endian)?;
+        if self.endian == Endian::Little {
+            return Ok(pages);
         }
+        let convert = Arc::new(self.page_conversion(buffer)?);
+        Ok(Box::new(LittleEndianPages::new(pages, convert)))
+    }
+
+    /// How the pages of `buffer` turn little-endian: its page layout and the fields of
+    /// every format in the file. A format that does not parse leaves its records with only
+    /// their common fields converted (the decoder reports such formats itself).
+    fn page_conversion(&self, buffer: &Buffer) -> Result<Convert, DatError> {
+        let bad = |what: &str, message: String| DatError::BadFormat {
+            what: what.to_string(),
+            message,
+        };
+        let header_page = std::str::from_utf8(self.header_page()?)
+            .map_err(|_| DatError::NotUtf8("header_page"))?;
+        let header_page =
+            HeaderPage::parse(header_page).map_err(|e| bad("header_page", e.to_string()))?;
+        let layout = PageLayout::new(&header_page, buffer.page_size as usize).ok_or_else(|| {
+            bad(
+                "header_page",
+                format!("does not fit a page of {} bytes", buffer.page_size),
+            )
+        })?;
+        let mut types: Vec<EventType> = Vec::new();
+        for format in self.trace_formats()? {
+            let parsed = std::str::from_utf8(&format.text)
+                .ok()
+                .and_then(|text| EventFormat::parse(text).ok());
+            if let Some(parsed) = parsed {
+                if types.iter().all(|t| t.format.id != parsed.id) {
+                    types.push(EventType::new(&format.system, parsed));
+                }
+            }
+        }
+        let catalog = EventCatalog::new(types).map_err(|e| bad("event formats", e.to_string()))?;
+        Ok(Convert::new(layout, &catalog))
     }
 
     /// The format files, one per system and event name, sorted by both: what formats/ of

@@ -186,7 +186,7 @@ fn read_buffer(
                 offset,
                 stored_size,
                 preamble.endian,
-            )?)?,
+            )?),
             None => stored_size,
         };
         cpus.push(CpuData {
@@ -194,6 +194,7 @@ fn read_buffer(
             offset,
             stored_size,
             size,
+            missing: 0,
         });
     }
     let mut buffer = Buffer {

@@ -1,8 +1,8 @@
 //! Writes .dat files (versions 6 and 7, uncompressed, zlib or zstd) from the parts of one
 //! that was read, so the reader can be run over layouts and codecs that this machine's
 //! trace-cmd does not produce (zlib, compressed options, data in the top-level buffer) and
-//! over deliberately broken files. Little-endian, 64-bit longs, like the machines vmscale
-//! records on.
+//! over deliberately broken files. Little-endian by default; big-endian containers hold the
+//! pages they are given, which the caller converts.
 
 use std::io::Write;
 
@@ -28,6 +28,7 @@ const PAGES_PER_CHUNK: usize = 10;
 /// Appends one descriptive block to a buffer.
 type WriteBlock = fn(&DatWriter, &mut Vec<u8>);
 
+#[allow(dead_code)] // not every test that includes this file writes every codec
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Codec {
     Zlib,
@@ -56,6 +57,10 @@ pub struct DatWriter {
     pub cpu_stats: Vec<String>,
     /// Write a latency (text) trace instead of flyrecord data.
     pub latency: bool,
+    /// Write every number of the container big-endian (the pages are written as given).
+    pub big_endian: bool,
+    /// The `long` size the preamble states.
+    pub long_size: u8,
     /// More options, as (id, data), written after the others.
     pub extra_options: Vec<(u16, Vec<u8>)>,
 }
@@ -102,6 +107,8 @@ impl DatWriter {
             cpus,
             cpu_stats: Vec::new(),
             latency: false,
+            big_endian: false,
+            long_size: dat.long_size,
             extra_options: Vec::new(),
         }
     }
@@ -124,67 +131,67 @@ impl DatWriter {
             return;
         }
         if !self.buffer_name.is_empty() {
-            option(
+            self.option(
                 out,
                 CPUSTAT,
                 format!("\nBuffer: {}\n\n\0", self.buffer_name).as_bytes(),
             );
         }
         for stat in &self.cpu_stats {
-            option(out, CPUSTAT, format!("{stat}\0").as_bytes());
+            self.option(out, CPUSTAT, format!("{stat}\0").as_bytes());
         }
     }
 
     fn preamble(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"\x17\x08\x44tracing");
         out.extend_from_slice(format!("{}\0", self.version).as_bytes());
-        out.push(0); // little-endian
-        out.push(8); // long size
-        out.extend_from_slice(&self.page_size.to_le_bytes());
+        out.push(self.big_endian as u8);
+        out.push(self.long_size);
+        out.extend_from_slice(&self.page_size.ordered(self.big_endian));
     }
 
     fn header_info(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"header_page\0");
-        out.extend_from_slice(&(self.header_page.len() as u64).to_le_bytes());
+        out.extend_from_slice(&(self.header_page.len() as u64).ordered(self.big_endian));
         out.extend_from_slice(&self.header_page);
         out.extend_from_slice(b"header_event\0");
-        out.extend_from_slice(&(self.header_event.len() as u64).to_le_bytes());
+        out.extend_from_slice(&(self.header_event.len() as u64).ordered(self.big_endian));
         out.extend_from_slice(&self.header_event);
     }
 
     fn ftrace_events(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(self.ftrace_formats.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(self.ftrace_formats.len() as u32).ordered(self.big_endian));
         for text in &self.ftrace_formats {
-            out.extend_from_slice(&(text.len() as u64).to_le_bytes());
+            out.extend_from_slice(&(text.len() as u64).ordered(self.big_endian));
             out.extend_from_slice(text);
         }
     }
 
     fn event_formats(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(self.systems.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(self.systems.len() as u32).ordered(self.big_endian));
         for (system, files) in &self.systems {
             out.extend_from_slice(system.as_bytes());
             out.push(0);
-            out.extend_from_slice(&(files.len() as u32).to_le_bytes());
+            out.extend_from_slice(&(files.len() as u32).ordered(self.big_endian));
             for text in files {
-                out.extend_from_slice(&(text.len() as u64).to_le_bytes());
+                out.extend_from_slice(&(text.len() as u64).ordered(self.big_endian));
                 out.extend_from_slice(text);
             }
         }
     }
 
     fn kallsyms(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(self.kallsyms.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(self.kallsyms.len() as u32).ordered(self.big_endian));
         out.extend_from_slice(&self.kallsyms);
     }
 
     fn printk(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(self.printk.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(self.printk.len() as u32).ordered(self.big_endian));
         out.extend_from_slice(&self.printk);
     }
 
     fn cmdlines(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(self.cmdlines.len() as u64).to_le_bytes());
+        out.extend_from_slice(&(self.cmdlines.len() as u64).ordered(self.big_endian));
         out.extend_from_slice(&self.cmdlines);
     }
 
@@ -197,13 +204,13 @@ impl DatWriter {
         self.kallsyms(&mut out);
         self.printk(&mut out);
         self.cmdlines(&mut out);
-        out.extend_from_slice(&(self.cpus.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(self.cpus.len() as u32).ordered(self.big_endian));
 
         out.extend_from_slice(b"options  \0");
-        option(&mut out, TRACECLOCK, &self.trace_clock_option());
+        self.option(&mut out, TRACECLOCK, &self.trace_clock_option());
         self.cpu_stat_options(&mut out);
         for (id, data) in &self.extra_options {
-            option(&mut out, *id, data);
+            self.option(&mut out, *id, data);
         }
         // The instance's BUFFER option points at its table, patched in below.
         let mut buffer_offset_at = None;
@@ -211,10 +218,10 @@ impl DatWriter {
             let mut data = vec![0u8; 8];
             data.extend_from_slice(self.buffer_name.as_bytes());
             data.push(0);
-            option(&mut out, BUFFER, &data);
+            self.option(&mut out, BUFFER, &data);
             buffer_offset_at = Some(out.len() - data.len());
         }
-        out.extend_from_slice(&DONE.to_le_bytes());
+        out.extend_from_slice(&DONE.ordered(self.big_endian));
         if self.latency {
             out.extend_from_slice(b"latency  \0");
             out.extend_from_slice(b"# tracer: nop\n");
@@ -225,7 +232,7 @@ impl DatWriter {
         let top_table = self.v6_table(&mut out);
         let instance_table = buffer_offset_at.map(|at| {
             let table_offset = out.len() as u64;
-            out[at..at + 8].copy_from_slice(&table_offset.to_le_bytes());
+            out[at..at + 8].copy_from_slice(&table_offset.ordered(self.big_endian));
             self.v6_table(&mut out)
         });
         let data_table = instance_table.unwrap_or(top_table);
@@ -234,8 +241,9 @@ impl DatWriter {
             let offset = out.len() as u64;
             out.extend_from_slice(pages);
             let entry = data_table + cpu * 16;
-            out[entry..entry + 8].copy_from_slice(&offset.to_le_bytes());
-            out[entry + 8..entry + 16].copy_from_slice(&(pages.len() as u64).to_le_bytes());
+            out[entry..entry + 8].copy_from_slice(&offset.ordered(self.big_endian));
+            out[entry + 8..entry + 16]
+                .copy_from_slice(&(pages.len() as u64).ordered(self.big_endian));
         }
         out
     }
@@ -246,7 +254,7 @@ impl DatWriter {
         let table = out.len();
         out.resize(out.len() + 16 * self.cpus.len(), 0);
         let clock = format!("[{}]", self.clock);
-        out.extend_from_slice(&(clock.len() as u64).to_le_bytes());
+        out.extend_from_slice(&(clock.len() as u64).ordered(self.big_endian));
         out.extend_from_slice(clock.as_bytes());
         table
     }
@@ -272,14 +280,14 @@ impl DatWriter {
         let body = if compressed {
             let packed = self.compress(data);
             let mut body = Vec::new();
-            body.extend_from_slice(&(packed.len() as u32).to_le_bytes());
-            body.extend_from_slice(&(data.len() as u32).to_le_bytes());
+            body.extend_from_slice(&(packed.len() as u32).ordered(self.big_endian));
+            body.extend_from_slice(&(data.len() as u32).ordered(self.big_endian));
             body.extend_from_slice(&packed);
             body
         } else {
             data.to_vec()
         };
-        section_header(out, id, compressed as u16, body.len() as u64);
+        self.section_header(out, id, compressed as u16, body.len() as u64);
         out.extend_from_slice(&body);
         offset
     }
@@ -294,7 +302,7 @@ impl DatWriter {
         };
         out.extend_from_slice(format!("{name}\0{version}\0").as_bytes());
         let first_options_at = out.len();
-        out.extend_from_slice(&0u64.to_le_bytes());
+        out.extend_from_slice(&0u64.ordered(self.big_endian));
 
         let mut sections = Vec::new();
         let blocks: [(u16, WriteBlock); 6] = [
@@ -317,7 +325,7 @@ impl DatWriter {
         if self.latency {
             self.section(&mut out, BUFFER_TEXT, b"# tracer: nop\n");
         } else {
-            section_header(&mut out, BUFFER, self.codec.is_some() as u16, 0);
+            self.section_header(&mut out, BUFFER, self.codec.is_some() as u16, 0);
             let data_start = out.len();
             for (cpu, pages) in self.cpus.iter().enumerate() {
                 if pages.is_empty() {
@@ -331,11 +339,11 @@ impl DatWriter {
                         let chunks: Vec<&[u8]> = pages
                             .chunks(PAGES_PER_CHUNK * self.page_size as usize)
                             .collect();
-                        out.extend_from_slice(&(chunks.len() as u32).to_le_bytes());
+                        out.extend_from_slice(&(chunks.len() as u32).ordered(self.big_endian));
                         for chunk in chunks {
                             let packed = self.compress(chunk);
-                            out.extend_from_slice(&(packed.len() as u32).to_le_bytes());
-                            out.extend_from_slice(&(chunk.len() as u32).to_le_bytes());
+                            out.extend_from_slice(&(packed.len() as u32).ordered(self.big_endian));
+                            out.extend_from_slice(&(chunk.len() as u32).ordered(self.big_endian));
                             out.extend_from_slice(&packed);
                         }
                     }
@@ -344,64 +352,84 @@ impl DatWriter {
             }
             let size = (out.len() - data_start) as u64;
             let size_at = buffer_offset as usize + 8;
-            out[size_at..size_at + 8].copy_from_slice(&size.to_le_bytes());
+            out[size_at..size_at + 8].copy_from_slice(&size.ordered(self.big_endian));
         }
 
         // Two chained options sections, as trace-cmd writes them: everything but the
         // buffer first, the buffer in the second.
         let mut first = Vec::new();
         for (id, offset) in &sections {
-            option(&mut first, *id, &offset.to_le_bytes());
+            self.option(&mut first, *id, &offset.ordered(self.big_endian));
         }
-        option(&mut first, TRACECLOCK, &self.trace_clock_option());
+        self.option(&mut first, TRACECLOCK, &self.trace_clock_option());
         self.cpu_stat_options(&mut first);
         for (id, data) in &self.extra_options {
-            option(&mut first, *id, data);
+            self.option(&mut first, *id, data);
         }
-        option(
+        self.option(
             &mut first,
             CPUCOUNT,
-            &(self.cpus.len() as u32).to_le_bytes(),
+            &(self.cpus.len() as u32).ordered(self.big_endian),
         );
         let mut second = Vec::new();
-        let mut buffer = buffer_offset.to_le_bytes().to_vec();
+        let mut buffer = buffer_offset.ordered(self.big_endian).to_vec();
         buffer.extend_from_slice(format!("{}\0{}\0", self.buffer_name, self.clock).as_bytes());
         if self.latency {
-            option(&mut second, BUFFER_TEXT, &buffer);
+            self.option(&mut second, BUFFER_TEXT, &buffer);
         } else {
-            buffer.extend_from_slice(&self.page_size.to_le_bytes());
-            buffer.extend_from_slice(&(cpu_entries.len() as u32).to_le_bytes());
+            buffer.extend_from_slice(&self.page_size.ordered(self.big_endian));
+            buffer.extend_from_slice(&(cpu_entries.len() as u32).ordered(self.big_endian));
             for (cpu, offset, size) in &cpu_entries {
-                buffer.extend_from_slice(&cpu.to_le_bytes());
-                buffer.extend_from_slice(&offset.to_le_bytes());
-                buffer.extend_from_slice(&size.to_le_bytes());
+                buffer.extend_from_slice(&cpu.ordered(self.big_endian));
+                buffer.extend_from_slice(&offset.ordered(self.big_endian));
+                buffer.extend_from_slice(&size.ordered(self.big_endian));
             }
-            option(&mut second, BUFFER, &buffer);
+            self.option(&mut second, BUFFER, &buffer);
         }
-        option(&mut second, DONE, &0u64.to_le_bytes());
+        self.option(&mut second, DONE, &0u64.ordered(self.big_endian));
 
         // Sections may lie anywhere: the second goes first so that the first's DONE can
         // name its offset even when the first is compressed.
         let second_offset = self.section(&mut out, DONE, &second);
-        option(&mut first, DONE, &second_offset.to_le_bytes());
+        self.option(&mut first, DONE, &second_offset.ordered(self.big_endian));
         let first_offset = self.section(&mut out, DONE, &first);
-        out[first_options_at..first_options_at + 8].copy_from_slice(&first_offset.to_le_bytes());
+        out[first_options_at..first_options_at + 8]
+            .copy_from_slice(&first_offset.ordered(self.big_endian));
         out
+    }
+    fn option(&self, out: &mut Vec<u8>, id: u16, data: &[u8]) {
+        out.extend_from_slice(&id.ordered(self.big_endian));
+        out.extend_from_slice(&(data.len() as u32).ordered(self.big_endian));
+        out.extend_from_slice(data);
+    }
+
+    fn section_header(&self, out: &mut Vec<u8>, id: u16, flags: u16, size: u64) {
+        out.extend_from_slice(&id.ordered(self.big_endian));
+        out.extend_from_slice(&flags.ordered(self.big_endian));
+        out.extend_from_slice(&0u32.ordered(self.big_endian));
+        out.extend_from_slice(&size.ordered(self.big_endian));
     }
 }
 
-fn option(out: &mut Vec<u8>, id: u16, data: &[u8]) {
-    out.extend_from_slice(&id.to_le_bytes());
-    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
-    out.extend_from_slice(data);
+/// A number in the byte order of the file being written.
+trait Ordered {
+    fn ordered(self, big_endian: bool) -> Vec<u8>;
 }
 
-fn section_header(out: &mut Vec<u8>, id: u16, flags: u16, size: u64) {
-    out.extend_from_slice(&id.to_le_bytes());
-    out.extend_from_slice(&flags.to_le_bytes());
-    out.extend_from_slice(&0u32.to_le_bytes());
-    out.extend_from_slice(&size.to_le_bytes());
+macro_rules! ordered {
+    ($($t:ty),*) => {$(
+        impl Ordered for $t {
+            fn ordered(self, big_endian: bool) -> Vec<u8> {
+                if big_endian {
+                    self.to_be_bytes().to_vec()
+                } else {
+                    self.to_le_bytes().to_vec()
+                }
+            }
+        }
+    )*};
 }
+ordered!(u16, u32, u64);
 
 fn pad_to(out: &mut Vec<u8>, alignment: usize) {
     let padded = out.len().div_ceil(alignment) * alignment;

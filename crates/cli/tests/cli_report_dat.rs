@@ -1,0 +1,108 @@
+//! `vmscale report FILE.dat` on files that hold nothing to analyse: one line on stderr that
+//! names the file and says what is wrong, exit 1.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{one_line_failure, scratch, vmscale, RemovedOnDrop};
+use vmscale_trace::dat::Algorithm;
+use vmscale_trace::dat_write::{write_dat, DatWriteOptions};
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../trace/tests/fixtures/contention")
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_dat_file_without_events_fails_with_one_line_naming_it() {
+    let dir = scratch("report-dat-empty");
+    let _removed = RemovedOnDrop(dir.clone());
+    // The recording's formats and kallsyms, but CPUs that recorded no page.
+    let trace = dir.join("trace");
+    copy_dir(&fixture(), &trace);
+    for cpu in [0, 1] {
+        std::fs::write(trace.join(format!("cpu{cpu}.raw")), b"").unwrap();
+    }
+    let dat = dir.join("nothing.dat");
+    write_dat(&trace, &dat, &DatWriteOptions::default()).unwrap();
+    let o = vmscale().arg("report").arg(&dat).output().unwrap();
+    one_line_failure(
+        &o,
+        1,
+        "nothing.dat: no events: the trace buffer holds no pages",
+    );
+}
+
+#[test]
+fn files_that_are_no_dat_are_named_for_what_they_are() {
+    let dir = scratch("report-dat-not");
+    let _removed = RemovedOnDrop(dir.clone());
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("zero.dat"), b"").unwrap();
+    std::fs::write(dir.join("random.dat"), [0x8b, 0x1f, 0x00, 0xff, 0x42, 0x17]).unwrap();
+    let o = vmscale()
+        .arg("report")
+        .arg(dir.join("zero.dat"))
+        .output()
+        .unwrap();
+    one_line_failure(&o, 1, "zero.dat: empty file");
+    let o = vmscale()
+        .arg("report")
+        .arg(dir.join("random.dat"))
+        .output()
+        .unwrap();
+    one_line_failure(
+        &o,
+        1,
+        "random.dat: not a run.json, trace-cmd .dat or ftrace text (it starts with bytes 8b 1f 00 ff 42 17)",
+    );
+}
+
+#[test]
+fn damaged_zstd_metadata_is_named_in_words() {
+    let dir = scratch("report-dat-zstd");
+    let _removed = RemovedOnDrop(dir.clone());
+    std::fs::create_dir_all(&dir).unwrap();
+    let dat = dir.join("packed.dat");
+    write_dat(
+        &fixture(),
+        &dat,
+        &DatWriteOptions {
+            compression: Some(Algorithm::Zstd),
+        },
+    )
+    .unwrap();
+    // The header-info section comes first after the preamble; damage its compressed data
+    // past the frame header, where only the decoder can tell.
+    let mut bytes = std::fs::read(&dat).unwrap();
+    let preamble = bytes.windows(4).position(|w| w == b"zstd").unwrap();
+    let section = bytes[preamble..].iter().position(|&b| b == 0).unwrap() + preamble + 1;
+    let version_end = bytes[section..].iter().position(|&b| b == 0).unwrap() + section + 1;
+    // u64 options offset, 16-byte section header, u32 + u32 sizes, then the frame.
+    let frame = version_end + 8 + 16 + 8;
+    assert_eq!(&bytes[frame..frame + 4], &[0x28, 0xb5, 0x2f, 0xfd]);
+    for byte in &mut bytes[frame + 12..frame + 40] {
+        *byte ^= 0xa5;
+    }
+    std::fs::write(&dat, &bytes).unwrap();
+    let o = vmscale().arg("report").arg(&dat).output().unwrap();
+    one_line_failure(&o, 1, "packed.dat: ");
+    let err = common::stderr(&o);
+    assert!(
+        !err.contains('{') && !err.contains("Error("),
+        "debug formatting in: {err}"
+    );
+}

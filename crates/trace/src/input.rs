@@ -1,0 +1,201 @@
+//! What is this file? The inputs `vmscale report` takes, told apart by their content, not
+//! their names: a run directory, a trace directory, a run.json, a trace-cmd .dat file, or
+//! ftrace text.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::text_import::{Item, TextReader};
+
+/// How much of a file is looked at.
+const HEAD_BYTES: u64 = 64 << 10;
+
+/// What a path holds, as far as its first bytes tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// A directory with a run.json.
+    RunDir,
+    /// A directory laid out as docs/trace-dir.md says (header_page, cpu<N>.raw, ...).
+    TraceDir,
+    /// Some other directory.
+    OtherDir,
+    /// A file that starts with trace-cmd's magic (whether or not the rest holds together).
+    Dat,
+    /// A JSON object: a run.json, or something that will say why it is not one.
+    Json,
+    /// Text that holds ftrace lines or a tracer header.
+    Text,
+    /// A file of zero bytes.
+    Empty,
+    /// Anything else; what its first bytes look like, for an error message.
+    Unknown { starts_with: String },
+}
+
+impl Input {
+    /// What the input is called in messages.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Input::RunDir => "a run directory",
+            Input::TraceDir => "a trace directory",
+            Input::OtherDir => "a directory without run.json",
+            Input::Dat => "a trace-cmd .dat file",
+            Input::Json => "a JSON file",
+            Input::Text => "ftrace text",
+            Input::Empty => "an empty file",
+            Input::Unknown { .. } => "not a run directory, run.json, trace-cmd .dat or ftrace text",
+        }
+    }
+}
+
+/// Looks at `path` and says what it holds. Fails when it cannot be read, and for what is
+/// neither a directory nor a regular file (a FIFO would block the read).
+pub fn sniff(path: &Path) -> std::io::Result<Input> {
+    let metadata = std::fs::metadata(path)?;
+    if !metadata.is_dir() && !metadata.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "neither a directory nor a regular file",
+        ));
+    }
+    if metadata.is_dir() {
+        return Ok(if path.join("run.json").is_file() {
+            Input::RunDir
+        } else if path.join("header_page").is_file() {
+            Input::TraceDir
+        } else {
+            Input::OtherDir
+        });
+    }
+    let mut head = Vec::new();
+    std::fs::File::open(path)?
+        .take(HEAD_BYTES)
+        .read_to_end(&mut head)?;
+    Ok(sniff_bytes(&head))
+}
+
+/// [`sniff`] for the first bytes of a file (up to 64 KiB are looked at).
+pub fn sniff_bytes(head: &[u8]) -> Input {
+    if head.is_empty() {
+        return Input::Empty;
+    }
+    if head.starts_with(crate::dat::preamble::MAGIC) {
+        return Input::Dat;
+    }
+    let first = head.iter().find(|b| !b.is_ascii_whitespace());
+    if first == Some(&b'{') {
+        return Input::Json;
+    }
+    if is_ftrace_text(head) {
+        return Input::Text;
+    }
+    Input::Unknown {
+        starts_with: describe_bytes(head),
+    }
+}
+
+/// Text without NULs whose lines include a tracer header or an event line the text
+/// reader recognises.
+fn is_ftrace_text(head: &[u8]) -> bool {
+    if head.contains(&0) {
+        return false;
+    }
+    // The head may end inside a line or a character: only whole lines are judged.
+    let whole = match head.iter().rposition(|&b| b == b'\n') {
+        Some(end) if head.len() as u64 == HEAD_BYTES => &head[..=end],
+        _ => head,
+    };
+    let text = String::from_utf8_lossy(whole);
+    if text.lines().any(|line| line.starts_with("# tracer: ")) {
+        return true;
+    }
+    TextReader::new(text.as_bytes()).any(|item| !matches!(item, Item::Skipped(_)))
+}
+
+/// The first bytes of a file as a reader can recognise them: quoted text (newlines and
+/// tabs written `\n`, `\t`) when they are printable, else hex.
+fn describe_bytes(head: &[u8]) -> String {
+    let shown = &head[..head.len().min(16)];
+    if shown
+        .iter()
+        .all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace())
+    {
+        let mut text = String::from("\"");
+        for &b in shown {
+            match b {
+                b'\n' => text.push_str("\\n"),
+                b'\t' => text.push_str("\\t"),
+                b'\r' => text.push_str("\\r"),
+                b'"' | b'\\' => {
+                    text.push('\\');
+                    text.push(b as char);
+                }
+                _ => text.push(b as char),
+            }
+        }
+        text.push('"');
+        text
+    } else {
+        let hex: Vec<String> = shown.iter().map(|b| format!("{b:02x}")).collect();
+        format!("bytes {}", hex.join(" "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inputs_are_told_apart_by_their_first_bytes() {
+        assert_eq!(sniff_bytes(b""), Input::Empty);
+        assert_eq!(sniff_bytes(b"\x17\x08\x44tracing6\0"), Input::Dat);
+        // The magic alone is enough: a damaged file is still a .dat file, and its reader
+        // says what is wrong with it.
+        assert_eq!(sniff_bytes(b"\x17\x08\x44tracing"), Input::Dat);
+        assert_eq!(sniff_bytes(b"  \n{\"schema_version\": 1}"), Input::Json);
+        assert_eq!(
+            sniff_bytes(b"# tracer: nop\n#\n"),
+            Input::Text,
+            "a tracer header"
+        );
+        assert_eq!(
+            sniff_bytes(b"\x17\x08\x44trac"),
+            Input::Unknown {
+                starts_with: "bytes 17 08 44 74 72 61 63".into()
+            }
+        );
+        assert_eq!(
+            sniff_bytes(b"hello world"),
+            Input::Unknown {
+                starts_with: "\"hello world\"".into()
+            }
+        );
+        assert_eq!(
+            sniff_bytes(b"hello\nworld\n"),
+            Input::Unknown {
+                starts_with: "\"hello\\nworld\\n\"".into()
+            }
+        );
+        assert_eq!(
+            sniff_bytes(&[0xde, 0xad, 0xbe, 0xef]),
+            Input::Unknown {
+                starts_with: "bytes de ad be ef".into()
+            }
+        );
+    }
+
+    #[test]
+    fn directories_by_what_they_hold() {
+        let dir = std::env::temp_dir().join(format!("vmscale-sniff-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(sniff(&dir).unwrap(), Input::OtherDir);
+        std::fs::write(dir.join("header_page"), "").unwrap();
+        assert_eq!(sniff(&dir).unwrap(), Input::TraceDir);
+        std::fs::write(dir.join("run.json"), "{}").unwrap();
+        assert_eq!(sniff(&dir).unwrap(), Input::RunDir);
+        assert_eq!(sniff(&dir.join("run.json")).unwrap(), Input::Json);
+        assert!(sniff(&dir.join("missing")).is_err());
+        assert!(sniff(Path::new("/dev/null")).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

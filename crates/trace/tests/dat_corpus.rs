@@ -1,0 +1,331 @@
+//! .dat files recorded on other machines (other kernels, architectures, `long` sizes and
+//! trace-cmd versions), listed with their provenance in tests/fixtures/dat-corpus/README.md,
+//! decoded in place by `Decoder::from_dat` and compared with Debian's `trace-cmd report -R
+//! -t`: the number of events per CPU, and for every event its time to the nanosecond, CPU,
+//! pid, name and every field value.
+//!
+//! The files are looked for in `$VMSCALE_DAT_CORPUS`, then in tests/fixtures/dat-corpus/,
+//! then in `dat-corpus/` of the `shared/` directory beside the workspace. When none of them
+//! holds the corpus the test says so on stderr and passes, unless
+//! `VMSCALE_REQUIRE_DAT_CORPUS=1` makes a missing corpus a failure. A corpus directory that
+//! is there must hold every file, byte for byte (SHA-256).
+
+#[path = "support/big_endian.rs"]
+mod big_endian;
+#[path = "support/dat_writer.rs"]
+mod dat_writer;
+#[path = "support/report.rs"]
+mod report;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use big_endian::{as_stored_big_endian, big_endian_writer};
+use report::{bare_hex_fields, compare_with_formats, parse_report, symbol_addresses, Decoded};
+use vmscale_trace::dat::{DatFile, Endian};
+use vmscale_trace::Decoder;
+
+/// What the corpus holds and what trace-cmd 3.1 makes of each file.
+struct Case {
+    file: &'static str,
+    sha256: &'static str,
+    version: u32,
+    long_size: u8,
+    /// Size of `local_t commit` in header_page: the kernel's `long`.
+    commit_size: usize,
+    /// Whether header_event has the `time_stamp` line (kernels from 4.15 on).
+    time_stamp_line: bool,
+    /// Events `trace-cmd report` prints; 0 for a file that holds no trace data.
+    events: usize,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        file: "rpi-armv7-4.14.62-v6.dat",
+        sha256: "e9a26e03333bbffa54e53762f18f1cccf6887646fbc5ac8e61e388d652c801dc",
+        version: 6,
+        long_size: 4,
+        commit_size: 4,
+        time_stamp_line: false,
+        events: 4427,
+    },
+    Case {
+        file: "buildroot-i686-4.13.9-v6.dat",
+        sha256: "ee0fb734c201fc299803240a314b4a7aedc2a05a5271debf36150dbd2c6ddc04",
+        version: 6,
+        long_size: 4,
+        commit_size: 4,
+        time_stamp_line: false,
+        events: 293,
+    },
+    Case {
+        file: "wega-armv7-4.14.15-v6.dat",
+        sha256: "221c64e8e4d2ae5e76caeadcc5b115abe01d0a59f13a01a8bcba42cf07f11840",
+        version: 6,
+        long_size: 4,
+        commit_size: 4,
+        time_stamp_line: false,
+        events: 997,
+    },
+    Case {
+        file: "lisa-armv7-exynos-v6.dat",
+        sha256: "94f49b256f3cae6f62b858d6d267dbc0de9689aba8758cb39fd55f48e23692c7",
+        version: 6,
+        long_size: 4,
+        commit_size: 4,
+        time_stamp_line: false,
+        events: 1585,
+    },
+    Case {
+        file: "lisa-arm64-juno-v6.dat",
+        sha256: "9b31ec78e6e87ac14a908b985bec758cdf2b3977069519482b933025ccd12f3e",
+        version: 6,
+        long_size: 8,
+        commit_size: 8,
+        time_stamp_line: false,
+        events: 757,
+    },
+    Case {
+        file: "igt-x86_64-v6.dat",
+        sha256: "e0ca30f5f2c38bbc62e984de15e235c36fcd2684c45f3959ceb0be69f868bd9a",
+        version: 6,
+        long_size: 8,
+        commit_size: 8,
+        time_stamp_line: false,
+        events: 10375,
+    },
+    Case {
+        file: "virtualbox-x86_64-5.15-v7-zstd.dat",
+        sha256: "6c940804b3ff235b49206cf1fdfa4d1e7962fc4b8f5a79d3284eb8179b931c81",
+        version: 7,
+        long_size: 8,
+        commit_size: 8,
+        time_stamp_line: true,
+        events: 41400,
+    },
+    Case {
+        file: "arch-x86_64-7.1-v7-zstd-no-data.dat",
+        sha256: "1a94bebd62ef13263ff0126e3dabad816496b098f7988dfb4efe927d9fa01970",
+        version: 7,
+        long_size: 8,
+        commit_size: 8,
+        time_stamp_line: true,
+        events: 0,
+    },
+];
+
+fn corpus_dir() -> Option<PathBuf> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let candidates = [
+        std::env::var_os("VMSCALE_DAT_CORPUS").map(PathBuf::from),
+        Some(manifest.join("tests/fixtures/dat-corpus")),
+        Some(manifest.join("../../../shared/dat-corpus")),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|dir| dir.join(CASES[0].file).is_file())
+}
+
+fn sha256(path: &Path) -> String {
+    let output = Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .expect("sha256sum runs");
+    assert!(output.status.success());
+    String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn trace_cmd_report(dat: &Path) -> (bool, String, String) {
+    let output = Command::new("trace-cmd")
+        .args(["report", "-R", "-t", "-i"])
+        .arg(dat)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run trace-cmd report (is trace-cmd installed?): {e}"));
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Field names of every format in the file, as trace-cmd prints them with `-R`.
+fn fields_of(dat: &DatFile) -> HashMap<String, Vec<String>> {
+    dat.metadata
+        .event_formats
+        .iter()
+        .chain(&dat.metadata.ftrace_formats)
+        .filter_map(|f| {
+            let format =
+                vmscale_trace::format::EventFormat::parse(&String::from_utf8_lossy(&f.text))
+                    .ok()?;
+            let names = format
+                .fields
+                .iter()
+                .filter(|x| !x.is_common())
+                .map(|x| x.name.clone())
+                .collect();
+            Some((f.name.clone(), names))
+        })
+        .collect()
+}
+
+fn check(dir: &Path, case: &Case) {
+    let path = dir.join(case.file);
+    let label = case.file;
+    assert!(path.is_file(), "{label}: missing from {}", dir.display());
+    if !case.sha256.is_empty() {
+        assert_eq!(sha256(&path), case.sha256, "{label}: not the corpus file");
+    }
+    let dat = Arc::new(DatFile::open(&path).unwrap_or_else(|e| panic!("{label}: {e}")));
+    assert_eq!(dat.version, case.version, "{label}: version");
+    assert_eq!(dat.long_size, case.long_size, "{label}: long size");
+    assert_eq!(dat.endian, Endian::Little, "{label}: byte order");
+    let header_page = vmscale_trace::format::HeaderPage::parse(&String::from_utf8_lossy(
+        dat.metadata.header_page.as_deref().unwrap_or_default(),
+    ))
+    .unwrap_or_else(|e| panic!("{label}: header_page: {e}"));
+    assert_eq!(header_page.commit_size, case.commit_size, "{label}: commit");
+    let header_event = vmscale_trace::format::HeaderEvent::parse(&String::from_utf8_lossy(
+        dat.metadata.header_event.as_deref().unwrap_or_default(),
+    ))
+    .unwrap_or_else(|e| panic!("{label}: header_event: {e}"));
+    assert_eq!(
+        header_event.time_stamp.is_some(),
+        case.time_stamp_line,
+        "{label}: time_stamp line"
+    );
+
+    let (ok, text, stderr) = trace_cmd_report(&path);
+    assert!(ok, "{label}: trace-cmd report failed: {stderr}");
+    let buffer = dat
+        .data_buffer()
+        .map(|b| b.name.clone())
+        .unwrap_or_default();
+    let others: Vec<&str> = dat
+        .buffers
+        .iter()
+        .map(|b| b.name.as_str())
+        .filter(|&name| name != buffer)
+        .collect();
+    let reported = parse_report(&text, &buffer, &others, &fields_of(&dat));
+    assert_eq!(reported.len(), case.events, "{label}: trace-cmd's events");
+
+    let decoder =
+        Decoder::from_dat(Arc::clone(&dat), None).unwrap_or_else(|e| panic!("{label}: {e}"));
+    let mut decoded = Vec::new();
+    let summary = decoder
+        .for_each(|event| decoded.push(Decoded::of(&event)))
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    assert_eq!(summary.corrupt_pages(), 0, "{label}: {:?}", summary.errors);
+    let result = compare_with_formats(
+        &decoded,
+        &reported,
+        &symbol_addresses(&dat.metadata.kallsyms),
+        &bare_hex_fields(
+            &decoder
+                .catalog()
+                .iter()
+                .map(|t| t.format.clone())
+                .collect::<Vec<_>>(),
+        ),
+    );
+    println!(
+        "{label}: {} events ({:?}), {} field values compared with trace-cmd report, {} mismatches",
+        result.events,
+        result.by_name,
+        result.fields,
+        result.mismatches.len()
+    );
+    assert!(
+        result.mismatches.is_empty(),
+        "{label}: decoder and trace-cmd disagree:\n{}",
+        result
+            .mismatches
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    if case.events > 0 {
+        check_big_endian(&dat, &decoded, &reported, label);
+    }
+}
+
+/// The same recording as a big-endian version 6 file (its `long` size, header variants and
+/// formats kept): trace-cmd reports the same events from it, and vmscale reads them.
+fn check_big_endian(dat: &DatFile, little: &[Decoded], reported: &[report::Reported], label: &str) {
+    let mut writer = big_endian_writer(dat);
+    writer.version = 6;
+    writer.codec = None;
+    let path =
+        std::env::temp_dir().join(format!("vmscale-corpus-be-{}-{label}", std::process::id()));
+    std::fs::write(&path, writer.to_bytes()).unwrap();
+    let big = Arc::new(DatFile::open(&path).unwrap_or_else(|e| panic!("{label} big-endian: {e}")));
+    assert_eq!(big.endian, Endian::Big);
+    let decoder = Decoder::from_dat(Arc::clone(&big), None).unwrap();
+    let mut decoded = Vec::new();
+    decoder
+        .for_each(|event| decoded.push(Decoded::of(&event)))
+        .unwrap();
+    assert_eq!(
+        format!("{decoded:?}"),
+        format!("{little:?}"),
+        "{label}: big-endian events differ from the original's"
+    );
+    let (ok, text, stderr) = trace_cmd_report(&path);
+    assert!(ok, "{label} big-endian: trace-cmd report failed: {stderr}");
+    let _ = std::fs::remove_file(&path);
+    let big_reported = parse_report(&text, "", &[], &fields_of(&big));
+    assert_eq!(
+        big_reported.len(),
+        reported.len(),
+        "{label} big-endian: trace-cmd's events"
+    );
+    let result = compare_with_formats(
+        &as_stored_big_endian(&decoded, &big),
+        &big_reported,
+        &symbol_addresses(&big.metadata.kallsyms),
+        &bare_hex_fields(
+            &decoder
+                .catalog()
+                .iter()
+                .map(|t| t.format.clone())
+                .collect::<Vec<_>>(),
+        ),
+    );
+    println!(
+        "{label} as big-endian: {} events, {} field values compared with trace-cmd report, {} mismatches",
+        result.events,
+        result.fields,
+        result.mismatches.len()
+    );
+    assert!(
+        result.mismatches.is_empty(),
+        "{label} big-endian: {}",
+        result.mismatches[..result.mismatches.len().min(10)].join("\n")
+    );
+}
+
+#[test]
+fn every_corpus_file_decodes_as_trace_cmd_reports_it() {
+    let Some(dir) = corpus_dir() else {
+        let required = std::env::var("VMSCALE_REQUIRE_DAT_CORPUS").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "the .dat corpus is not there (see tests/fixtures/dat-corpus/README.md)"
+        );
+        eprintln!("the .dat corpus is not there: nothing compared (see tests/fixtures/dat-corpus/README.md)");
+        return;
+    };
+    for case in CASES {
+        check(&dir, case);
+    }
+}
