@@ -1,10 +1,14 @@
-//! `vmscale report FILE.txt`: ftrace text (a pasted `trace` or `trace_pipe`, events or
-//! function_graph output) analysed like a recording.
+//! `vmscale report FILE.txt`: trace text (a pasted `trace` or `trace_pipe`, `trace-cmd
+//! report` in any of its forms, events, function tracer or function_graph output, quoted in
+//! a mail or not) analysed like a recording.
 //!
-//! The text is streamed into a scratch trace directory (`vmscale_trace::text_trace_dir`),
-//! which the same decoder and analyses as every recorded run read; the report says what the
-//! text could not give (time resolution, skipped lines and why) and lists the slowest
-//! function_graph calls.
+//! Whatever the file is called, its content decides: any text that is neither JSON nor
+//! binary goes to the text importer, which says what the text looks like and why it could
+//! not be read when it gives nothing to analyse. The text is streamed into a scratch trace
+//! directory (`vmscale_trace::text_trace_dir`), which the same decoder and analyses as every
+//! recorded run read; the report says what the text could not give (time resolution,
+//! skipped lines and why) and lists the slowest function_graph calls and the functions the
+//! function tracer saw most.
 
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -31,9 +35,11 @@ fn head(path: &Path) -> Option<Vec<u8>> {
     Some(head)
 }
 
-/// True for a file (not a directory, not JSON such as run.json, not binary) whose first
-/// lines hold something the text importer reads: an event, a stack, a function_graph call
-/// or the kernel's `# tracer:` header.
+/// True for a file (not a directory, not JSON such as run.json) that is text: its first
+/// bytes hold something the text importer reads (an event, a stack, a call, a trace-cmd
+/// header), or are text at all, so that the importer, not a guess from the name, says what
+/// the file holds. Bytes a text never has (NUL, most control characters) mark a binary
+/// file, which the caller names by its first bytes.
 pub fn is_text_trace(path: &Path) -> bool {
     if !path.is_file() {
         return false;
@@ -41,14 +47,25 @@ pub fn is_text_trace(path: &Path) -> bool {
     let Some(head) = head(path) else {
         return false;
     };
-    if head.contains(&0) || head.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+    if head.is_empty() || head.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
         return false;
     }
-    let text = String::from_utf8_lossy(&head);
-    if text.lines().any(|line| line.starts_with("# tracer: ")) {
+    let mut reader = TextReader::new(&head[..]);
+    if reader
+        .by_ref()
+        .any(|item| !matches!(item, Item::Skipped(_)))
+        || !reader.forms().is_empty()
+    {
         return true;
     }
-    TextReader::new(text.as_bytes()).any(|item| !matches!(item, Item::Skipped(_)))
+    looks_like_text(&head)
+}
+
+/// No NUL or other control character than whitespace and ESC. Bytes above ASCII are
+/// allowed: a text in Latin-1 or with broken UTF-8 is still text.
+fn looks_like_text(head: &[u8]) -> bool {
+    head.iter()
+        .all(|&b| b >= 0x20 || matches!(b, b'\t' | b'\n' | b'\r' | 0x0c | 0x1b))
 }
 
 /// What the text's header says about the machine: the kernel release (`# ... latency trace
@@ -102,14 +119,10 @@ fn analyse(path: &Path, scratch: &Path) -> Result<RunRecord, Failure> {
             reader.lines_read()
         )));
     }
-    if summary.converted_events() == 0 && summary.stacks == 0 && summary.calls == 0 {
-        let why = summary
-            .warnings()
-            .into_iter()
-            .find(|w| w.contains("skipped"))
-            .unwrap_or_else(|| "it holds no trace lines".to_string());
+    if summary.is_empty() {
         return Err(Failure::runtime(format!(
-            "{shown}: no ftrace events or function_graph calls to import ({why})"
+            "{shown}: nothing vmscale can analyse: {}",
+            summary.nothing_to_analyse(reader.forms())
         )));
     }
 
@@ -134,24 +147,21 @@ fn analyse(path: &Path, scratch: &Path) -> Result<RunRecord, Failure> {
     crate::trace_analysis::reanalyse(scratch, &mut section, &[], &mut warnings);
     warnings.extend(summary.call_notes());
     Ok(crate::trace_analysis::concluded(imported_record(
-        path,
-        reader.lines_read(),
-        &summary,
-        section,
-        warnings,
+        path, &reader, &summary, section, warnings,
     )))
 }
 
 /// A run record for a text trace: what its header says about the machine, no samples, the
 /// analyses' findings, and what the import counted.
-fn imported_record(
+fn imported_record<R: std::io::BufRead>(
     path: &Path,
-    lines: usize,
+    reader: &TextReader<R>,
     summary: &TextDirSummary,
     trace: TraceSection,
     warnings: Vec<String>,
 ) -> RunRecord {
     let (release, cpus) = header_facts(path);
+    let cpus = cpus.or(reader.header_cpus().map(|n| n as usize));
     let host = ImportedHost {
         hostname: String::new(),
         kernel_release: release.unwrap_or_else(|| "unknown".into()),
@@ -160,12 +170,13 @@ fn imported_record(
     };
     let knobs = serde_json::json!({
         "file": path.display().to_string(),
-        "format": "ftrace text",
-        "lines": lines,
+        "format": reader.forms().describe(),
+        "lines": reader.lines_read(),
         "events": summary.converted_events(),
         "stacks": summary.stacks,
         "skipped_lines": summary.skipped_lines(),
         "function_graph_calls": summary.calls,
+        "function_tracer_calls": summary.function_calls,
     });
     import_record(host, knobs, trace, warnings)
 }
