@@ -466,7 +466,9 @@ impl Parser {
         if quoted.len() != text.len() {
             self.forms.insert(Form::MailQuoted);
         }
-        let text = quoted;
+        // Old systrace HTML holds the trace in a JavaScript string, each line ending in an
+        // escaped newline and a continuation backslash.
+        let text = quoted.strip_suffix("\\n\\").unwrap_or(quoted);
         let trimmed = text.trim();
         if let Some(frame) = trimmed.strip_prefix("=>") {
             return self.frame(number, frame.trim());
@@ -612,15 +614,17 @@ impl Parser {
     }
 
     /// `trace-cmd report -R`'s kernel_stack: `size=N caller=ARRAY[bytes]`, the return
-    /// addresses as little-endian words, of which the first `size` are the stack's (the
-    /// array may run on into whatever followed the record).
+    /// addresses as little-endian words, of which the first `size` are the stack's: the
+    /// array shows the event's declared eight words whatever `size` says, so a deeper stack
+    /// loses the rest and a shallower one shows bytes that are not its own.
     fn raw_stack(&mut self, number: usize, header: &event_line::Header<'_>) {
         let bad = || Reject::new(SkipReason::Body, header.body);
         let mut size = None;
         let mut bytes = None;
         for token in header.body.split_whitespace() {
+            // kernel_stack's size is an int: anything larger is not one.
             if let Some(n) = token.strip_prefix("size=") {
-                size = n.parse::<usize>().ok();
+                size = n.parse::<u32>().ok().map(|n| n as usize);
             }
         }
         if let Some(at) = header.body.find("caller=") {
@@ -978,6 +982,80 @@ a-1 [000] d..3. 1.000003: <stack trace>
             })
             .collect();
         assert_eq!(items, [1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn trace_cmd_headers_instances_stacks_and_dropped_events() {
+        let text = "\
+version = 6
+CPU 0 is empty
+cpus=2
+buffer: inst
+inst:             bash-1 [001] 5.000001: sched_waking:        comm=a pid=2 prio=120 target_cpu=001
+CPU:1 [12 EVENTS DROPPED]
+CPU:0 [EVENTS DROPPED]
+inst:             bash-1 [001] 5.000002: kernel_stack:         <stack trace >
+=> __schedule (ffffffff81a0b2c1)
+=> schedule (ffffffff81a0b6b8)
+             bash-7 [000] 5.000003: sched_waking:          comm=b pid=8 prio=120 target_cpu=000
+             bash-7 [000] 5.000004: kernel_stack:          size=2 caller=ARRAY[c1, b2, a0, 81, ff, ff, ff, ff]
+             bash-7 [000] 5.000005: kernel_stack:          size=4294967295 caller=ARRAY[00]
+";
+        let mut reader = TextReader::new(text.as_bytes());
+        let items: Vec<Item> = reader.by_ref().collect();
+        assert_eq!(reader.header_cpus(), Some(2));
+        assert!(reader.forms().contains(Form::TraceCmd));
+        assert!(reader.forms().contains(Form::TraceCmdRaw));
+        let stacks: Vec<(&[String], usize)> = items
+            .iter()
+            .filter_map(|item| match item {
+                Item::Stack(s) => Some((&s.frames[..], s.dropped_frames)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(stacks.len(), 3, "{items:#?}");
+        assert_eq!(
+            stacks[0].0,
+            [
+                "__schedule (ffffffff81a0b2c1)",
+                "schedule (ffffffff81a0b6b8)"
+            ]
+        );
+        // One of the two words `size` claims is there.
+        assert_eq!(
+            (stacks[1].0, stacks[1].1),
+            (&["0xffffffff81a0b2c1".to_string()][..], 1)
+        );
+        let skipped: Vec<SkipReason> = items
+            .iter()
+            .filter_map(|item| match item {
+                Item::Skipped(s) => Some(s.reason),
+                _ => None,
+            })
+            .collect();
+        // The last claims more frames than its bytes hold: counted as missing, never used
+        // to size anything.
+        assert_eq!((stacks[2].0.len(), stacks[2].1), (0, u32::MAX as usize));
+        assert!(skipped.is_empty(), "{skipped:?}");
+        let import = import_text(text);
+        assert_eq!(import.events.len(), 2);
+        assert_eq!(import.events[0].comm, "bash");
+        assert_eq!(import.events[0].stack.len(), 2);
+        assert_eq!(
+            import.lost,
+            [
+                Lost {
+                    line: 6,
+                    cpu: 1,
+                    events: 12
+                },
+                Lost {
+                    line: 7,
+                    cpu: 0,
+                    events: 1
+                }
+            ]
+        );
     }
 
     #[test]

@@ -214,7 +214,11 @@ impl Writer<'_> {
     fn stack(&mut self, stack: &TextStack) -> Result<(), TextDirError> {
         self.summary.last_line = self.summary.last_line.max(stack.line);
         self.summary.saw_cpu(stack.cpu);
-        self.summary.dropped_frames += stack.dropped_frames as u64;
+        // A raw stack's `size=` is the text's claim: the sum must not overflow on it.
+        self.summary.dropped_frames = self
+            .summary
+            .dropped_frames
+            .saturating_add(stack.dropped_frames as u64);
         self.summary.frames_without_offset += stack
             .frames
             .iter()

@@ -329,6 +329,7 @@ fn mail_quoted_text_reads_like_the_text() {
         "public/linux-ftrace-rst.txt",
         "public/trace-cmd-report-man.txt",
         "public/wikibook-mutex-slowpath.txt",
+        "public/catapult-trivial-systrace.html",
     ] {
         let text = read(file);
         let plain = import_text(&text);
@@ -432,6 +433,17 @@ fn public_texts_read_with_the_events_they_hold() {
             analysed: 0,
             skipped: &[(SkipReason::NotTrace, 1), (SkipReason::Field, 1)],
             forms: "the kernel's trace text with function tracer lines",
+        },
+        Expect {
+            // systrace HTML of 2012: the trace lines sit in a JavaScript string; the old
+            // kernel named the marker event `0`. The HTML around them is no trace text.
+            file: "public/catapult-trivial-systrace.html",
+            events: 4,
+            functions: 0,
+            stacks: 0,
+            analysed: 0,
+            skipped: &[(SkipReason::NotTrace, 29)],
+            forms: "the kernel's trace text",
         },
     ];
     for expect in expected {
