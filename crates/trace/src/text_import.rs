@@ -14,8 +14,9 @@
 //! (latency columns) forms: its `cpus=N`, `version = N`, `CPU N is empty` and `buffer: NAME`
 //! lines, the instance name it puts in front of each line of an instance's buffer, its
 //! `kernel_stack: <stack trace >` with ` => name (address)` frames, its `EVENTS DROPPED`
-//! notes, and the plugin and raw forms of event bodies (`body.rs`), which become the fields
-//! the kernel's print format gives. Lines quoted in an e-mail reply (`> `, `>> `) read as
+//! notes, its function_graph lines (`funcgraph_entry:`/`funcgraph_exit:` and then the
+//! kernel's duration and call columns), and the plugin and raw forms of event bodies
+//! (`body.rs`), which become the fields the kernel's print format gives. Lines quoted in an e-mail reply (`> `, `>> `) read as
 //! the lines themselves. What the text turned out to be is kept as [`Forms`].
 //!
 //! [`TextReader`] streams: it holds one line, the stack being read, and the function_graph
@@ -560,6 +561,9 @@ impl Parser {
         if header.name == "kernel_stack" && !stack_start {
             return self.raw_stack(number, &header);
         }
+        if matches!(header.name, "funcgraph_entry" | "funcgraph_exit") {
+            return self.trace_cmd_graph(number, &header);
+        }
         let name = if stack_start {
             "<stack trace>"
         } else {
@@ -611,6 +615,25 @@ impl Parser {
                 }
             }
         }
+    }
+
+    /// trace-cmd's function_graph lines: the event columns, then what the kernel prints after
+    /// its own columns (`0.593 us   |        find_sec();`). The call gets the event's CPU,
+    /// task and time.
+    fn trace_cmd_graph(&mut self, number: usize, header: &event_line::Header<'_>) {
+        self.forms.insert(Form::TraceCmd);
+        self.forms.insert(Form::FunctionGraph);
+        let mut graph = match graph_line::parse(header.body) {
+            Some(Ok(graph)) if graph.cpu.is_none() && graph.task.is_none() => graph,
+            Some(Err(reject)) => return self.skip(number, reject),
+            _ => return self.skip(number, Reject::new(SkipReason::GraphBody, header.body)),
+        };
+        graph.cpu = Some(header.cpu);
+        graph.task = Some((header.comm, header.pid));
+        if let TextClock::Absolute { .. } = header.clock {
+            graph.abs_ns = Some(header.ts_ns);
+        }
+        self.graph(number, &graph)
     }
 
     /// `trace-cmd report -R`'s kernel_stack: `size=N caller=ARRAY[bytes]`, the return

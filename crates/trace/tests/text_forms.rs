@@ -330,6 +330,7 @@ fn mail_quoted_text_reads_like_the_text() {
         "public/trace-cmd-report-man.txt",
         "public/wikibook-mutex-slowpath.txt",
         "public/catapult-trivial-systrace.html",
+        "public/kernel-function-trace-readme.txt",
     ] {
         let text = read(file);
         let plain = import_text(&text);
@@ -382,6 +383,8 @@ struct Expect {
     file: &'static str,
     events: usize,
     functions: usize,
+    /// function_graph calls with durations.
+    calls: usize,
     stacks: usize,
     analysed: u64,
     skipped: &'static [(SkipReason, usize)],
@@ -398,6 +401,7 @@ fn public_texts_read_with_the_events_they_hold() {
             file: "public/linux-ftrace-rst.txt",
             events: 8 + 6 + 5 + 2 + 8,
             functions: 8 + 6 + 5 + 2,
+            calls: 0,
             stacks: 0,
             analysed: 1,
             skipped: &[(SkipReason::NotTrace, 3), (SkipReason::EventName, 2)],
@@ -409,6 +413,7 @@ fn public_texts_read_with_the_events_they_hold() {
             file: "public/trace-cmd-report-man.txt",
             events: 13 + 11 + 11 + 8,
             functions: 11,
+            calls: 0,
             stacks: 0,
             analysed: 19 - 1,
             skipped: &[(SkipReason::NotTrace, 7), (SkipReason::Field, 1)],
@@ -418,6 +423,7 @@ fn public_texts_read_with_the_events_they_hold() {
             file: "public/wikibook-do-timer.txt",
             events: 2,
             functions: 1,
+            calls: 0,
             stacks: 1,
             analysed: 0,
             skipped: &[],
@@ -429,6 +435,7 @@ fn public_texts_read_with_the_events_they_hold() {
             file: "public/wikibook-mutex-slowpath.txt",
             events: 2,
             functions: 1,
+            calls: 0,
             stacks: 1,
             analysed: 0,
             skipped: &[(SkipReason::NotTrace, 1), (SkipReason::Field, 1)],
@@ -440,10 +447,24 @@ fn public_texts_read_with_the_events_they_hold() {
             file: "public/catapult-trivial-systrace.html",
             events: 4,
             functions: 0,
+            calls: 0,
             stacks: 0,
             analysed: 0,
             skipped: &[(SkipReason::NotTrace, 29)],
             forms: "the kernel's trace text",
+        },
+        Expect {
+            // trace-cmd's function_graph form: 15 + 9 leaf calls, 5 + 1 entries whose
+            // return follows; 1 + 5 entries never return within the excerpts, and the two
+            // shell prompts are no trace lines.
+            file: "public/kernel-function-trace-readme.txt",
+            events: 0,
+            functions: 0,
+            calls: 30,
+            stacks: 0,
+            analysed: 0,
+            skipped: &[(SkipReason::NotTrace, 2), (SkipReason::GraphUnreturned, 6)],
+            forms: "trace-cmd report output with function_graph output",
         },
     ];
     for expect in expected {
@@ -457,6 +478,7 @@ fn public_texts_read_with_the_events_they_hold() {
             .filter(|e| e.name == "function")
             .count();
         assert_eq!(functions, expect.functions, "{what}");
+        assert_eq!(import.calls.len(), expect.calls, "{what}");
         let stacks = import.events.iter().filter(|e| !e.stack.is_empty()).count();
         assert_eq!(stacks, expect.stacks, "{what}");
 
