@@ -370,7 +370,7 @@ fn function_graph_text_reports_its_slowest_calls_and_its_events() {
         );
         assert!(
             out.contains(
-                "1 line skipped: function_graph return whose entry is not in the text (line 34"
+                "1 line skipped: function_graph returns whose entry is not in the text (line 34"
             ),
             "{format}: {out}"
         );
@@ -378,29 +378,187 @@ fn function_graph_text_reports_its_slowest_calls_and_its_events() {
 }
 
 #[test]
-fn files_that_are_not_ftrace_text_are_not_read_as_such() {
+fn files_that_give_nothing_to_analyse_say_what_they_look_like_and_why() {
     let dir = scratch("report-not-text");
     std::fs::create_dir_all(&dir).unwrap();
-    // Nothing the importer can use: a clear one-line failure.
-    let empty = dir.join("empty-trace.txt");
-    write(&empty, "# tracer: nop\n#\n");
-    let o = vmscale().arg("report").arg(&empty).output().unwrap();
-    one_line_failure(&o, 1, "no ftrace events or function_graph calls to import");
-    // Prose and JSON are not text traces: prose is named as no known input, JSON goes to
-    // the run loader, which refuses it; neither reaches the text importer.
-    for (name, content, why) in [
+    let report = read_fixture("trace-cmd/report.txt");
+    // Valid trace lines, none of an analysed event: named with their counts.
+    let kvm: String = report
+        .lines()
+        .filter(|l| l.contains(": kvm_"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let kvm_lines = kvm.lines().count();
+    // Every kind of line the importer leaves out, each a known number of times.
+    let mut mixed = String::from("notes from the machine\nmore prose\n");
+    mixed.push_str(&"x".repeat(70_000));
+    mixed.push('\n');
+    mixed.push_str("  bash-1 [000] 1.000001: contention_begin: not an address\n");
+    mixed.push_str("  bash-1 [000] 1.000002: sched_switch: what ==> ever\n");
+    mixed.push_str("  bash-1 [99999] 1.000003: sched_waking: comm=a pid=1 prio=1 target_cpu=0\n");
+    mixed.push_str("  bash-1 [000] 1.000004: sched_waking: comm=a pid=x prio=1 target_cpu=0\n");
+    let cases: [(&str, Vec<u8>, String); 6] = [
+        (
+            "empty-trace.txt",
+            b"# tracer: nop\n#\n".to_vec(),
+            "nothing vmscale can analyse: it looks like the kernel's trace text; it holds no event lines".into(),
+        ),
+        (
+            "header-only.txt",
+            b"version = 6\nCPU 0 is empty\ncpus=2\n".to_vec(),
+            "nothing vmscale can analyse: it looks like trace-cmd report output; it holds no event lines".into(),
+        ),
+        (
+            "kvm-only.txt",
+            kvm.clone().into_bytes(),
+            format!(
+                "nothing vmscale can analyse: it looks like trace-cmd report output; {kvm_lines} trace lines of events vmscale does not analyse: kvm_fpu x"
+            ),
+        ),
+        (
+            "mixed.txt",
+            mixed.into_bytes(),
+            "nothing vmscale can analyse: it looks like the kernel's trace text; 7 lines skipped: 2 not trace lines, 2 of an unknown event format, 1 truncated (longer than 64 KiB), 1 with the CPU column missing or beyond the CPU limit, 1 events with a field value not understood"
+                .into(),
+        ),
         (
             "notes.txt",
-            "hello\nworld\n",
-            "not a run.json, trace-cmd .dat or ftrace text (it starts with \"hello\\nworld\\n\")",
+            b"hello\nworld\n".to_vec(),
+            "nothing vmscale can analyse: it does not look like trace text (no line has the columns of ftrace or trace-cmd output); 2 lines skipped: 2 not trace lines".into(),
         ),
-        ("run.json", "{\"a\": 1}", "not a vmscale run.json"),
+        (
+            // Text that is not UTF-8 is still text: its lines are read and said to be no trace.
+            "latin1.txt",
+            b"caf\xe9 au lait\n\xff\xfe line two\n".to_vec(),
+            "2 lines skipped: 2 not trace lines".into(),
+        ),
+    ];
+    for (name, content, why) in cases {
+        let path = dir.join(name);
+        std::fs::write(&path, content).unwrap();
+        let o = vmscale().arg("report").arg(&path).output().unwrap();
+        one_line_failure(&o, 1, &why);
+        assert!(stderr(&o).contains(&path.display().to_string()), "{name}");
+    }
+    // JSON goes to the run loader, which refuses it; binary bytes are named as such.
+    for (name, content, why) in [
+        ("run.json", &b"{\"a\": 1}"[..], "not a vmscale run.json"),
+        (
+            "blob.bin",
+            &b"\x01\x02\x00\x7f binary"[..],
+            "not a run.json, trace-cmd .dat or ftrace text (it starts with bytes 01 02 00",
+        ),
     ] {
         let path = dir.join(name);
-        write(&path, content);
+        std::fs::write(&path, content).unwrap();
         let o = vmscale().arg("report").arg(&path).output().unwrap();
         one_line_failure(&o, 1, why);
-        assert!(!stderr(&o).contains("to import"), "{name}: {}", stderr(&o));
+        assert!(
+            !stderr(&o).contains("nothing vmscale"),
+            "{name}: {}",
+            stderr(&o)
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn read_fixture(name: &str) -> String {
+    std::fs::read_to_string(fixture(name)).unwrap()
+}
+
+/// The trace-cmd fixtures are one recording (tests/fixtures/text/trace-cmd/record.sh): the
+/// kernel's own text of instance A and trace-cmd's report of it in every form give the same
+/// lock findings, whatever the files are called.
+#[test]
+fn every_form_of_a_trace_cmd_report_gives_the_findings_of_the_kernel_text() {
+    let dir = scratch("report-trace-cmd-forms");
+    std::fs::create_dir_all(&dir).unwrap();
+    let kernel = report_json(&fixture("trace-cmd/kernel.txt"));
+    let reference = locks(&kernel);
+    assert!(!reference.is_empty());
+    assert_eq!(kernel["knobs"]["format"], "the kernel's trace text");
+    for (file, format) in [
+        ("report.txt", "trace-cmd report output"),
+        ("report-raw.txt", "trace-cmd report -R output"),
+        ("report-latency.txt", "trace-cmd report -l output"),
+    ] {
+        // Instance A's lines only, under a name that says nothing of the format.
+        let text: String = {
+            let mut keep = false;
+            read_fixture(&format!("trace-cmd/{file}"))
+                .lines()
+                .filter(|line| {
+                    if !line.starts_with("=>") {
+                        keep = !line.starts_with("vmscale-b:");
+                    }
+                    keep
+                })
+                .map(|line| format!("{line}\n"))
+                .collect()
+        };
+        let path = dir.join(format!("{}.log", file.replace('.', "-")));
+        write(&path, &text);
+        let run = report_json(&path);
+        assert_eq!(run["knobs"]["format"], format, "{file}");
+        assert_eq!(
+            run["knobs"]["skipped_lines"], 0,
+            "{file}: {}",
+            run["warnings"]
+        );
+        assert_eq!(run["host"]["online_cpus"], 2, "{file}");
+        let ours = locks(&run);
+        assert_eq!(
+            ours.keys().collect::<Vec<_>>(),
+            reference.keys().collect::<Vec<_>>(),
+            "{file}"
+        );
+        for (addr, theirs) in &reference {
+            let lock = &ours[addr];
+            assert_eq!(
+                (&lock.kind, lock.waits, lock.total_ns, &lock.waiter_pids),
+                (
+                    &theirs.kind,
+                    theirs.waits,
+                    theirs.total_ns,
+                    &theirs.waiter_pids
+                ),
+                "{file}"
+            );
+            // -R prints stacks as bare addresses: its locks are named by those.
+            if file != "report-raw.txt" {
+                assert_eq!(lock.name, theirs.name, "{file}");
+            }
+        }
+    }
+    // The mail-quoted excerpt reads too, and says it was quoted.
+    let quoted = report_json(&fixture("trace-cmd/report-quoted.txt"));
+    assert_eq!(
+        quoted["knobs"]["format"],
+        "trace-cmd report output, mail-quoted"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn function_tracer_text_reports_the_functions_called_most() {
+    let run = report_json(&fixture("public/linux-ftrace-rst.txt"));
+    assert_eq!(run["knobs"]["function_tracer_calls"], 21);
+    let warnings = run["warnings"].to_string();
+    assert!(
+        warnings.contains("function tracer: 21 calls of 21 functions (no durations: the function tracer records entries only); most called: "),
+        "{warnings}"
+    );
+    let run = report_json(&fixture("public/trace-cmd-report-man.txt"));
+    assert_eq!(run["knobs"]["function_tracer_calls"], 11);
+    assert_eq!(
+        run["knobs"]["format"],
+        "trace-cmd report output with function tracer lines"
+    );
+    assert!(
+        run["warnings"]
+            .to_string()
+            .contains("function tracer: 11 calls of 11 functions"),
+        "{}",
+        run["warnings"]
+    );
 }

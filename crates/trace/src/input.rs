@@ -5,7 +5,6 @@
 use std::io::Read;
 use std::path::Path;
 
-use crate::text_import::{Item, TextReader};
 
 /// How much of a file is looked at.
 const HEAD_BYTES: u64 = 64 << 10;
@@ -23,7 +22,7 @@ pub enum Input {
     Dat,
     /// A JSON object: a run.json, or something that will say why it is not one.
     Json,
-    /// Text that holds ftrace lines or a tracer header.
+    /// Text (what it holds, the text importer says).
     Text,
     /// A file of zero bytes.
     Empty,
@@ -93,22 +92,14 @@ pub fn sniff_bytes(head: &[u8]) -> Input {
     }
 }
 
-/// Text without NULs whose lines include a tracer header or an event line the text
-/// reader recognises.
+/// Text: bytes a text has, whatever its lines hold, so that the text importer, not a
+/// guess from the name, says what the file holds and why it cannot be read when it
+/// cannot. Bytes a text never has (NUL, control characters other than whitespace and ESC)
+/// mark a binary file. Bytes above ASCII are allowed: Latin-1 or broken UTF-8 is still
+/// text.
 fn is_ftrace_text(head: &[u8]) -> bool {
-    if head.contains(&0) {
-        return false;
-    }
-    // The head may end inside a line or a character: only whole lines are judged.
-    let whole = match head.iter().rposition(|&b| b == b'\n') {
-        Some(end) if head.len() as u64 == HEAD_BYTES => &head[..=end],
-        _ => head,
-    };
-    let text = String::from_utf8_lossy(whole);
-    if text.lines().any(|line| line.starts_with("# tracer: ")) {
-        return true;
-    }
-    TextReader::new(text.as_bytes()).any(|item| !matches!(item, Item::Skipped(_)))
+    head.iter()
+        .all(|&b| b >= 0x20 || matches!(b, b'\t' | b'\n' | b'\r' | 0x0c | 0x1b))
 }
 
 /// The first bytes of a file as a reader can recognise them: quoted text (newlines and
@@ -163,16 +154,13 @@ mod tests {
                 starts_with: "bytes 17 08 44 74 72 61 63".into()
             }
         );
+        // Any text is for the text importer to read, or to say why it cannot.
+        assert_eq!(sniff_bytes(b"hello world"), Input::Text);
+        assert_eq!(sniff_bytes("caf\u{e9}\tno\n".as_bytes()), Input::Text);
         assert_eq!(
-            sniff_bytes(b"hello world"),
+            sniff_bytes(b"hello\0world\n"),
             Input::Unknown {
-                starts_with: "\"hello world\"".into()
-            }
-        );
-        assert_eq!(
-            sniff_bytes(b"hello\nworld\n"),
-            Input::Unknown {
-                starts_with: "\"hello\\nworld\\n\"".into()
+                starts_with: "bytes 68 65 6c 6c 6f 00 77 6f 72 6c 64 0a".into()
             }
         );
         assert_eq!(

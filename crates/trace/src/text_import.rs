@@ -1,12 +1,23 @@
-//! Importer for ftrace's text output (the `trace` and `trace_pipe` files) as pasted into bug
-//! reports and mailing lists when no binary recording exists.
+//! Importer for ftrace's text output (the `trace` and `trace_pipe` files) and for
+//! `trace-cmd report`'s, as pasted into bug reports and mailing lists when no binary
+//! recording exists.
 //!
 //! It reads event lines in the kernel's three layouts (default, `latency-format` and
 //! `latency-format` + `verbose`; with or without irq-info and record-tgid, see
 //! `event_line.rs`), `<stack trace>` blocks with their ` => frame` lines, the kernel's
-//! `CPU:N [LOST M EVENTS]` notes, and the function_graph tracer's output (see
-//! `graph_line.rs`), whose entries and returns become calls with durations and whose
-//! `/* event */` comments become events. Both kinds may be mixed in one text.
+//! `CPU:N [LOST M EVENTS]` notes, the function tracer's `func <-parent` lines (as events
+//! named `function`), and the function_graph tracer's output (see `graph_line.rs`), whose
+//! entries and returns become calls with durations and whose `/* event */` comments become
+//! events. Any of them may be mixed in one text.
+//!
+//! `trace-cmd report` output reads the same way in its default, `-R` (raw fields) and `-l`
+//! (latency columns) forms: its `cpus=N`, `version = N`, `CPU N is empty` and `buffer: NAME`
+//! lines, the instance name it puts in front of each line of an instance's buffer, its
+//! `kernel_stack: <stack trace >` with ` => name (address)` frames, its `EVENTS DROPPED`
+//! notes, its function_graph lines (`funcgraph_entry:`/`funcgraph_exit:` and then the
+//! kernel's duration and call columns), and the plugin and raw forms of event bodies
+//! (`body.rs`), which become the fields the kernel's print format gives. Lines quoted in an e-mail reply (`> `, `>> `) read as
+//! the lines themselves. What the text turned out to be is kept as [`Forms`].
 //!
 //! [`TextReader`] streams: it holds one line, the stack being read, and the function_graph
 //! calls still in progress (bounded, see [`MAX_DEPTH`] and [`MAX_TASKS`]), never the text
@@ -39,7 +50,9 @@ use std::io::{self, BufRead};
 pub use calls::{MAX_DEPTH, MAX_TASKS};
 pub use lines::MAX_LINE;
 
+use body::BodyForm;
 use calls::CallTracker;
+use event_line::Layout;
 use graph_line::{GraphBody, GraphLine};
 use lines::LineReader;
 
@@ -109,7 +122,8 @@ pub struct TextStack {
     /// Innermost first, as printed (`name`, `name+0x8e/0xd0`, `name+0x8e/0xd0 [kvm]`,
     /// optionally followed by `<address>`).
     pub frames: Vec<String>,
-    /// Frames beyond [`MAX_FRAMES`].
+    /// Frames beyond [`MAX_FRAMES`], and those `trace-cmd report -R` did not print (it shows
+    /// kernel_stack's declared eight).
     pub dropped_frames: usize,
 }
 
@@ -158,7 +172,6 @@ pub enum SkipReason {
     Time,
     EventName,
     Body,
-    FunctionTracer,
     OrphanFrame,
     UserStack,
     /// [`import_text`] only: a stack with no event of its task on its CPU to attach to.
@@ -178,29 +191,30 @@ pub enum SkipReason {
 }
 
 impl SkipReason {
+    /// What the lines skipped for this reason were, worded to follow a count of them
+    /// ("12 truncated (longer than 64 KiB)", "3 lines skipped: not trace lines").
     pub fn describe(self) -> &'static str {
         match self {
-            SkipReason::NotTrace => "not ftrace output",
-            SkipReason::LongLine => "line longer than 64 KiB",
-            SkipReason::Task => "no COMM-PID task column",
-            SkipReason::Cpu => "CPU column missing or beyond the CPU limit",
-            SkipReason::Time => "timestamp missing or out of range",
-            SkipReason::EventName => "no event name after the timestamp",
-            SkipReason::Body => "event body not in the event's print format",
-            SkipReason::FunctionTracer => "function tracer line (calls without durations)",
-            SkipReason::OrphanFrame => "stack frame without a <stack trace> line before it",
-            SkipReason::UserStack => "user-space stack (not analysed)",
-            SkipReason::StackOwner => "<stack trace> with no earlier event of its task on its CPU",
-            SkipReason::GraphBody => "function_graph line not understood",
-            SkipReason::GraphNoDuration => "function_graph call without a duration (funcgraph-duration off)",
-            SkipReason::GraphUnmatched => "function_graph return whose entry is not in the text",
-            SkipReason::GraphUnreturned => "function_graph entry whose return is not in the text",
+            SkipReason::NotTrace => "not trace lines",
+            SkipReason::LongLine => "truncated (longer than 64 KiB)",
+            SkipReason::Task => "without a COMM-PID task column",
+            SkipReason::Cpu => "with the CPU column missing or beyond the CPU limit",
+            SkipReason::Time => "with the timestamp missing or out of range",
+            SkipReason::EventName => "without an event name after the timestamp",
+            SkipReason::Body => "of an unknown event format",
+            SkipReason::OrphanFrame => "stack frames without a <stack trace> line before them",
+            SkipReason::UserStack => "user-space stack lines (not analysed)",
+            SkipReason::StackOwner => "<stack trace> lines with no earlier event of their task on their CPU",
+            SkipReason::GraphBody => "function_graph lines not understood",
+            SkipReason::GraphNoDuration => "function_graph calls without a duration (funcgraph-duration off)",
+            SkipReason::GraphUnmatched => "function_graph returns whose entry is not in the text",
+            SkipReason::GraphUnreturned => "function_graph entries whose return is not in the text",
             SkipReason::GraphTooDeep => "function_graph calls nested deeper than 128",
             SkipReason::GraphTooManyTasks => "function_graph calls in progress in more than 1024 tasks",
-            SkipReason::GraphEventNoTime => "event in function_graph output without a time (funcgraph-abstime off)",
-            SkipReason::GraphEventNoTask => "event in function_graph output without its task (funcgraph-proc off, no context switch seen yet)",
-            SkipReason::Field => "event field value not understood",
-            SkipReason::TooLarge => "event larger than a ring-buffer page",
+            SkipReason::GraphEventNoTime => "events in function_graph output without a time (funcgraph-abstime off)",
+            SkipReason::GraphEventNoTask => "events in function_graph output without their task (funcgraph-proc off, no context switch seen yet)",
+            SkipReason::Field => "events with a field value not understood",
+            SkipReason::TooLarge => "events larger than a ring-buffer page",
         }
     }
 }
@@ -261,6 +275,87 @@ pub enum Item {
     Skipped(Skipped),
 }
 
+/// One trait of a text that says what printed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u16)]
+pub enum Form {
+    /// Event lines with the kernel's columns (`trace`, `trace_pipe`).
+    Kernel = 1 << 0,
+    /// The kernel's latency-format (microseconds since the buffer started).
+    KernelLatency = 1 << 1,
+    /// The kernel's latency-format with options/verbose.
+    KernelVerbose = 1 << 2,
+    /// `trace-cmd report`: its header lines, instance names or plugin forms.
+    TraceCmd = 1 << 3,
+    /// `trace-cmd report -R`: raw field values.
+    TraceCmdRaw = 1 << 4,
+    /// `trace-cmd report -l`: latency columns with the trace clock's time.
+    TraceCmdLatency = 1 << 5,
+    /// The function tracer's `func <-parent` lines.
+    FunctionTracer = 1 << 6,
+    /// The function_graph tracer's call lines.
+    FunctionGraph = 1 << 7,
+    /// Lines quoted in an e-mail reply.
+    MailQuoted = 1 << 8,
+}
+
+/// The [`Form`]s seen in a text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Forms(u16);
+
+impl Forms {
+    pub fn contains(self, form: Form) -> bool {
+        self.0 & form as u16 != 0
+    }
+
+    fn insert(&mut self, form: Form) {
+        self.0 |= form as u16;
+    }
+
+    /// True when no line had any trace text's shape.
+    pub fn is_empty(self) -> bool {
+        self.0 & !(Form::MailQuoted as u16) == 0
+    }
+
+    /// What printed the text, e.g. `trace-cmd report -R output, mail-quoted`.
+    pub fn describe(self) -> String {
+        let mut kinds = Vec::new();
+        let trace_cmd = self.contains(Form::TraceCmd)
+            || self.contains(Form::TraceCmdRaw)
+            || self.contains(Form::TraceCmdLatency);
+        if trace_cmd {
+            let mut options = Vec::new();
+            if self.contains(Form::TraceCmdRaw) {
+                options.push(" -R");
+            }
+            if self.contains(Form::TraceCmdLatency) {
+                options.push(" -l");
+            }
+            kinds.push(format!("trace-cmd report{} output", options.concat()));
+        } else if self.contains(Form::KernelVerbose) {
+            kinds.push("the kernel's trace text (latency-format, verbose)".to_string());
+        } else if self.contains(Form::KernelLatency) {
+            kinds.push("the kernel's trace text (latency-format)".to_string());
+        } else if self.contains(Form::Kernel) {
+            kinds.push("the kernel's trace text".to_string());
+        }
+        if self.contains(Form::FunctionTracer) {
+            kinds.push("function tracer lines".to_string());
+        }
+        if self.contains(Form::FunctionGraph) {
+            kinds.push("function_graph output".to_string());
+        }
+        if kinds.is_empty() {
+            return "no line has the columns of ftrace or trace-cmd output".to_string();
+        }
+        let mut out = kinds.join(" with ");
+        if self.contains(Form::MailQuoted) {
+            out.push_str(", mail-quoted");
+        }
+        out
+    }
+}
+
 /// The tracing system of an event the analyses read, by the name the text prints.
 pub fn event_system(name: &str) -> Option<&'static str> {
     Some(match name {
@@ -295,6 +390,16 @@ impl<R: BufRead> TextReader<R> {
     /// Lines read so far.
     pub fn lines_read(&self) -> usize {
         self.parser.lines
+    }
+
+    /// What the lines read so far looked like.
+    pub fn forms(&self) -> Forms {
+        self.parser.forms
+    }
+
+    /// The CPU count a `trace-cmd report` header (`cpus=N`) gave, if one did.
+    pub fn header_cpus(&self) -> Option<u32> {
+        self.parser.header_cpus
     }
 
     /// The read error that ended the text early, if one did (taken once).
@@ -341,6 +446,8 @@ struct Parser {
     /// ` => ` lines now belong to a user-space stack.
     user_stack: bool,
     calls: CallTracker,
+    forms: Forms,
+    header_cpus: Option<u32>,
 }
 
 impl Parser {
@@ -356,7 +463,13 @@ impl Parser {
 
     fn line(&mut self, number: usize, text: &str, cut: bool) {
         self.lines = number;
-        let text = unquoted(text);
+        let quoted = unquoted(text);
+        if quoted.len() != text.len() {
+            self.forms.insert(Form::MailQuoted);
+        }
+        // Old systrace HTML holds the trace in a JavaScript string, each line ending in an
+        // escaped newline and a continuation backslash.
+        let text = quoted.strip_suffix("\\n\\").unwrap_or(quoted);
         let trimmed = text.trim();
         if let Some(frame) = trimmed.strip_prefix("=>") {
             return self.frame(number, frame.trim());
@@ -365,6 +478,9 @@ impl Parser {
         self.user_stack = false;
         if cut {
             return self.skip(number, Reject::new(SkipReason::LongLine, text));
+        }
+        if trimmed.starts_with("# tracer: ") {
+            self.forms.insert(Form::Kernel);
         }
         if trimmed.is_empty()
             || trimmed.starts_with('#')
@@ -381,10 +497,26 @@ impl Parser {
             };
             return self.queue.push_back(Item::Lost(lost));
         }
+        if let Some(cpus) = trace_cmd_header(trimmed) {
+            self.forms.insert(Form::TraceCmd);
+            if cpus.is_some() {
+                self.header_cpus = cpus;
+            }
+            return;
+        }
+        let (instance, text) = instance_prefix(text);
         match event_line::parse(text) {
-            Ok(header) => self.event(number, header),
+            Ok(header) => {
+                if instance {
+                    self.forms.insert(Form::TraceCmd);
+                }
+                self.event(number, header)
+            }
             Err(event_error) => match graph_line::parse(text) {
-                Some(Ok(graph)) => self.graph(number, &graph),
+                Some(Ok(graph)) => {
+                    self.forms.insert(Form::FunctionGraph);
+                    self.graph(number, &graph)
+                }
                 Some(Err(graph_error)) => self.skip(number, graph_error),
                 None => self.skip(number, event_error),
             },
@@ -406,7 +538,38 @@ impl Parser {
     }
 
     fn event(&mut self, number: usize, header: event_line::Header<'_>) {
-        match header.name {
+        self.forms.insert(match header.layout {
+            Layout::Default => Form::Kernel,
+            Layout::Latency => Form::KernelLatency,
+            Layout::LatencyAbsolute => Form::TraceCmdLatency,
+            Layout::Verbose => Form::KernelVerbose,
+        });
+        if header.body.starts_with(' ') {
+            // trace-cmd pads the event name to a column; the kernel puts one space after it.
+            self.forms.insert(Form::TraceCmd);
+        }
+        let body = header.body.trim();
+        let stack_start = match header.name {
+            "<stack trace>" => true,
+            // trace-cmd prints the kernel_stack event with a space before the `>`.
+            "kernel_stack" => matches!(body, "<stack trace >" | "<stack trace>"),
+            _ => false,
+        };
+        if header.name == "kernel_stack" {
+            self.forms.insert(Form::TraceCmd);
+        }
+        if header.name == "kernel_stack" && !stack_start {
+            return self.raw_stack(number, &header);
+        }
+        if matches!(header.name, "funcgraph_entry" | "funcgraph_exit") {
+            return self.trace_cmd_graph(number, &header);
+        }
+        let name = if stack_start {
+            "<stack trace>"
+        } else {
+            header.name
+        };
+        match name {
             "<stack trace>" => {
                 self.stack = Some(TextStack {
                     line: number,
@@ -419,26 +582,102 @@ impl Parser {
                     dropped_frames: 0,
                 })
             }
-            "<user stack trace>" => {
+            "<user stack trace>" | "user_stack" => {
                 self.user_stack = true;
                 self.skip(number, Reject::new(SkipReason::UserStack, header.name));
             }
-            _ => match body::parse(header.name, header.body) {
-                Ok(fields) => self.queue.push_back(Item::Event(TextEvent {
-                    line: number,
-                    ts_ns: header.ts_ns,
-                    clock: header.clock,
-                    cpu: header.cpu,
-                    comm: header.comm.to_string(),
-                    pid: header.pid,
-                    irq_info: header.irq_info.map(str::to_string),
-                    name: header.name.to_string(),
-                    fields,
-                    stack: Vec::new(),
-                })),
-                Err(reject) => self.skip(number, reject),
-            },
+            _ => {
+                let (name, body) = marker(header.name, header.body);
+                match body::parse(name, body) {
+                    Ok((fields, form)) => {
+                        match form {
+                            BodyForm::Kernel => {}
+                            BodyForm::Plugin => self.forms.insert(Form::TraceCmd),
+                            BodyForm::Raw => self.forms.insert(Form::TraceCmdRaw),
+                        }
+                        if name == "function" {
+                            self.forms.insert(Form::FunctionTracer);
+                        }
+                        self.queue.push_back(Item::Event(TextEvent {
+                            line: number,
+                            ts_ns: header.ts_ns,
+                            clock: header.clock,
+                            cpu: header.cpu,
+                            comm: header.comm.to_string(),
+                            pid: header.pid,
+                            irq_info: header.irq_info.map(str::to_string),
+                            name: name.to_string(),
+                            fields,
+                            stack: Vec::new(),
+                        }))
+                    }
+                    Err(reject) => self.skip(number, reject),
+                }
+            }
         }
+    }
+
+    /// trace-cmd's function_graph lines: the event columns, then what the kernel prints after
+    /// its own columns (`0.593 us   |        find_sec();`). The call gets the event's CPU,
+    /// task and time.
+    fn trace_cmd_graph(&mut self, number: usize, header: &event_line::Header<'_>) {
+        self.forms.insert(Form::TraceCmd);
+        self.forms.insert(Form::FunctionGraph);
+        let mut graph = match graph_line::parse(header.body) {
+            Some(Ok(graph)) if graph.cpu.is_none() && graph.task.is_none() => graph,
+            Some(Err(reject)) => return self.skip(number, reject),
+            _ => return self.skip(number, Reject::new(SkipReason::GraphBody, header.body)),
+        };
+        graph.cpu = Some(header.cpu);
+        graph.task = Some((header.comm, header.pid));
+        if let TextClock::Absolute { .. } = header.clock {
+            graph.abs_ns = Some(header.ts_ns);
+        }
+        self.graph(number, &graph)
+    }
+
+    /// `trace-cmd report -R`'s kernel_stack: `size=N caller=ARRAY[bytes]`, the return
+    /// addresses as little-endian words, of which the first `size` are the stack's: the
+    /// array shows the event's declared eight words whatever `size` says, so a deeper stack
+    /// loses the rest and a shallower one shows bytes that are not its own.
+    fn raw_stack(&mut self, number: usize, header: &event_line::Header<'_>) {
+        let bad = || Reject::new(SkipReason::Body, header.body);
+        let mut size = None;
+        let mut bytes = None;
+        for token in header.body.split_whitespace() {
+            // kernel_stack's size is an int: anything larger is not one.
+            if let Some(n) = token.strip_prefix("size=") {
+                size = n.parse::<u32>().ok().map(|n| n as usize);
+            }
+        }
+        if let Some(at) = header.body.find("caller=") {
+            bytes = body::array_bytes(&header.body[at + "caller=".len()..]);
+        }
+        let (Some(size), Some(bytes)) = (size, bytes) else {
+            return self.skip(number, bad());
+        };
+        self.forms.insert(Form::TraceCmdRaw);
+        let words = bytes.chunks_exact(8).take(size);
+        let mut frames = Vec::new();
+        let mut dropped = size.saturating_sub(bytes.len() / 8);
+        for word in words {
+            let address = u64::from_le_bytes(word.try_into().unwrap_or([0; 8]));
+            if frames.len() < MAX_FRAMES {
+                frames.push(format!("{address:#x}"));
+            } else {
+                dropped += 1;
+            }
+        }
+        self.stack = Some(TextStack {
+            line: number,
+            ts_ns: header.ts_ns,
+            clock: header.clock,
+            cpu: header.cpu,
+            comm: header.comm.to_string(),
+            pid: header.pid,
+            frames,
+            dropped_frames: dropped,
+        });
     }
 
     fn graph(&mut self, number: usize, graph: &GraphLine<'_>) {
@@ -473,7 +712,7 @@ impl Parser {
         });
         let (name, fields) = match event {
             Some((name, body)) => match body::parse(name, body) {
-                Ok(fields) => (name, fields),
+                Ok((fields, _)) => (name, fields),
                 Err(reject) => return self.skip(number, reject),
             },
             None => (
@@ -507,6 +746,67 @@ fn cut_to(text: &str, limit: usize) -> String {
     text[..end].to_string()
 }
 
+/// trace-cmd's name for the marker event (ftrace:print) is `print`, with the writer's `%ps`
+/// before the text (`tracing_mark_write: text`), or `ip=0x... buf=text` with `-R`.
+fn marker<'a>(name: &'a str, body: &'a str) -> (&'a str, &'a str) {
+    if name != "print" {
+        return (name, body);
+    }
+    let body = body.trim_start();
+    if let Some(at) = body.find("buf=").filter(|_| body.starts_with("ip=")) {
+        return ("tracing_mark_write", &body[at + 4..]);
+    }
+    match body.split_once(": ") {
+        Some((caller, text)) if !caller.contains(char::is_whitespace) => {
+            ("tracing_mark_write", text)
+        }
+        _ => ("tracing_mark_write", body),
+    }
+}
+
+/// trace-cmd's lines before and between the events: `cpus=N` (which it gives as
+/// `Some(Some(N))`), `version = N`, `CPU N is empty`, `buffer: NAME`.
+fn trace_cmd_header(line: &str) -> Option<Option<u32>> {
+    let number = |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+    if let Some(n) = line.strip_prefix("cpus=") {
+        return number(n).then(|| n.parse().ok().filter(|&n| n <= MAX_CPUS));
+    }
+    if let Some(n) = line.strip_prefix("version = ") {
+        return number(n).then_some(None);
+    }
+    if let Some(n) = line
+        .strip_prefix("CPU ")
+        .and_then(|rest| rest.strip_suffix(" is empty"))
+    {
+        return number(n).then_some(None);
+    }
+    if let Some(name) = line.strip_prefix("buffer: ") {
+        return (!name.is_empty() && !name.contains(char::is_whitespace)).then_some(None);
+    }
+    None
+}
+
+/// trace-cmd puts `NAME: ` in front of every line of an instance's buffer. A kernel line's
+/// task column is right-aligned, so only a line starting with a word that ends in `:` and
+/// is followed by whitespace can have one; `true` and the rest of the line when it does.
+fn instance_prefix(line: &str) -> (bool, &str) {
+    let Some(end) = line.find(char::is_whitespace) else {
+        return (false, line);
+    };
+    let word = &line[..end];
+    let is_name = word.len() > 1
+        && word.ends_with(':')
+        && !word.starts_with(char::is_whitespace)
+        && word[..word.len() - 1]
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if is_name && event_line::parse(&line[end..]).is_ok() {
+        (true, &line[end..])
+    } else {
+        (false, line)
+    }
+}
+
 /// A line without the `> ` marks of a quoting e-mail reply (no ftrace line starts with `>`).
 fn unquoted(line: &str) -> &str {
     let mut line = line;
@@ -516,14 +816,23 @@ fn unquoted(line: &str) -> &str {
     line
 }
 
-/// `CPU:1 [LOST 1234 EVENTS]`, printed by the kernel where the buffer overran.
+/// `CPU:1 [LOST 1234 EVENTS]`, printed by the kernel where the buffer overran, and
+/// trace-cmd's `CPU:1 [1234 EVENTS DROPPED]` or, when the count is unknown,
+/// `CPU:1 [EVENTS DROPPED]` (counted as one: at least one was).
 fn lost_line(line: &str) -> Option<Lost> {
     let rest = line.strip_prefix("CPU:")?;
     let (cpu, rest) = rest.split_once(' ')?;
-    let count = rest
-        .trim()
-        .strip_prefix("[LOST ")?
-        .strip_suffix(" EVENTS]")?;
+    let note = rest.trim().strip_prefix('[')?.strip_suffix(']')?;
+    let count = if let Some(count) = note
+        .strip_prefix("LOST ")
+        .and_then(|n| n.strip_suffix(" EVENTS"))
+    {
+        count
+    } else if note == "EVENTS DROPPED" {
+        "1"
+    } else {
+        note.strip_suffix(" EVENTS DROPPED")?
+    };
     let cpu: u32 = cpu.parse().ok().filter(|&cpu| cpu < MAX_CPUS)?;
     Some(Lost {
         line: 0,
@@ -696,6 +1005,80 @@ a-1 [000] d..3. 1.000003: <stack trace>
             })
             .collect();
         assert_eq!(items, [1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn trace_cmd_headers_instances_stacks_and_dropped_events() {
+        let text = "\
+version = 6
+CPU 0 is empty
+cpus=2
+buffer: inst
+inst:             bash-1 [001] 5.000001: sched_waking:        comm=a pid=2 prio=120 target_cpu=001
+CPU:1 [12 EVENTS DROPPED]
+CPU:0 [EVENTS DROPPED]
+inst:             bash-1 [001] 5.000002: kernel_stack:         <stack trace >
+=> __schedule (ffffffff81a0b2c1)
+=> schedule (ffffffff81a0b6b8)
+             bash-7 [000] 5.000003: sched_waking:          comm=b pid=8 prio=120 target_cpu=000
+             bash-7 [000] 5.000004: kernel_stack:          size=2 caller=ARRAY[c1, b2, a0, 81, ff, ff, ff, ff]
+             bash-7 [000] 5.000005: kernel_stack:          size=4294967295 caller=ARRAY[00]
+";
+        let mut reader = TextReader::new(text.as_bytes());
+        let items: Vec<Item> = reader.by_ref().collect();
+        assert_eq!(reader.header_cpus(), Some(2));
+        assert!(reader.forms().contains(Form::TraceCmd));
+        assert!(reader.forms().contains(Form::TraceCmdRaw));
+        let stacks: Vec<(&[String], usize)> = items
+            .iter()
+            .filter_map(|item| match item {
+                Item::Stack(s) => Some((&s.frames[..], s.dropped_frames)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(stacks.len(), 3, "{items:#?}");
+        assert_eq!(
+            stacks[0].0,
+            [
+                "__schedule (ffffffff81a0b2c1)",
+                "schedule (ffffffff81a0b6b8)"
+            ]
+        );
+        // One of the two words `size` claims is there.
+        assert_eq!(
+            (stacks[1].0, stacks[1].1),
+            (&["0xffffffff81a0b2c1".to_string()][..], 1)
+        );
+        let skipped: Vec<SkipReason> = items
+            .iter()
+            .filter_map(|item| match item {
+                Item::Skipped(s) => Some(s.reason),
+                _ => None,
+            })
+            .collect();
+        // The last claims more frames than its bytes hold: counted as missing, never used
+        // to size anything.
+        assert_eq!((stacks[2].0.len(), stacks[2].1), (0, u32::MAX as usize));
+        assert!(skipped.is_empty(), "{skipped:?}");
+        let import = import_text(text);
+        assert_eq!(import.events.len(), 2);
+        assert_eq!(import.events[0].comm, "bash");
+        assert_eq!(import.events[0].stack.len(), 2);
+        assert_eq!(
+            import.lost,
+            [
+                Lost {
+                    line: 6,
+                    cpu: 1,
+                    events: 12
+                },
+                Lost {
+                    line: 7,
+                    cpu: 0,
+                    events: 1
+                }
+            ]
+        );
     }
 
     #[test]

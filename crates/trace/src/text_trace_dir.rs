@@ -6,7 +6,8 @@
 //! in formats of vmscale's choosing (`formats.rs`), in ring-buffer pages per CPU (`pages.rs`);
 //! the symbols the text names get addresses and a kallsyms file (`symbols.rs`). Events of
 //! other types are counted, function_graph calls are summarised (count and slowest calls),
-//! and everything skipped is tallied by reason ([`TextDirSummary`]).
+//! function tracer calls are counted by function, and everything skipped is tallied by
+//! reason ([`TextDirSummary`]).
 //!
 //! Times keep the text's order: events printed with the same microsecond get nanosecond
 //! steps in text order (the kernel printed them in time order; the decoder's merge would
@@ -185,6 +186,11 @@ impl Writer<'_> {
     fn event(&mut self, event: &TextEvent) -> Result<(), TextDirError> {
         self.summary.last_line = self.summary.last_line.max(event.line);
         self.summary.saw_cpu(event.cpu);
+        // No analysis reads single calls without durations; they are counted by function.
+        if event.name == "function" {
+            self.summary.function(event.field("ip").unwrap_or("?"));
+            return Ok(());
+        }
         match records::event_record(event, &mut self.symbols) {
             Ok(Some((kind, record))) => {
                 let def = kind.def();
@@ -208,7 +214,11 @@ impl Writer<'_> {
     fn stack(&mut self, stack: &TextStack) -> Result<(), TextDirError> {
         self.summary.last_line = self.summary.last_line.max(stack.line);
         self.summary.saw_cpu(stack.cpu);
-        self.summary.dropped_frames += stack.dropped_frames as u64;
+        // A raw stack's `size=` is the text's claim: the sum must not overflow on it.
+        self.summary.dropped_frames = self
+            .summary
+            .dropped_frames
+            .saturating_add(stack.dropped_frames as u64);
         self.summary.frames_without_offset += stack
             .frames
             .iter()

@@ -1,10 +1,14 @@
-//! `vmscale report FILE.txt`: ftrace text (a pasted `trace` or `trace_pipe`, events or
-//! function_graph output) analysed like a recording.
+//! `vmscale report FILE.txt`: trace text (a pasted `trace` or `trace_pipe`, `trace-cmd
+//! report` in any of its forms, events, function tracer or function_graph output, quoted in
+//! a mail or not) analysed like a recording.
 //!
-//! The text is streamed into a scratch trace directory (`vmscale_trace::text_trace_dir`),
-//! which the same decoder and analyses as every recorded run read; the report says what the
-//! text could not give (time resolution, skipped lines and why) and lists the slowest
-//! function_graph calls.
+//! Whatever the file is called, its content decides: any text that is neither JSON nor
+//! binary goes to the text importer, which says what the text looks like and why it could
+//! not be read when it gives nothing to analyse. The text is streamed into a scratch trace
+//! directory (`vmscale_trace::text_trace_dir`), which the same decoder and analyses as every
+//! recorded run read; the report says what the text could not give (time resolution,
+//! skipped lines and why) and lists the slowest function_graph calls and the functions the
+//! function tracer saw most.
 
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -82,14 +86,10 @@ fn analyse(path: &Path, scratch: &Path) -> Result<RunRecord, Failure> {
             reader.lines_read()
         )));
     }
-    if summary.converted_events() == 0 && summary.stacks == 0 && summary.calls == 0 {
-        let why = summary
-            .warnings()
-            .into_iter()
-            .find(|w| w.contains("skipped"))
-            .unwrap_or_else(|| "it holds no trace lines".to_string());
+    if summary.is_empty() {
         return Err(Failure::runtime(format!(
-            "{shown}: no ftrace events or function_graph calls to import ({why})"
+            "{shown}: nothing vmscale can analyse: {}",
+            summary.nothing_to_analyse(reader.forms())
         )));
     }
 
@@ -114,24 +114,21 @@ fn analyse(path: &Path, scratch: &Path) -> Result<RunRecord, Failure> {
     crate::trace_analysis::reanalyse(scratch, &mut section, &[], &mut warnings);
     warnings.extend(summary.call_notes());
     Ok(crate::trace_analysis::concluded(imported_record(
-        path,
-        reader.lines_read(),
-        &summary,
-        section,
-        warnings,
+        path, &reader, &summary, section, warnings,
     )))
 }
 
 /// A run record for a text trace: what its header says about the machine, no samples, the
 /// analyses' findings, and what the import counted.
-fn imported_record(
+fn imported_record<R: std::io::BufRead>(
     path: &Path,
-    lines: usize,
+    reader: &TextReader<R>,
     summary: &TextDirSummary,
     trace: TraceSection,
     warnings: Vec<String>,
 ) -> RunRecord {
     let (release, cpus) = header_facts(path);
+    let cpus = cpus.or(reader.header_cpus().map(|n| n as usize));
     let host = ImportedHost {
         hostname: String::new(),
         kernel_release: release.unwrap_or_else(|| "unknown".into()),
@@ -140,12 +137,13 @@ fn imported_record(
     };
     let knobs = serde_json::json!({
         "file": path.display().to_string(),
-        "format": "ftrace text",
-        "lines": lines,
+        "format": reader.forms().describe(),
+        "lines": reader.lines_read(),
         "events": summary.converted_events(),
         "stacks": summary.stacks,
         "skipped_lines": summary.skipped_lines(),
         "function_graph_calls": summary.calls,
+        "function_tracer_calls": summary.function_calls,
     });
     import_record(host, knobs, trace, warnings)
 }

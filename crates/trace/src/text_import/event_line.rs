@@ -11,7 +11,14 @@
 //! verbose    the same with options/verbose:
 //!                    bash   14856   0 1 00000002 00000001 [21e5817fe] 200.129ms (+0.037ms): NAME: BODY
 //!            (the bracketed number is the absolute time in microseconds, in hex)
+//! trace-cmd  `trace-cmd report` prints the default layout without the irq-info column, and
+//!            with `-l` the latency layout with the trace clock's time in place of the
+//!            microseconds:    bash-14856   0d..2. 9099.024382: NAME: BODY
 //! ```
+//!
+//! The function tracer prints `FUNCTION <-PARENT` (or only `FUNCTION` with print-parent off)
+//! where events print `NAME: BODY`; such lines come out as an event named `function` whose
+//! body is that text.
 
 use super::{Reject, SkipReason, TextClock, MAX_CPUS};
 
@@ -26,6 +33,18 @@ pub(crate) struct Header<'a> {
     pub clock: TextClock,
     pub name: &'a str,
     pub body: &'a str,
+    pub layout: Layout,
+}
+
+/// Which of the layouts a line was in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    Default,
+    /// The kernel's latency-format: microseconds since the buffer started.
+    Latency,
+    /// `trace-cmd report -l`: the latency columns with the trace clock's time.
+    LatencyAbsolute,
+    Verbose,
 }
 
 /// The header of an event line in any of the three layouts.
@@ -92,6 +111,7 @@ fn default_layout(line: &str) -> Result<Header<'_>, Reject> {
         clock,
         name,
         body,
+        layout: Layout::Default,
     })
 }
 
@@ -191,10 +211,9 @@ pub(crate) fn split_name(rest: &str) -> Result<(&str, &str), Reject> {
         Some((name, body)) => (name, body),
         None => match rest.strip_suffix(':') {
             Some(name) => (name, ""),
-            // The function tracer prints `func <-parent` where events print `name: body`.
-            None if rest.contains(" <-") => {
-                return Err(Reject::new(SkipReason::FunctionTracer, rest))
-            }
+            // The function tracer prints `func <-parent`, or `func` alone with print-parent
+            // off, where events print `name: body`.
+            None if rest.contains(" <-") || is_symbol(rest) => return Ok(("function", rest)),
             None => return Err(Reject::new(SkipReason::EventName, rest)),
         },
     };
@@ -203,6 +222,16 @@ pub(crate) fn split_name(rest: &str) -> Result<(&str, &str), Reject> {
         return Err(Reject::new(SkipReason::EventName, name));
     }
     Ok((name, body))
+}
+
+/// `name`, `name.isra.0` or `name+0x10/0x9c`, as `%ps` and `%pS` print a kernel function.
+fn is_symbol(text: &str) -> bool {
+    text.bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'+' | b'/'))
 }
 
 /// The function of a name printed as a symbol: ftrace:print (the marker) and trace_printk
@@ -220,9 +249,6 @@ fn printed_symbol(name: &str) -> Option<&str> {
 /// `%8.8s-%-7d %3d` + flags + ` %4lldus%c: `. Only recognised when the CPU-and-flags token is
 /// followed by a `NNNus` time; `None` otherwise.
 fn latency_layout(line: &str) -> Option<Result<Header<'_>, Reject>> {
-    if !line.contains("us") {
-        return None;
-    }
     let toks: Vec<(usize, &str)> = tokens(line).take(8).collect();
     // The comm is at most 8 characters: at most a few tokens before the CPU column.
     for k in 1..toks.len() {
@@ -231,17 +257,16 @@ fn latency_layout(line: &str) -> Option<Result<Header<'_>, Reject>> {
         let Some((cpu, flags)) = split_cpu_flags(cpu_flags) else {
             continue;
         };
-        let Some((usecs, colon)) = latency_time(time) else {
+        let Some(stamp) = latency_time(time) else {
             continue;
         };
         return Some(latency_header(
-            line, cpu_at, cpu, flags, time_at, time, usecs, colon,
+            line, cpu_at, cpu, flags, time_at, time, stamp,
         ));
     }
     None
 }
 
-#[allow(clippy::too_many_arguments)]
 fn latency_header<'a>(
     line: &'a str,
     cpu_at: usize,
@@ -249,16 +274,21 @@ fn latency_header<'a>(
     flags: &'a str,
     time_at: usize,
     time: &'a str,
-    usecs: &'a str,
-    colon: bool,
+    stamp: LatencyTime<'a>,
 ) -> Result<Header<'a>, Reject> {
     let (comm, pid) = parse_task(&line[..cpu_at])?;
     let cpu = parse_cpu(cpu)?;
-    let ts_ns = usecs
-        .parse::<u64>()
-        .ok()
-        .and_then(|us| us.checked_mul(1000))
-        .ok_or_else(|| Reject::new(SkipReason::Time, usecs))?;
+    let (ts_ns, clock, layout, colon) = match stamp {
+        LatencyTime::Micros { digits, colon } => {
+            let ts_ns = digits
+                .parse::<u64>()
+                .ok()
+                .and_then(|us| us.checked_mul(1000))
+                .ok_or_else(|| Reject::new(SkipReason::Time, digits))?;
+            (ts_ns, TextClock::SinceStart, Layout::Latency, colon)
+        }
+        LatencyTime::Absolute { ts_ns, clock } => (ts_ns, clock, Layout::LatencyAbsolute, true),
+    };
     let mut rest = &line[time_at + time.len()..];
     if !colon {
         rest = rest
@@ -273,9 +303,10 @@ fn latency_header<'a>(
         cpu,
         irq_info: Some(flags),
         ts_ns,
-        clock: TextClock::SinceStart,
+        clock,
         name,
         body,
+        layout,
     })
 }
 
@@ -293,17 +324,29 @@ fn split_cpu_flags(token: &str) -> Option<(&str, &str)> {
     (digits > 0 && (4..=5).contains(&flags.len()) && first_ok && rest_ok).then_some((cpu, flags))
 }
 
-/// `200129us+:`, `5us` (then ` :`), `5us!`: the microseconds, and whether the colon is in
-/// this token.
-fn latency_time(token: &str) -> Option<(&str, bool)> {
+/// The time column of a latency-layout line.
+#[derive(Debug, Clone, Copy)]
+enum LatencyTime<'a> {
+    /// The kernel's `200129us+:`, `5us` (then ` :`), `5us!`; `colon` when this token has it.
+    Micros { digits: &'a str, colon: bool },
+    /// trace-cmd's `9099.024382:`.
+    Absolute { ts_ns: u64, clock: TextClock },
+}
+
+fn latency_time(token: &str) -> Option<LatencyTime<'_>> {
     let (token, colon) = match token.strip_suffix(':') {
         Some(t) => (t, true),
         None => (token, false),
     };
+    if colon {
+        if let Some((ts_ns, clock)) = parse_time(token) {
+            return Some(LatencyTime::Absolute { ts_ns, clock });
+        }
+    }
     let us = token.find("us")?;
     let (digits, tail) = (&token[..us], &token[us + 2..]);
     let mark_ok = tail.is_empty() || (tail.len() == 1 && "+!#*@$".contains(tail));
-    (all_digits(digits) && mark_ok).then_some((digits, colon))
+    (all_digits(digits) && mark_ok).then_some(LatencyTime::Micros { digits, colon })
 }
 
 // ---- verbose latency layout ----
@@ -362,6 +405,7 @@ fn verbose_header<'a>(
         },
         name,
         body,
+        layout: Layout::Verbose,
     })
 }
 
@@ -408,6 +452,20 @@ mod tests {
     }
 
     #[test]
+    fn trace_cmd_latency_columns_with_the_trace_clock() {
+        let h = parse("   sleep-19560   1dN.4. 23219.229485: sched_wakeup:         migration/1:21 [0] CPU:001").unwrap();
+        assert_eq!(
+            (h.comm, h.pid, h.cpu, h.irq_info),
+            ("sleep", 19560, 1, Some("dN.4."))
+        );
+        assert_eq!(
+            (h.ts_ns, h.layout),
+            (23_219_229_485_000, Layout::LatencyAbsolute)
+        );
+        assert_eq!(h.body.trim(), "migration/1:21 [0] CPU:001");
+    }
+
+    #[test]
     fn tgid_column_and_counter_clock() {
         let h =
             parse("  <idle>-0       (-------) [001] d.s4.  9099.024960: sched_waking: comm=bash")
@@ -429,9 +487,18 @@ mod tests {
     }
 
     #[test]
-    fn function_tracer_lines_are_told_apart() {
-        let e = parse("  bash-1 [000] ..... 1.000001: do_sys_open <-do_syscall_64").unwrap_err();
-        assert_eq!(e.reason, SkipReason::FunctionTracer);
+    fn function_tracer_lines_are_events_named_function() {
+        let h = parse("  bash-1 [000] ..... 1.000001: do_sys_open <-do_syscall_64").unwrap();
+        assert_eq!(
+            (h.name, h.body),
+            ("function", "do_sys_open <-do_syscall_64")
+        );
+        let h = parse("  bash-1 [000] ..... 1.000001: schedule+0x10/0x9c").unwrap();
+        assert_eq!((h.name, h.body), ("function", "schedule+0x10/0x9c"));
+        let h = parse("  <idle>-0       3dN.2   22us : enqueue_hrtimer <-__hrtimer_start").unwrap();
+        assert_eq!((h.name, h.layout), ("function", Layout::Latency));
+        let e = parse("  bash-1 [000] ..... 1.000001: two words").unwrap_err();
+        assert_eq!(e.reason, SkipReason::EventName);
         let e = parse("  bash-1 [9000] ..... 1.000001: e: x").unwrap_err();
         assert_eq!(e.reason, SkipReason::Cpu);
     }

@@ -149,7 +149,13 @@ pub(crate) fn stack_record(stack: &TextStack, symbols: &mut Symbols) -> Vec<u8> 
     let addresses: Vec<u64> = stack
         .frames
         .iter()
-        .filter_map(|frame| symbols.resolve(frame))
+        .filter_map(|frame| match kernel_address(frame) {
+            // A frame the text gave only as a number (`trace-cmd report -R` prints stacks
+            // so) is named by that number: the stand-in symbols below it must not lend it
+            // a function's name.
+            Some(_) => Some(symbols.address(frame.trim(), None, 0)),
+            None => symbols.resolve(frame),
+        })
         .collect();
     let mut r = Record::new(Kind::KernelStack, stack.pid, 16 + 8 * addresses.len());
     r.u32(8, addresses.len() as u32);
@@ -157,6 +163,14 @@ pub(crate) fn stack_record(stack: &TextStack, symbols: &mut Symbols) -> Vec<u8> 
         r.u64(16 + 8 * index, *address);
     }
     r.bytes
+}
+
+/// `0xffffffff813deb8b`: a kernel address printed as a bare number.
+fn kernel_address(frame: &str) -> Option<u64> {
+    let digits = frame.trim().strip_prefix("0x")?;
+    u64::from_str_radix(digits, 16)
+        .ok()
+        .filter(|&address| address >= 0xffff_0000_0000_0000)
 }
 
 fn cpu(event: &TextEvent, name: &str) -> Result<u32, FieldError> {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use vmscale_stats::units::{exact_duration, noun_for, plural};
 
-use crate::text_import::{CallStart, GraphCall, SkipReason, Skipped, TextClock};
+use crate::text_import::{CallStart, Forms, GraphCall, SkipReason, Skipped, TextClock};
 
 /// Line numbers kept per skip reason.
 const FIRST_LINES: usize = 5;
@@ -15,6 +15,10 @@ const UNCONVERTED_NAMES: usize = 64;
 const UNCONVERTED_NAME_LEN: usize = 64;
 /// Slowest function_graph calls kept.
 pub const SLOWEST_CALLS: usize = 10;
+/// Functions counted by name among function tracer calls; the rest are counted together.
+const FUNCTION_NAMES: usize = 4096;
+/// Most-called functions named in the notes.
+const TOP_FUNCTIONS: usize = 10;
 
 /// The lines skipped for one reason.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -44,6 +48,10 @@ pub struct TextDirSummary {
     /// function_graph calls read, and the slowest of them, slowest first.
     pub calls: u64,
     pub slowest: Vec<GraphCall>,
+    /// Function tracer calls read, and how often each function was called (`(other)` past
+    /// the first 4096 names).
+    pub function_calls: u64,
+    pub functions: BTreeMap<String, u64>,
     /// CPUs with events, ascending.
     pub cpus: Vec<u32>,
     /// The highest CPU any event, stack, call or loss note named.
@@ -93,6 +101,23 @@ impl TextDirSummary {
         *self.unconverted.entry(key.to_string()).or_default() += 1;
     }
 
+    /// One function tracer call, counted by its function (the name without the offset).
+    pub(crate) fn function(&mut self, ip: &str) {
+        self.function_calls += 1;
+        let name = ip.split(['+', ' ']).next().unwrap_or(ip);
+        let mut end = name.len().min(UNCONVERTED_NAME_LEN);
+        while !name.is_char_boundary(end) {
+            end -= 1;
+        }
+        let name = &name[..end];
+        let key = if self.functions.contains_key(name) || self.functions.len() < FUNCTION_NAMES {
+            name
+        } else {
+            "(other)"
+        };
+        *self.functions.entry(key.to_string()).or_default() += 1;
+    }
+
     pub(crate) fn saw_cpu(&mut self, cpu: u32) {
         self.highest_cpu = self.highest_cpu.max(Some(cpu));
     }
@@ -122,6 +147,62 @@ impl TextDirSummary {
     /// Events written, stacks not counted.
     pub fn converted_events(&self) -> u64 {
         self.events.values().sum()
+    }
+
+    /// True when the text gave nothing to analyse or summarise: no event of an analysed
+    /// type, no stack, no function_graph or function tracer call.
+    pub fn is_empty(&self) -> bool {
+        self.converted_events() == 0
+            && self.stacks == 0
+            && self.calls == 0
+            && self.function_calls == 0
+    }
+
+    /// Why a text gave nothing to analyse, in one line: what it looks like (`forms`, from the
+    /// reader), the trace lines of events no analysis reads with their names, and every
+    /// reason lines were skipped with its count.
+    pub fn nothing_to_analyse(&self, forms: Forms) -> String {
+        let mut parts = vec![if forms.is_empty() {
+            format!("it does not look like trace text ({})", forms.describe())
+        } else {
+            format!("it looks like {}", forms.describe())
+        }];
+        if !self.unconverted.is_empty() {
+            let total: u64 = self.unconverted.values().sum();
+            let mut names: Vec<(&String, &u64)> = self.unconverted.iter().collect();
+            names.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+            let mut listed: Vec<String> = names
+                .iter()
+                .take(8)
+                .map(|(name, count)| format!("{name} x{count}"))
+                .collect();
+            if names.len() > 8 {
+                listed.push(format!("{} more", names.len() - 8));
+            }
+            parts.push(format!(
+                "{} of events vmscale does not analyse: {}",
+                plural(total, "trace line"),
+                listed.join(", ")
+            ));
+        }
+        let skipped = self.skipped_lines();
+        if skipped > 0 {
+            let mut reasons: Vec<(&SkipReason, &SkipTally)> = self.skipped.iter().collect();
+            reasons.sort_by(|a, b| b.1.count.cmp(&a.1.count).then(a.0.cmp(b.0)));
+            let listed: Vec<String> = reasons
+                .iter()
+                .map(|(reason, tally)| format!("{} {reason}", tally.count))
+                .collect();
+            parts.push(format!(
+                "{} skipped: {}",
+                plural(skipped, "line"),
+                listed.join(", ")
+            ));
+        }
+        if parts.len() == 1 {
+            parts.push("it holds no event lines".to_string());
+        }
+        parts.join("; ")
     }
 
     /// What a reader of the findings must know about where they come from, one sentence
@@ -192,7 +273,7 @@ impl TextDirSummary {
         }
         if self.dropped_frames > 0 {
             out.push(format!(
-                "{} stack frames beyond {} per stack were dropped",
+                "{} stack frames are missing: beyond {} per stack, or past the 8 of each stack that trace-cmd report -R prints",
                 self.dropped_frames,
                 crate::text_import::MAX_FRAMES
             ));
@@ -207,16 +288,18 @@ impl TextDirSummary {
         out
     }
 
-    /// The function_graph calls, one line each: how many, then the slowest.
+    /// The function_graph calls, one line each: how many, then the slowest; and the function
+    /// tracer's calls: how many, and the functions called most.
     pub fn call_notes(&self) -> Vec<String> {
+        let mut out = self.function_notes();
         if self.calls == 0 {
-            return Vec::new();
+            return out;
         }
-        let mut out = vec![format!(
+        out.push(format!(
             "function_graph: {} with durations; the {} slowest follow",
             plural(self.calls, "call"),
             self.slowest.len()
-        )];
+        ));
         for (rank, call) in self.slowest.iter().enumerate() {
             let mut line = format!(
                 "function_graph slowest #{}: {} took {} (line {}",
@@ -251,6 +334,27 @@ impl TextDirSummary {
     }
 }
 
+impl TextDirSummary {
+    fn function_notes(&self) -> Vec<String> {
+        if self.function_calls == 0 {
+            return Vec::new();
+        }
+        let mut names: Vec<(&String, &u64)> = self.functions.iter().collect();
+        names.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let top: Vec<String> = names
+            .iter()
+            .take(TOP_FUNCTIONS)
+            .map(|(name, count)| format!("{name} x{count}"))
+            .collect();
+        vec![format!(
+            "function tracer: {} of {} (no durations: the function tracer records entries only); most called: {}",
+            plural(self.function_calls, "call"),
+            plural(names.len() as u64, "function"),
+            top.join(", ")
+        )]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,7 +377,38 @@ mod tests {
         assert_eq!(tally.first_detail, "at 4");
         assert_eq!(
             summary.warnings(),
-            ["7 lines skipped: event body not in the event's print format (lines 4, 5, 6, 7, 8, ...; first: \"at 4\")"]
+            ["7 lines skipped: of an unknown event format (lines 4, 5, 6, 7, 8, ...; first: \"at 4\")"]
+        );
+    }
+
+    #[test]
+    fn nothing_to_analyse_names_every_reason_and_every_event() {
+        let mut summary = TextDirSummary::default();
+        for (line, reason) in [
+            (1, SkipReason::NotTrace),
+            (2, SkipReason::Body),
+            (3, SkipReason::Body),
+            (4, SkipReason::LongLine),
+        ] {
+            summary.skip(&Skipped {
+                line,
+                reason,
+                detail: String::new(),
+            });
+        }
+        summary.unconverted("kvm_pio");
+        summary.unconverted("kvm_pio");
+        summary.unconverted("kmalloc");
+        assert_eq!(
+            summary.nothing_to_analyse(Forms::default()),
+            "it does not look like trace text (no line has the columns of ftrace or trace-cmd output); \
+             3 trace lines of events vmscale does not analyse: kvm_pio x2, kmalloc x1; \
+             4 lines skipped: 2 of an unknown event format, 1 not trace lines, 1 truncated (longer than 64 KiB)"
+        );
+        assert!(summary.is_empty());
+        assert_eq!(
+            TextDirSummary::default().nothing_to_analyse(Forms::default()),
+            "it does not look like trace text (no line has the columns of ftrace or trace-cmd output); it holds no event lines"
         );
     }
 
