@@ -95,11 +95,19 @@ pub fn sniff_bytes(head: &[u8]) -> Input {
 /// Text: bytes a text has, whatever its lines hold, so that the text importer, not a
 /// guess from the name, says what the file holds and why it cannot be read when it
 /// cannot. Bytes a text never has (NUL, control characters other than whitespace and ESC)
-/// mark a binary file. Bytes above ASCII are allowed: Latin-1 or broken UTF-8 is still
-/// text.
+/// mark a binary file, as do mostly high bytes that are not UTF-8; a few (Latin-1, broken
+/// UTF-8) are still text.
 fn is_ftrace_text(head: &[u8]) -> bool {
-    head.iter()
-        .all(|&b| b >= 0x20 || matches!(b, b'\t' | b'\n' | b'\r' | 0x0c | 0x1b))
+    let controls_of_text = head
+        .iter()
+        .all(|&b| b >= 0x20 || matches!(b, b'\t' | b'\n' | b'\r' | 0x0c | 0x1b));
+    // Not UTF-8 (a character cut at the end of the head aside) and mostly high bytes: binary.
+    let utf8 = match std::str::from_utf8(head) {
+        Ok(_) => true,
+        Err(e) => e.error_len().is_none(),
+    };
+    let high = head.iter().filter(|&&b| b >= 0x80).count();
+    controls_of_text && (utf8 || high * 8 < head.len())
 }
 
 /// The first bytes of a file as a reader can recognise them: quoted text (newlines and
