@@ -5,7 +5,6 @@
 use std::io::Read;
 use std::path::Path;
 
-
 /// How much of a file is looked at.
 const HEAD_BYTES: u64 = 64 << 10;
 
