@@ -363,9 +363,9 @@ impl Recorded {
     /// (more busy threads than CPUs, or as much kernel work as waiting): the labelled cause
     /// and lock are among the first three findings with at least 15% of the time, and no
     /// other lock is blamed before it.
-    fn assert_label_among_the_first(&self, cause: &str, lock: &str) {
+    fn assert_label_among_the_first(&self, cause: &str, lock: Option<&str>) {
         assert_eq!(self.label["cause"], cause, "{}", self.case);
-        assert_eq!(self.label["lock"].as_str(), Some(lock), "{}", self.case);
+        assert_eq!(self.label["lock"].as_str(), lock, "{}", self.case);
         let verdict = self.run["verdict"].as_array().expect("a verdict");
         let context = format!("{}: verdict {verdict:#?}\n{}", self.case, self.describe());
         let at = verdict
@@ -373,12 +373,15 @@ impl Recorded {
             .take(3)
             .position(|f| {
                 f["cause"] == cause
-                    && f["lock"]
-                        .as_str()
-                        .is_some_and(|named| named.starts_with(lock))
+                    && match (f["lock"].as_str(), lock) {
+                        (Some(named), Some(lock)) => named.starts_with(lock),
+                        (named, lock) => named == lock,
+                    }
                     && f["share"].as_f64().unwrap() >= 0.15
             })
-            .unwrap_or_else(|| panic!("{cause} on {lock} is not among the first three: {context}"));
+            .unwrap_or_else(|| {
+                panic!("{cause} ({lock:?}) is not among the first three: {context}")
+            });
         for finding in &verdict[..at] {
             assert!(finding["lock"].is_null(), "another lock first: {context}");
         }
@@ -665,7 +668,7 @@ fn mmap_lock_convoy() {
     let r = record("mmap-lock-convoy");
     // The readers' and writer's page-table work in the kernel takes about as much of
     // their time as waiting for each other (37% and 36% on an idle two-CPU machine).
-    r.assert_label_among_the_first("lock-wait", "mmap_lock");
+    r.assert_label_among_the_first("lock-wait", Some("mmap_lock"));
     let lock = r.top_lock();
     let d = r.describe();
     // mm->mmap_lock: written by mmap and munmap, read by mincore, and waited on a lot.
@@ -688,7 +691,7 @@ fn mmap_lock_convoy() {
 fn spinlock_eventfd() {
     let r = record("spinlock-eventfd");
     // Four busy threads on two CPUs: runnable is half their time, spinning a fifth.
-    r.assert_label_among_the_first("lock-spin", "eventfd_ctx->wqh.lock");
+    r.assert_label_among_the_first("lock-spin", Some("eventfd_ctx->wqh.lock"));
     let lock = r.top_lock();
     let d = r.describe();
     assert_eq!(lock.kind(), "spinlock", "{d}");
@@ -822,6 +825,8 @@ fn on_cpu_getrandom() {
 #[test]
 fn futex_user_mutex() {
     let r = record("futex-user-mutex");
-    r.assert_label("sleep", None, None);
+    // Three threads on two CPUs: runnable and asleep on the futex take about a third of
+    // their time each, so either may lead.
+    r.assert_label_among_the_first("sleep", None);
     r.assert_no_lock_blamed();
 }
