@@ -146,7 +146,10 @@ fn lock_cause(trace: &TraceSection, lock: Option<&LockContention>) -> (Cause, Op
             })
             .unwrap_or_default();
         let doing = if h.ipis_sent > 0 {
-            format!("{doing}, and sent {} IPIs while waiters queued", h.ipis_sent)
+            format!(
+                "{doing}, and sent {} while waiters queued",
+                vmscale_stats::units::plural(h.ipis_sent, "IPI")
+            )
         } else {
             doing
         };
@@ -170,8 +173,11 @@ fn lock_cause(trace: &TraceSection, lock: Option<&LockContention>) -> (Cause, Op
         .max_by_key(|h| h.ipis_sent)
         .map(|h| {
             format!(
-                "{}/{} sent {} IPIs in its {} holds while waiters queued",
-                h.comm, h.pid, h.ipis_sent, h.holds
+                "{}/{} sent {} in its {} while waiters queued",
+                h.comm,
+                h.pid,
+                vmscale_stats::units::plural(h.ipis_sent, "IPI"),
+                vmscale_stats::units::plural(h.holds, "hold")
             )
         });
     let holder = match (holder, senders) {

@@ -419,7 +419,10 @@ impl Recorded {
             (Some("sleeps"), _) => assert!(holder.contains(" slept in "), "{context}"),
             // A sleeping lock's holder is named by the waiter it woke; a spinning one's is not.
             (Some("runs"), "lock-wait") => assert!(holder.contains("running"), "{context}"),
-            (Some("sends-ipis"), _) => assert!(holder.contains(" IPIs in its "), "{context}"),
+            (Some("sends-ipis"), _) => assert!(
+                holder.contains(" in its ") && holder.contains(" IPI"),
+                "{context}"
+            ),
             _ => {}
         }
     }
