@@ -28,7 +28,8 @@ use vmscale_stats::StreamingSummary;
 use vmscale_trace::event::Event;
 use vmscale_trace::views::EventKind;
 
-use crate::holders::sleep_function;
+use crate::cause_names;
+use crate::cause_names::function;
 use crate::naming;
 use crate::stacks::{StackId, StackTable};
 use crate::symbols::Symbols;
@@ -42,7 +43,6 @@ const MAX_WINDOWS: usize = 64;
 /// The pseudo system call numbers are part of the run record, which reports read.
 pub use vmscale_run::findings::{TIMED_SAMPLE, WHOLE_PHASE};
 
-const NO_STACK: &str = "(no stack)";
 const BEFORE_FIRST_EVENT: &str = "before the thread's first traced event";
 const TRIMMED: &str = "older than the thread's kept history";
 
@@ -460,29 +460,14 @@ impl BreakdownPass {
         match part {
             Part::OnCpu => (ComponentKind::OnCpu, String::new()),
             Part::Runnable => (ComponentKind::Runnable, String::new()),
-            // On-stack locks (a completion's) and per-CPU ones get their address appended
-            // to tell them apart in the contention table; here they are one cause.
-            Part::Lock(lock) => {
-                let name = self.lock_name(lock, names);
-                let site = match name.rsplit_once(" @0x") {
-                    Some((site, _)) => site.to_string(),
-                    None => name,
-                };
-                (ComponentKind::Lock, site)
-            }
-            Part::Asleep(stack) => {
-                let frames: Vec<String> = stack
-                    .map(|s| {
-                        self.stacks
-                            .frames(s)
-                            .iter()
-                            .map(|&a| symbols.frame(a))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let function = sleep_function(&frames).unwrap_or(NO_STACK);
-                (ComponentKind::Asleep, function.to_string())
-            }
+            Part::Lock(lock) => (
+                ComponentKind::Lock,
+                cause_names::lock_site(lock, names, &self.lock_flags),
+            ),
+            Part::Asleep(stack) => (
+                ComponentKind::Asleep,
+                cause_names::sleep_site(&self.stacks, stack, symbols),
+            ),
             Part::CrossCpu(func) => (ComponentKind::CrossCpu, function(symbols, func)),
             Part::Other(why) => (ComponentKind::Other, why.to_string()),
         }
@@ -582,12 +567,6 @@ fn remember(comms: &mut HashMap<i32, String>, pid: i32, comm: &[u8]) {
     if pid != 0 {
         crate::task_names::remember(comms, pid, comm);
     }
-}
-
-/// A kernel function's bare name.
-fn function(symbols: &dyn Symbols, address: u64) -> String {
-    let frame = symbols.frame(address);
-    frame.split(['+', ' ']).next().unwrap_or(&frame).to_string()
 }
 
 /// What `waker` was doing when it woke someone on `cpu`.

@@ -5,6 +5,7 @@
 //! decodes a trace directory once and feeds every pass.
 
 pub mod breakdown;
+mod cause_names;
 pub mod contention;
 pub mod excerpt;
 pub mod holders;

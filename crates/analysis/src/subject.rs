@@ -23,8 +23,7 @@ use vmscale_run::LockContention;
 use vmscale_trace::event::Event;
 use vmscale_trace::views::EventKind;
 
-use crate::holders::sleep_function;
-use crate::naming;
+use crate::cause_names;
 use crate::open_waits;
 use crate::stacks::{StackId, StackTable};
 use crate::symbols::Symbols;
@@ -37,7 +36,6 @@ const EXITED: i64 = 0x10 | 0x20;
 const JOIN_WINDOW_NS: u64 = 10_000_000;
 /// Tasks named per part.
 const TOP_TASKS: usize = 3;
-const NO_STACK: &str = "(no stack)";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Part {
@@ -455,39 +453,18 @@ impl SubjectPass {
         match part {
             Part::OnCpu => (ComponentKind::OnCpu, String::new()),
             Part::Runnable => (ComponentKind::Runnable, String::new()),
-            Part::Lock(lock) => {
-                let name = names.get(&lock).map_or_else(
-                    || {
-                        let flags = self.lock_flags.get(&lock).copied().unwrap_or(0);
-                        naming::stack_name(naming::kind(flags), naming::mode(flags), None)
-                    },
-                    |n| n.to_string(),
-                );
-                // Per-CPU and on-stack locks carry their address to tell them apart in the
-                // contention table; as a cause they are one.
-                let site = name
-                    .rsplit_once(" @0x")
-                    .map_or(name.clone(), |(site, _)| site.to_string());
-                (ComponentKind::Lock, site)
-            }
-            Part::Asleep(stack) => {
-                let frames: Vec<String> = stack
-                    .map(|s| {
-                        self.stacks
-                            .frames(s)
-                            .iter()
-                            .map(|&a| symbols.frame(a))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let function = sleep_function(&frames).unwrap_or(NO_STACK);
-                (ComponentKind::Asleep, function.to_string())
-            }
-            Part::CrossCpu(func) => {
-                let frame = symbols.frame(func);
-                let name = frame.split(['+', ' ']).next().unwrap_or(&frame);
-                (ComponentKind::CrossCpu, name.to_string())
-            }
+            Part::Lock(lock) => (
+                ComponentKind::Lock,
+                cause_names::lock_site(lock, names, &self.lock_flags),
+            ),
+            Part::Asleep(stack) => (
+                ComponentKind::Asleep,
+                cause_names::sleep_site(&self.stacks, stack, symbols),
+            ),
+            Part::CrossCpu(func) => (
+                ComponentKind::CrossCpu,
+                cause_names::function(symbols, func),
+            ),
         }
     }
 }
