@@ -1,0 +1,51 @@
+//! How the passes that split a task's time by cause (the breakdown of timed samples, a
+//! recorded command's subject) name each cause: the lock, the function slept in, the
+//! function other CPUs were asked to run. One copy, so both say the same thing.
+
+use foldhash::HashMap;
+
+use crate::holders::sleep_function;
+use crate::naming;
+use crate::stacks::{StackId, StackTable};
+use crate::symbols::Symbols;
+
+const NO_STACK: &str = "(no stack)";
+
+/// The lock as a cause: its contention-table name, or a name from the flags its waits
+/// gave. Per-CPU and on-stack locks carry their address to tell them apart in the table;
+/// as a cause they are one, so the address is dropped.
+pub(crate) fn lock_site(
+    lock: u64,
+    names: &HashMap<u64, &str>,
+    flags: &HashMap<u64, u32>,
+) -> String {
+    let name = names.get(&lock).map_or_else(
+        || {
+            let flags = flags.get(&lock).copied().unwrap_or(0);
+            naming::stack_name(naming::kind(flags), naming::mode(flags), None)
+        },
+        |n| n.to_string(),
+    );
+    match name.rsplit_once(" @0x") {
+        Some((site, _)) => site.to_string(),
+        None => name,
+    }
+}
+
+/// The kernel function a sleeping stack slept in, or "(no stack)".
+pub(crate) fn sleep_site(
+    stacks: &StackTable,
+    stack: Option<StackId>,
+    symbols: &dyn Symbols,
+) -> String {
+    let frames: Vec<String> = stack
+        .map(|s| stacks.frames(s).iter().map(|&a| symbols.frame(a)).collect())
+        .unwrap_or_default();
+    sleep_function(&frames).unwrap_or(NO_STACK).to_string()
+}
+
+/// The function at `address`, without its offset.
+pub(crate) fn function(symbols: &dyn Symbols, address: u64) -> String {
+    let frame = symbols.frame(address);
+    frame.split(['+', ' ']).next().unwrap_or(&frame).to_string()
+}
