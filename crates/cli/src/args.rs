@@ -162,6 +162,8 @@ pub struct ZapArgs {
     #[arg(long)]
     pub no_baseline: bool,
     #[command(flatten)]
+    pub repeatability: RepeatabilityArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]
     pub trace: TraceArgs,
@@ -234,6 +236,19 @@ pub struct IrqfdArgs {
     pub trace: TraceArgs,
 }
 
+/// Where the threads run and how many independent runs make a point.
+#[derive(Debug, Args)]
+pub struct RepeatabilityArgs {
+    /// MAIN[:VCPUS]: run the measuring thread on CPU MAIN and the vCPUs on the CPU list
+    /// VCPUS (round robin), e.g. 0, 0:1 or :0-1; recorded in run.json
+    #[arg(long, value_name = "MAIN[:VCPUS]")]
+    pub pin: Option<String>,
+    /// Independent runs of the whole sweep (fresh VMs and threads each), merged per point,
+    /// with the run-to-run spread reported beside each run's own distribution
+    #[arg(long, default_value_t = 1)]
+    pub runs: usize,
+}
+
 #[derive(Debug, Args)]
 pub struct OutputArgs {
     /// Directory that receives the run directory (<UTC>-<scenario>/)
@@ -277,6 +292,8 @@ pub struct MemslotArgs {
     /// Size of each updated memslot, in MiB
     #[arg(long, default_value_t = 2)]
     pub slot_mib: u64,
+    #[command(flatten)]
+    pub repeatability: RepeatabilityArgs,
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]

@@ -6,6 +6,7 @@
 //! - [`vm`]: the VM builder and the running VM (vCPU control, memslots, statistics).
 //! - [`guest`]: the guest programs and the long-mode environment they run in.
 
+pub mod affinity;
 pub mod guest;
 pub mod irqfd;
 pub mod memory;
@@ -18,7 +19,7 @@ pub mod vm;
 
 pub use guest::GuestProgram;
 pub use system::KvmSystem;
-pub use vm::{GapLog, TeardownTimes, Vm, VmConfig};
+pub use vm::{Gap, GapLog, TeardownTimes, Vm, VmConfig};
 
 /// What can go wrong while building or driving a VM.
 #[derive(Debug, thiserror::Error)]
@@ -52,4 +53,12 @@ impl Error {
         let what = what.into();
         move |source| Error::Kvm { what, source }
     }
+}
+
+/// The host's time stamp counter: the clock the guests' stall logs use, so host marks taken
+/// with it fall on the same timeline.
+#[inline(always)]
+pub fn rdtsc() -> u64 {
+    // SAFETY: RDTSC has no memory effects; every x86-64 CPU implements it.
+    unsafe { core::arch::x86_64::_rdtsc() }
 }

@@ -6,6 +6,7 @@
 //! with EINTR); the flag covers the window where the thread is just about to enter KVM_RUN
 //! and the signal would land before it. Both are needed for a kick that is never lost.
 
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -51,6 +52,12 @@ struct Shared {
 pub(crate) struct Control {
     shared: Mutex<Shared>,
     changed: Condvar,
+    /// Per vCPU: the host TSC when its thread last entered KVM_RUN after a pause, written
+    /// by that thread, so a caller can tell a resumed thread's scheduling delay from KVM's
+    /// entry into the guest.
+    entered_tsc: Vec<AtomicU64>,
+    /// Per vCPU: its thread's kernel task id, for the trace (0 until the thread runs).
+    tids: Vec<AtomicI32>,
 }
 
 impl Control {
@@ -96,12 +103,19 @@ const PAUSE_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl VcpuSet {
     /// Starts one thread per vCPU, each looping in KVM_RUN until stopped.
-    pub(crate) fn start(vcpus: Vec<VcpuFd>) -> Result<VcpuSet, Error> {
+    ///
+    /// With `cpus` non-empty, vCPU i runs only on `cpus[i % cpus.len()]`; otherwise on every
+    /// CPU the process may use (never the caller's own pin, which threads would inherit).
+    pub(crate) fn start(vcpus: Vec<VcpuFd>, cpus: &[usize]) -> Result<VcpuSet, Error> {
         install_kick_handler()?;
         let control = Arc::new(Control {
             shared: Mutex::new(Shared::default()),
             changed: Condvar::new(),
+            entered_tsc: (0..vcpus.len()).map(|_| AtomicU64::new(0)).collect(),
+            tids: (0..vcpus.len()).map(|_| AtomicI32::new(0)).collect(),
         });
+        let process_cpus = crate::affinity::process_cpus()
+            .map_err(|e| Error::Setup(format!("cannot read the process's CPU set: {e}")))?;
         let mut set = VcpuSet {
             control,
             threads: Vec::with_capacity(vcpus.len()),
@@ -109,10 +123,22 @@ impl VcpuSet {
         for (index, mut vcpu) in vcpus.into_iter().enumerate() {
             let immediate_exit = ImmediateExit(&mut vcpu.get_kvm_run().immediate_exit);
             let control = Arc::clone(&set.control);
+            let placement = match cpus {
+                [] => process_cpus.clone(),
+                _ => vec![cpus[index % cpus.len()]],
+            };
             let spawned = std::thread::Builder::new()
                 .name(format!("vcpu{index}"))
                 .stack_size(256 * 1024)
-                .spawn(move || run_loop(index, vcpu, immediate_exit, &control));
+                .spawn(move || {
+                    if let Err(e) = crate::affinity::set_current_thread_cpus(&placement) {
+                        let failure =
+                            format!("vCPU {index}: cannot run on CPUs {placement:?}: {e}");
+                        park_until_stop(failure, &control);
+                        return;
+                    }
+                    run_loop(index, vcpu, immediate_exit, &control)
+                });
             match spawned {
                 Ok(handle) => set.threads.push(VcpuThread {
                     handle,
@@ -164,11 +190,36 @@ impl VcpuSet {
 
     /// Lets paused vCPUs go and returns once every one has left the paused state.
     pub(crate) fn resume(&self) -> Result<(), Error> {
+        self.release();
+        self.wait_released()
+    }
+
+    /// Lets paused vCPUs go without waiting for them, as a VMM's resume does: the caller's
+    /// cost ends here, while each vCPU still has to be woken, get a CPU and enter the guest.
+    pub(crate) fn release(&self) {
         self.control.lock().pause_requested = false;
         self.control.changed.notify_all();
+    }
+
+    /// Returns once every released vCPU has left the paused state.
+    pub(crate) fn wait_released(&self) -> Result<(), Error> {
         self.wait_for(PAUSE_TIMEOUT, |s| s.paused == 0)
             .map_err(|_| Error::Stuck("paused vCPUs did not resume".into()))?;
         self.check_failures()
+    }
+
+    /// Host TSC at vCPU `index`'s last entry into KVM_RUN after a pause (0 before any).
+    pub(crate) fn entered_tsc(&self, index: usize) -> u64 {
+        self.control.entered_tsc[index].load(Ordering::Acquire)
+    }
+
+    /// Kernel task ids of the vCPU threads, in vCPU order.
+    pub(crate) fn tids(&self) -> Vec<i32> {
+        self.control
+            .tids
+            .iter()
+            .map(|t| t.load(Ordering::Acquire))
+            .collect()
     }
 
     fn check_failures(&self) -> Result<(), Error> {
@@ -222,11 +273,16 @@ impl Drop for VcpuSet {
 }
 
 fn run_loop(index: usize, mut vcpu: VcpuFd, immediate_exit: ImmediateExit, control: &Control) {
+    // SAFETY: gettid has no preconditions and cannot fail.
+    let tid = unsafe { libc::gettid() };
+    control.tids[index].store(tid, Ordering::Release);
     let mut first_entry = true;
     loop {
+        let mut was_paused = false;
         {
             let mut shared = control.lock();
             if shared.pause_requested && !shared.stop {
+                was_paused = true;
                 shared.paused += 1;
                 control.changed.notify_all();
                 while shared.pause_requested && !shared.stop {
@@ -247,6 +303,9 @@ fn run_loop(index: usize, mut vcpu: VcpuFd, immediate_exit: ImmediateExit, contr
                 first_entry = false;
                 control.changed.notify_all();
             }
+        }
+        if was_paused {
+            control.entered_tsc[index].store(crate::rdtsc(), Ordering::Release);
         }
         let outcome = match vcpu.run() {
             Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => None,

@@ -33,6 +33,9 @@ pub struct VmConfig {
     pub gap_threshold_ns: u64,
     /// Open KVM binary statistics fds for the VM and every vCPU.
     pub stats: bool,
+    /// CPUs the vCPU threads run on, vCPU i on `vcpu_cpus[i % len]`; empty: wherever the
+    /// scheduler puts them.
+    pub vcpu_cpus: Vec<usize>,
 }
 
 impl VmConfig {
@@ -44,6 +47,7 @@ impl VmConfig {
             scratch_slot_bytes: TWO_MIB,
             gap_threshold_ns: 5_000,
             stats: true,
+            vcpu_cpus: Vec::new(),
         }
     }
 
@@ -196,7 +200,7 @@ impl Vm {
             }
             vcpu_fds.push(vcpu);
         }
-        let vcpus = VcpuSet::start(vcpu_fds)?;
+        let vcpus = VcpuSet::start(vcpu_fds, &config.vcpu_cpus)?;
         vcpus.wait_started(Duration::from_secs(30))?;
         vm.vcpus = Some(vcpus);
         Ok(vm)
@@ -224,6 +228,28 @@ impl Vm {
     /// Sends paused vCPUs back into KVM_RUN; returns once all have left the pause.
     pub fn resume_all(&self) -> Result<(), Error> {
         self.vcpu_set().resume()
+    }
+
+    /// Lets paused vCPUs go and returns at once, as QEMU's resume does (it broadcasts and
+    /// does not wait): the cost a VMM sees. Call [`Vm::wait_released`] before the next pause.
+    pub fn release_all(&self) {
+        self.vcpu_set().release()
+    }
+
+    /// Returns once every vCPU let go by [`Vm::release_all`] has left the pause.
+    pub fn wait_released(&self) -> Result<(), Error> {
+        self.vcpu_set().wait_released()
+    }
+
+    /// Host TSC when vCPU `index`'s thread last entered KVM_RUN after a pause (0: never):
+    /// the end of its scheduling delay and the start of KVM's way back into the guest.
+    pub fn entered_tsc(&self, index: usize) -> u64 {
+        self.vcpu_set().entered_tsc(index)
+    }
+
+    /// Kernel task ids of the vCPU threads, in vCPU order (0 for one not yet running).
+    pub fn vcpu_tids(&self) -> Vec<i32> {
+        self.vcpu_set().tids()
     }
 
     pub fn scratch_slot_count(&self) -> usize {
@@ -434,13 +460,11 @@ pub fn host_tsc_khz() -> u64 {
     static KHZ: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *KHZ.get_or_init(|| {
         let start = Instant::now();
-        // SAFETY: RDTSC has no memory effects; every x86-64 CPU implements it.
-        let tsc_start = unsafe { core::arch::x86_64::_rdtsc() };
+        let tsc_start = crate::rdtsc();
         while start.elapsed() < Duration::from_millis(20) {
             std::hint::spin_loop();
         }
-        // SAFETY: as above.
-        let tsc_end = unsafe { core::arch::x86_64::_rdtsc() };
+        let tsc_end = crate::rdtsc();
         let elapsed_ns = start.elapsed().as_nanos() as u64;
         (tsc_end - tsc_start) * 1_000_000 / elapsed_ns.max(1)
     })

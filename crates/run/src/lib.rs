@@ -17,6 +17,7 @@ pub mod host;
 pub mod load;
 pub mod neighbours;
 pub mod owner;
+pub mod runs;
 pub mod schema;
 pub mod verdict;
 
@@ -25,7 +26,7 @@ pub use findings::{IpiPhase, IpiSender, IpiSite, LockContention, TraceSection, W
 pub use host::{HostFacts, KvmFacts};
 pub use load::{BackgroundLoad, LoadMeter};
 pub use owner::ProcessStamp;
-pub use schema::{Phase, Point, RunRecord, Series, ToolInfo, SCHEMA_VERSION};
+pub use schema::{Phase, Point, RunPart, RunRecord, Series, ToolInfo, SCHEMA_VERSION};
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock every vmscale timestamp uses, and the one the
 /// tracefs instance is set to (`trace_clock=mono`), so samples and kernel events share a

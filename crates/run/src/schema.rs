@@ -99,6 +99,18 @@ pub struct Series {
     /// Facts about this measurement that are not samples (limits that applied, counts).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// With `--runs K` (K > 1): each independent run's part of the samples, in run order;
+    /// the samples above are theirs concatenated. Empty for a single run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<RunPart>,
+}
+
+/// One independent run's part of a merged series.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunPart {
+    /// How many of the series' samples are this run's (they follow the previous run's).
+    pub samples: usize,
+    pub p50_ns: u64,
 }
 
 /// Every timed sample window of the run, (start, end) on the trace's clock, in no order.

@@ -7,6 +7,7 @@
 pub mod irqfd;
 pub mod memslot;
 pub mod mlock;
+pub mod placement;
 pub mod sched;
 pub mod teardown;
 pub mod zap;
@@ -139,6 +140,33 @@ impl Error {
             Error::Usage(_) | Error::Kvm(vmscale_kvm::Error::Impossible(_))
         )
     }
+}
+
+/// Accepted values of `--runs`.
+pub const RUNS: Range = Range::new(1, 1_000);
+
+/// The `--runs` knob as `vmscale list` shows it.
+pub const RUNS_KNOB: Knob = Knob {
+    flag: "--runs",
+    default: "1",
+    help: "independent runs of the whole sweep (fresh VMs and threads each), merged per point with the run-to-run spread",
+    range: Some(RUNS),
+};
+
+/// Runs a whole sweep `runs` times, each with fresh VMs and threads, and merges the
+/// points (see [`vmscale_run::runs`]). Whole sweeps rather than K runs per point, so a
+/// slow drift of the host lands on every point alike instead of on the last ones.
+pub(crate) fn independent_runs(
+    runs: usize,
+    mut sweep: impl FnMut() -> Result<Vec<vmscale_run::Point>, Error>,
+) -> Result<Vec<vmscale_run::Point>, Error> {
+    RUNS.check("--runs", runs as u64)?;
+    let done = (0..runs).map(|_| sweep()).collect::<Result<Vec<_>, _>>()?;
+    Ok(vmscale_run::runs::merge(done))
+}
+
+fn one() -> usize {
+    1
 }
 
 /// A list of counts as the `u64`s [`Range::check_all`] takes.

@@ -8,6 +8,13 @@
 //! - `direct`: delete + add while the vCPUs keep running (phases `delete`, `add`).
 //! - `pause-all`: kick every vCPU out of KVM_RUN, wait for the slowest, update, resume
 //!   (phases `kick+wait`, `update`, `resume`): where userspace pays for atomicity.
+//!
+//! A pause has two clocks. The VMM's: the caller's time until its resume returns, with the
+//! vCPUs released and not awaited, as QEMU resumes them. The guest's (spinning guests): each
+//! vCPU's gap in its TSC log from its last instruction before the kick to its first after
+//! the resume, which goes on after the VMM's clock stops while the vCPU thread is woken,
+//! waits for a CPU and re-enters the guest. Series `pause-all guest stall` holds it, split
+//! at the release and at the thread's KVM_RUN entry.
 //! - `batch-direct` / `batch-pause-all`: K updates in a row, as one transaction, each way.
 //!
 //! Every update also makes KVM kick every vCPU itself (kvm_make_all_cpus_request), so even
@@ -17,10 +24,12 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use vmscale_kvm::{GuestProgram, KvmSystem, Vm, VmConfig};
+use vmscale_kvm::vm::Gap;
+use vmscale_kvm::{rdtsc, GuestProgram, KvmSystem, Vm, VmConfig};
 use vmscale_run::{monotonic_ns, Phase, Point, Series};
 use vmscale_stats::Summary;
 
+use crate::placement::Pinning;
 use crate::sched::FifoGuard;
 use crate::{Cancel, Error, Knob, PhaseHook, Progress, Range, ScenarioInfo};
 
@@ -106,6 +115,12 @@ pub struct MemslotKnobs {
     pub fifo: bool,
     /// Size of the memslot being updated.
     pub slot_bytes: u64,
+    /// Where the measuring thread and the vCPUs run (`--pin`).
+    #[serde(default)]
+    pub pin: Pinning,
+    /// Independent runs of the sweep (`--runs`).
+    #[serde(default = "crate::one")]
+    pub runs: usize,
 }
 
 pub const DEFAULT_VCPUS: &str = "1,2,4,8,16,32";
@@ -124,6 +139,8 @@ impl Default for MemslotKnobs {
             guest: GuestProgram::Spin,
             fifo: false,
             slot_bytes: 2 << 20,
+            pin: Pinning::default(),
+            runs: 1,
         }
     }
 }
@@ -154,6 +171,8 @@ pub fn info() -> ScenarioInfo {
             Knob { flag: "--guest", default: "spin", help: "spin (vCPUs run a CPL3 loop) or halt (vCPUs sleep in HLT)", range: None },
             Knob { flag: "--fifo", default: "off", help: "measure from a SCHED_FIFO thread", range: None },
             Knob { flag: "--slot-mib", default: "2", help: "size of each updated memslot", range: Some(SLOT_MIB) },
+            Knob { flag: "--pin", default: "off", help: "MAIN[:VCPUS]: the measuring thread's CPU and the vCPUs' CPU list", range: None },
+            crate::RUNS_KNOB,
         ],
     }
 }
@@ -166,6 +185,7 @@ impl MemslotKnobs {
         WARMUP.check("--warmup", self.warmup as u64)?;
         BATCH.check("--batch", self.batch as u64)?;
         SLOT_MIB.check("--slot-mib", self.slot_bytes >> 20)?;
+        crate::RUNS.check("--runs", self.runs as u64)?;
         if self.strategies.is_empty() {
             return Err(Error::Usage("--strategy: nothing to run".into()));
         }
@@ -182,12 +202,13 @@ impl MemslotKnobs {
         let mut config = VmConfig::new(vcpus, self.guest);
         config.scratch_slots = self.batch.max(1);
         config.scratch_slot_bytes = self.slot_bytes;
+        config.vcpu_cpus = self.pin.vcpus.clone();
         config
     }
 
     /// Samples the whole run will take, for the progress bar.
     pub fn total_samples(&self) -> u64 {
-        (self.vcpus.len() * self.strategies.len() * (self.repeat + self.warmup)) as u64
+        (self.runs * self.vcpus.len() * self.strategies.len() * (self.repeat + self.warmup)) as u64
     }
 }
 
@@ -216,6 +237,18 @@ pub fn run(
 ) -> Result<Vec<Point>, Error> {
     preflight(system, knobs)?;
     progress.start(knobs.total_samples());
+    crate::independent_runs(knobs.runs, || {
+        one_run(system, knobs, progress, cancel, hook)
+    })
+}
+
+fn one_run(
+    system: &KvmSystem,
+    knobs: &MemslotKnobs,
+    progress: &dyn Progress,
+    cancel: &Cancel,
+    hook: &mut dyn PhaseHook,
+) -> Result<Vec<Point>, Error> {
     let host_cpus = vmscale_run::host::online_cpus();
     let mut points = Vec::new();
     for &vcpus in &knobs.vcpus {
@@ -228,7 +261,7 @@ pub fn run(
         for &strategy in &knobs.strategies {
             progress.set_message(format!("{vcpus} vCPUs, {}", strategy.name()));
             let label = format!("memslot vcpus={vcpus} strategy={}", strategy.name());
-            series.push(measure_strategy(
+            series.extend(measure_strategy(
                 &mut vm, knobs, strategy, progress, cancel, hook, &label,
             )?);
         }
@@ -249,6 +282,31 @@ struct Marks {
     end: u64,
     /// For single direct updates: when the delete returned.
     deleted: u64,
+    /// Host TSC once every vCPU was out (pause returned) and just before the release, on
+    /// the guests' clock, to find each vCPU's stall in its log (pausing strategies only).
+    paused_tsc: u64,
+    release_tsc: u64,
+}
+
+/// One vCPU's stall around one pausing sample, from its guest TSC log, in ns: the gap from
+/// its last guest instruction before the kick to its first after the resume, cut where the
+/// host released it and where its thread entered KVM_RUN again.
+#[derive(Debug, Clone, Copy, Default)]
+struct GuestStall {
+    /// Last guest instruction until the release: kicked out, waiting for the others, the
+    /// update.
+    until_release: u64,
+    /// The release until the vCPU thread entered KVM_RUN: woken, given a CPU, past the
+    /// pause's mutex.
+    until_thread_ran: u64,
+    /// KVM_RUN entry until the first guest instruction.
+    into_guest: u64,
+}
+
+impl GuestStall {
+    fn total(&self) -> u64 {
+        self.until_release + self.until_thread_ran + self.into_guest
+    }
 }
 
 fn measure_strategy(
@@ -259,24 +317,49 @@ fn measure_strategy(
     cancel: &Cancel,
     hook: &mut dyn PhaseHook,
     label: &str,
-) -> Result<Series, Error> {
+) -> Result<Vec<Series>, Error> {
     let updates = if strategy.is_batch() { knobs.batch } else { 1 };
+    // A halted guest runs no code, so it logs no stall to read.
+    let guest_clock = strategy.pauses() && vm.program() == GuestProgram::Spin;
+    let _pin = knobs.pin.pin_measuring_thread()?;
     let _fifo = knobs.fifo.then(FifoGuard::enter).transpose()?;
     for _ in 0..knobs.warmup {
         cancel.check()?;
         wait_until_every_vcpu_ran(vm);
         one_sample(vm, strategy, updates)?;
+        settle(vm, strategy)?;
         progress.advance(1);
     }
 
     let stats_before = vm.stats_snapshot();
     let progress_before: Vec<u64> = (0..vm.vcpu_count()).map(|i| vm.progress(i)).collect();
     let mut marks = Vec::with_capacity(knobs.repeat);
+    let mut stalls: Vec<GuestStall> = Vec::new();
+    let mut lost_gaps = 0;
+    let mut unmatched = 0;
     hook.measured_phase_begins(label)?;
     for _ in 0..knobs.repeat {
         cancel.check()?;
         wait_until_every_vcpu_ran(vm);
-        marks.push(one_sample(vm, strategy, updates)?);
+        if guest_clock {
+            for i in 0..vm.vcpu_count() {
+                lost_gaps += vm.take_gaps(i).lost;
+            }
+        }
+        let m = one_sample(vm, strategy, updates)?;
+        settle(vm, strategy)?;
+        if guest_clock {
+            wait_until_every_vcpu_ran(vm);
+            for i in 0..vm.vcpu_count() {
+                let log = vm.take_gaps(i);
+                lost_gaps += log.lost;
+                match guest_stall(&log.gaps, &m, vm.entered_tsc(i), vm.tsc_khz()) {
+                    Some(stall) => stalls.push(stall),
+                    None => unmatched += 1,
+                }
+            }
+        }
+        marks.push(m);
         progress.advance(1);
     }
     hook.measured_phase_ends(label)?;
@@ -304,7 +387,7 @@ fn measure_strategy(
         ],
         Strategy::BatchDirect => Vec::new(),
     };
-    Ok(Series {
+    let mut series = vec![Series {
         name: strategy.name().into(),
         sample_is: strategy.sample_is(knobs.batch),
         summary: Summary::from_samples(&samples_ns),
@@ -313,8 +396,96 @@ fn measure_strategy(
         phases,
         kvm_stats,
         vcpu_progress,
+        notes: if strategy.pauses() {
+            vec![VMM_CLOCK_NOTE.into()]
+        } else {
+            Vec::new()
+        },
         ..Series::default()
+    }];
+    if strategy.pauses() && !guest_clock {
+        series[0].notes.push(
+            "halted vCPUs run no guest code, so the guest-visible stall is not measured (--guest spin measures it)".into(),
+        );
+    }
+    if guest_clock {
+        series.push(guest_stall_series(strategy, &stalls, lost_gaps, unmatched));
+    }
+    Ok(series)
+}
+
+const VMM_CLOCK_NOTE: &str = "the VMM's clock: the caller's time from the kick until its resume returns, with the vCPUs released but not awaited, as QEMU resumes them";
+
+/// The name of the guest-visible stall series of a pausing strategy.
+pub fn guest_stall_name(strategy: Strategy) -> String {
+    format!("{} guest stall", strategy.name())
+}
+
+fn guest_stall_series(
+    strategy: Strategy,
+    stalls: &[GuestStall],
+    lost_gaps: u64,
+    unmatched: usize,
+) -> Series {
+    let samples_ns: Vec<u64> = stalls.iter().map(GuestStall::total).collect();
+    let phase =
+        |name: &str, f: fn(&GuestStall) -> u64| Phase::new(name, stalls.iter().map(f).collect());
+    let mut notes = vec![
+        "the guest's clock: per vCPU and sample, from its last guest instruction before the kick to its first after the resume (its TSC log); phases split it where the host released the vCPU and where its thread entered KVM_RUN".to_string(),
+    ];
+    if unmatched > 0 {
+        notes.push(format!(
+            "{unmatched} vCPU windows had no logged gap spanning the pause (a stall shorter than the log's threshold, or overwritten): left out"
+        ));
+    }
+    if lost_gaps > 0 {
+        notes.push(format!(
+            "{lost_gaps} guest gaps were overwritten before the host read them"
+        ));
+    }
+    Series {
+        name: guest_stall_name(strategy),
+        sample_is: "one vCPU's stall around one pause (guest TSC log)".into(),
+        summary: Summary::from_samples(&samples_ns),
+        samples_ns,
+        phases: vec![
+            phase("until release", |s| s.until_release),
+            phase("until thread ran", |s| s.until_thread_ran),
+            phase("into guest", |s| s.into_guest),
+        ],
+        notes,
+        ..Series::default()
+    }
+}
+
+/// The gap in one vCPU's log that spans the pause (it was out of the guest from before the
+/// pause returned until after the release), split at the release and at its thread's
+/// KVM_RUN entry. None when no logged gap spans it.
+fn guest_stall(gaps: &[Gap], m: &Marks, entered_tsc: u64, tsc_khz: u64) -> Option<GuestStall> {
+    let gap = gaps
+        .iter()
+        .find(|g| g.tsc_before <= m.paused_tsc && g.tsc_after >= m.release_tsc)?;
+    let ns = |ticks: u64| ticks.saturating_mul(1_000_000) / tsc_khz.max(1);
+    // The entry stamp belongs to this resume only if it lies inside the gap's tail.
+    let entered = if (m.release_tsc..=gap.tsc_after).contains(&entered_tsc) {
+        entered_tsc
+    } else {
+        m.release_tsc
+    };
+    Some(GuestStall {
+        until_release: ns(m.release_tsc - gap.tsc_before),
+        until_thread_ran: ns(entered - m.release_tsc),
+        into_guest: ns(gap.tsc_after - entered),
     })
+}
+
+/// Untimed, after a sample: released vCPUs must have left the pause before the next kick,
+/// or that kick finds them still paused and costs nothing.
+fn settle(vm: &Vm, strategy: Strategy) -> Result<(), Error> {
+    if strategy.pauses() {
+        vm.wait_released()?;
+    }
+    Ok(())
 }
 
 /// Untimed, between samples: each sample starts once every spinning vCPU has run guest
@@ -330,7 +501,8 @@ fn wait_until_every_vcpu_ran(vm: &Vm) {
 /// overhead (see [`driver_overhead`]), so both run exactly the same timed code.
 trait UpdateTarget {
     fn pause(&mut self) -> Result<(), Error>;
-    fn resume(&mut self) -> Result<(), Error>;
+    /// Lets the vCPUs go without waiting for them (the VMM's clock).
+    fn release(&mut self);
     fn set_slot(&mut self, slot: usize, present: bool) -> Result<(), Error>;
 }
 
@@ -338,8 +510,8 @@ impl UpdateTarget for Vm {
     fn pause(&mut self) -> Result<(), Error> {
         Ok(self.pause_all()?)
     }
-    fn resume(&mut self) -> Result<(), Error> {
-        Ok(self.resume_all()?)
+    fn release(&mut self) {
+        self.release_all()
     }
     fn set_slot(&mut self, slot: usize, present: bool) -> Result<(), Error> {
         Ok(self.set_scratch(slot, present)?)
@@ -352,9 +524,7 @@ impl UpdateTarget for NoTarget {
     fn pause(&mut self) -> Result<(), Error> {
         Ok(())
     }
-    fn resume(&mut self) -> Result<(), Error> {
-        Ok(())
-    }
+    fn release(&mut self) {}
     fn set_slot(&mut self, slot: usize, present: bool) -> Result<(), Error> {
         std::hint::black_box((slot, present));
         Ok(())
@@ -373,6 +543,7 @@ fn one_sample(
         target.pause()?;
     }
     let paused = monotonic_ns();
+    let paused_tsc = if strategy.pauses() { rdtsc() } else { 0 };
     let mut deleted = paused;
     for slot in 0..updates {
         target.set_slot(slot, false)?;
@@ -382,8 +553,10 @@ fn one_sample(
         target.set_slot(slot, true)?;
     }
     let updated = monotonic_ns();
+    let mut release_tsc = 0;
     if strategy.pauses() {
-        target.resume()?;
+        release_tsc = rdtsc();
+        target.release();
     }
     let end = monotonic_ns();
     Ok(Marks {
@@ -392,6 +565,8 @@ fn one_sample(
         updated,
         end,
         deleted,
+        paused_tsc,
+        release_tsc,
     })
 }
 

@@ -12,10 +12,11 @@
 //! scheduling causes (overcommit on a small host) are reported apart from the delete's.
 
 use serde::{Deserialize, Serialize};
-use vmscale_kvm::{GuestProgram, KvmSystem, Vm, VmConfig};
+use vmscale_kvm::{rdtsc, GuestProgram, KvmSystem, Vm, VmConfig};
 use vmscale_run::{monotonic_ns, Point, Series};
 use vmscale_stats::Summary;
 
+use crate::placement::Pinning;
 use crate::{Cancel, Error, Knob, PhaseHook, Progress, Range, ScenarioInfo};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -26,6 +27,12 @@ pub struct ZapKnobs {
     pub threshold_ns: u64,
     /// Also measure the same windows with no memslot change.
     pub baseline: bool,
+    /// Where the measuring thread and the vCPUs run (`--pin`).
+    #[serde(default)]
+    pub pin: Pinning,
+    /// Independent runs of the sweep (`--runs`).
+    #[serde(default = "crate::one")]
+    pub runs: usize,
 }
 
 pub const DEFAULT_VCPUS: &str = "1,2,4,8,16,32,64";
@@ -37,6 +44,8 @@ impl Default for ZapKnobs {
             repeat: 50,
             threshold_ns: 5_000,
             baseline: true,
+            pin: Pinning::default(),
+            runs: 1,
         }
     }
 }
@@ -59,6 +68,8 @@ pub fn info() -> ScenarioInfo {
             Knob { flag: "--repeat", default: "50", help: "deletes per point", range: Some(REPEAT) },
             Knob { flag: "--threshold-us", default: "5", help: "guest TSC gaps shorter than this are not stalls", range: Some(THRESHOLD_US) },
             Knob { flag: "--no-baseline", default: "off", help: "skip the no-delete baseline", range: None },
+            Knob { flag: "--pin", default: "off", help: "MAIN[:VCPUS]: the measuring thread's CPU and the vCPUs' CPU list", range: None },
+            crate::RUNS_KNOB,
         ],
     }
 }
@@ -68,6 +79,7 @@ impl ZapKnobs {
         VCPUS.check_all("--vcpus", &crate::as_u64(&self.vcpus))?;
         REPEAT.check("--repeat", self.repeat as u64)?;
         THRESHOLD_US.check("--threshold-us", self.threshold_ns / 1000)?;
+        crate::RUNS.check("--runs", self.runs as u64)?;
         Ok(())
     }
 
@@ -75,6 +87,7 @@ impl ZapKnobs {
         let mut config = VmConfig::new(vcpus, GuestProgram::Spin);
         config.scratch_slots = 1;
         config.gap_threshold_ns = self.threshold_ns;
+        config.vcpu_cpus = self.pin.vcpus.clone();
         config
     }
 
@@ -101,11 +114,6 @@ pub fn tsc_matches_host(backend: &str) -> bool {
 /// A vCPU that gets no CPU within this long shows as a long stall rather than a hang.
 const SETTLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-fn rdtsc() -> u64 {
-    // SAFETY: RDTSC has no memory effects; every x86-64 CPU implements it.
-    unsafe { core::arch::x86_64::_rdtsc() }
-}
-
 pub fn run(
     system: &KvmSystem,
     knobs: &ZapKnobs,
@@ -115,12 +123,26 @@ pub fn run(
 ) -> Result<Vec<Point>, Error> {
     knobs.preflight(system)?;
     let passes = if knobs.baseline { 2 } else { 1 };
-    progress.start((knobs.vcpus.len() * knobs.repeat * passes) as u64);
+    progress.start((knobs.runs * knobs.vcpus.len() * knobs.repeat * passes) as u64);
+    crate::independent_runs(knobs.runs, || {
+        one_run(system, knobs, progress, cancel, hook)
+    })
+}
+
+fn one_run(
+    system: &KvmSystem,
+    knobs: &ZapKnobs,
+    progress: &dyn Progress,
+    cancel: &Cancel,
+    hook: &mut dyn PhaseHook,
+) -> Result<Vec<Point>, Error> {
     let host_cpus = vmscale_run::host::online_cpus();
     let mut points = Vec::new();
     for &vcpus in &knobs.vcpus {
         let mut vm = Vm::start(system, &knobs.vm_config(vcpus))?;
         vm.set_scratch(0, true)?;
+        // After the vCPU threads exist, which place themselves (see Pinning).
+        let _pin = knobs.pin.pin_measuring_thread()?;
         let mut series = Vec::new();
         if knobs.baseline {
             progress.set_message(format!("{vcpus} vCPUs, baseline"));

@@ -329,6 +329,12 @@ fn row(n: u64, sa: &Series, sb: &Series, noise: f64) -> Row {
         })
         .collect();
     let p50 = changes.iter().find(|c| c.statistic == Statistic::P50);
+    // With independent runs (--runs), a change inside the range their medians already span
+    // is a change one configuration shows from run to run: no regression.
+    let run_spread = vmscale_run::runs::run_spread(sa)
+        .into_iter()
+        .chain(vmscale_run::runs::run_spread(sb))
+        .fold(0.0, f64::max);
     // Real only when the block test says so, the change exceeds both runs' own spread, the
     // block interval excludes zero and the change is beyond the noise threshold.
     let verdict = match (&judged[0], p50) {
@@ -336,6 +342,7 @@ fn row(n: u64, sa: &Series, sb: &Series, noise: f64) -> Row {
         (Err(Unjudged::ZeroBaseline), _) | (_, None) => "not comparable",
         (Ok(rep), _) if rep.p >= ALPHA => "no significant change",
         (Ok(rep), _) if !rep.decided(ALPHA) => "noise (within the runs' own spread)",
+        (Ok(rep), _) if rep.relative.abs() <= run_spread => "noise (within the run-to-run spread)",
         (Ok(rep), _) if rep.relative.abs() <= noise => "different, within noise",
         (Ok(rep), Some(c)) if rep.relative > 0.0 && c.low > 0.0 => SLOWER,
         (Ok(rep), Some(c)) if rep.relative < 0.0 && c.high < 0.0 => FASTER,

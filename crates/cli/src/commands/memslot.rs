@@ -5,6 +5,7 @@ use vmscale_scenario::memslot::{self, MemslotKnobs, Strategy};
 use vmscale_scenario::{Cancel, PhaseHook};
 
 use crate::args::{MemslotArgs, OutputArgs};
+use crate::commands::run::parse_pin;
 use crate::commands::run::{
     execute, overcommit_warnings, save, scenario_trace_config, show, stalled_vcpu_warnings,
     Measured, OnSignal, RunPlan,
@@ -26,6 +27,8 @@ pub fn command(args: &MemslotArgs) -> Result<(), Failure> {
         },
         fifo: args.fifo,
         slot_bytes: args.slot_mib.saturating_mul(1 << 20),
+        pin: parse_pin(&args.repeatability)?,
+        runs: args.repeatability.runs,
     };
     show(&measure(knobs, &args.output, &args.trace)?, &args.output)?;
     Ok(())

@@ -105,6 +105,7 @@ pub(crate) fn execute<M: Into<Measurement>>(
                     .chain(vmscale_run::neighbours::warnings(&load.neighbours))
             })
             .collect();
+        warnings.extend(vmscale_run::runs::disagreements(scenario, sweep, &points));
         let trace = trace_meta.map(|meta| {
             warnings.extend(meta.lost_warnings());
             crate::trace_analysis::analyse(
@@ -170,6 +171,16 @@ pub(crate) fn untraced_syscalls_config() -> RecordConfig {
             .collect(),
         ..RecordConfig::default()
     }
+}
+
+/// `--pin`, parsed and checked against the CPUs this process may use (unpinned when absent).
+pub(crate) fn parse_pin(
+    args: &crate::args::RepeatabilityArgs,
+) -> Result<vmscale_scenario::placement::Pinning, Failure> {
+    Ok(match &args.pin {
+        Some(spec) => vmscale_scenario::placement::Pinning::parse(spec)?,
+        None => Default::default(),
+    })
 }
 
 fn cannot_write(output: &OutputArgs, e: std::io::Error) -> Failure {

@@ -5,6 +5,7 @@ use vmscale_scenario::zap::{self, ZapKnobs};
 use vmscale_scenario::{Cancel, PhaseHook};
 
 use crate::args::{OutputArgs, ZapArgs};
+use crate::commands::run::parse_pin;
 use crate::commands::run::{
     execute, overcommit_warnings, save, scenario_trace_config, show, Measured, OnSignal, RunPlan,
 };
@@ -18,6 +19,8 @@ pub fn command(args: &ZapArgs) -> Result<(), Failure> {
         repeat: args.repeat,
         threshold_ns: args.threshold_us.saturating_mul(1_000),
         baseline: !args.no_baseline,
+        pin: parse_pin(&args.repeatability)?,
+        runs: args.repeatability.runs,
     };
     show(&measure(knobs, &args.output, &args.trace)?, &args.output)?;
     Ok(())
