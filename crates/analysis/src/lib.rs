@@ -47,6 +47,8 @@ pub struct TraceAnalysis {
     pub timeline: Option<vmscale_run::findings::TimelineExcerpt>,
     /// Where the recorded command's tasks spent their time ([`Scope::subject`]).
     pub subject: Option<vmscale_run::findings::SubjectTime>,
+    /// Where released vCPU threads spent the time until KVM_RUN ([`Scope::vcpu_resume_windows`]).
+    pub vcpu_resume: Option<vmscale_run::findings::SubjectTime>,
     pub decoded_events: u64,
     /// From the first decoded event to the last.
     pub span_ns: u64,
@@ -82,6 +84,9 @@ pub struct Scope {
     /// The tasks of a recorded command or process: they and every task they create are
     /// the subject whose time is split by cause ([`subject`]). Empty: no subject.
     pub subject: Vec<u32>,
+    /// Released vCPU threads until they entered KVM_RUN again, (task, start, end): where
+    /// that time went is split by cause like a subject's ([`subject::SubjectPass::within`]).
+    pub vcpu_resume_windows: Vec<(u32, u64, u64)>,
 }
 
 /// [`analyse`] within `scope`.
@@ -119,6 +124,15 @@ pub fn analyse_excluding(
     let mut spinlocks = SpinLocksPass::default();
     let mut subject = (!scope.subject.is_empty())
         .then(|| subject::SubjectPass::new(scope.subject.iter().map(|&tid| tid as i32).collect()));
+    let mut vcpu_resume = (!scope.vcpu_resume_windows.is_empty()).then(|| {
+        subject::SubjectPass::within(
+            scope
+                .vcpu_resume_windows
+                .iter()
+                .map(|&(tid, start, end)| (tid as i32, start, end))
+                .collect(),
+        )
+    });
     let (mut first_ts, mut last_ts) = (None, 0);
     let summary = decoder.for_each(|event| {
         // Events come in time order.
@@ -146,6 +160,9 @@ pub fn analyse_excluding(
         if let Some(subject) = &mut subject {
             subject.observe(&event, &kind);
         }
+        if let Some(pass) = &mut vcpu_resume {
+            pass.observe(&event, &kind);
+        }
     })?;
     let contention = contention.finish(symbols);
     let holders = holders.finish(symbols, &contention.locks);
@@ -155,6 +172,7 @@ pub fn analyse_excluding(
     };
     Ok(TraceAnalysis {
         subject: subject.and_then(|s| s.finish(symbols, &contention.locks)),
+        vcpu_resume: vcpu_resume.and_then(|s| s.finish(symbols, &contention.locks)),
         timeline,
         holders,
         breakdown: breakdown.finish(symbols, &contention.locks),
@@ -187,6 +205,7 @@ impl TraceAnalysis {
         section.spinlocks = self.spinlocks;
         section.timeline = self.timeline;
         section.subject = self.subject;
+        section.vcpu_resume = self.vcpu_resume;
     }
 }
 

@@ -122,6 +122,9 @@ pub struct SubjectPass {
     by_task: HashMap<(i32, Part), u64>,
     joined: HashMap<i32, u64>,
     last_ts: u64,
+    /// When given, only these windows of each task count: (start, end) per task, sorted,
+    /// with the index of the first that may still overlap what comes.
+    windows: HashMap<i32, (Vec<(u64, u64)>, usize)>,
 }
 
 impl SubjectPass {
@@ -141,7 +144,44 @@ impl SubjectPass {
             by_task: HashMap::new(),
             joined: HashMap::new(),
             last_ts: 0,
+            windows: HashMap::new(),
         }
+    }
+
+    /// Only the given windows of the given tasks, (task, start, end) on the trace's clock:
+    /// for threads whose time matters only then (a released vCPU thread until it entered
+    /// KVM_RUN again). Tasks they create are not followed, and no sleep counts as a join.
+    pub fn within(windows: Vec<(i32, u64, u64)>) -> SubjectPass {
+        let mut by_task: HashMap<i32, (Vec<(u64, u64)>, usize)> = HashMap::new();
+        for (pid, start, end) in windows.into_iter().filter(|w| w.2 > w.1) {
+            by_task.entry(pid).or_default().0.push((start, end));
+        }
+        for (list, _) in by_task.values_mut() {
+            list.sort_unstable();
+        }
+        let mut pass = SubjectPass::new(by_task.keys().copied().collect());
+        pass.windows = by_task;
+        pass
+    }
+
+    /// Accounts `part` for the task's time from `from` to `to`: all of it, or in windowed
+    /// mode the part inside its windows.
+    fn account(&mut self, pid: i32, part: Part, from: u64, to: u64) {
+        let ns = match self.windows.get_mut(&pid) {
+            None => to.saturating_sub(from),
+            Some((list, first)) => {
+                // Time only moves forward per task, so windows ending before `from` are done.
+                while *first < list.len() && list[*first].1 <= from {
+                    *first += 1;
+                }
+                list[*first..]
+                    .iter()
+                    .take_while(|w| w.0 < to)
+                    .map(|w| w.1.min(to).saturating_sub(w.0.max(from)))
+                    .sum()
+            }
+        };
+        self.add(pid, part, ns);
     }
 
     fn add(&mut self, pid: i32, part: Part, ns: u64) {
@@ -163,10 +203,11 @@ impl SubjectPass {
         if part == task.part {
             return;
         }
-        let (old, ns) = (task.part, ts.saturating_sub(task.since));
+        let (old, since, ns) = (task.part, task.since, ts.saturating_sub(task.since));
         task.part = part;
         task.since = ts;
-        if was_asleep && !matches!(task.sched, Sched::Asleep(_)) {
+        let joins = self.windows.is_empty();
+        if joins && was_asleep && !matches!(task.sched, Sched::Asleep(_)) {
             if let Part::Asleep(_) = old {
                 task.last_sleep = Some(EndedSleep {
                     part: old,
@@ -176,7 +217,7 @@ impl SubjectPass {
                 });
             }
         }
-        self.add(pid, old, ns);
+        self.account(pid, old, since, ts);
     }
 
     /// A subject task's events say it is on a CPU, whatever was last seen of it.
@@ -199,7 +240,7 @@ impl SubjectPass {
         let Some(task) = self.tasks.remove(&pid) else {
             return;
         };
-        self.add(pid, task.part, ts.saturating_sub(task.since));
+        self.account(pid, task.part, task.since, ts);
         for csd in task.pending {
             self.csd_waiters.remove(&csd);
         }
@@ -285,7 +326,7 @@ impl SubjectPass {
             }
             EventKind::SchedWakeupNew(w) => {
                 remember(&mut self.comms, w.pid, w.comm.as_bytes());
-                let created_by_subject = self.tasks.contains_key(&pid);
+                let created_by_subject = self.windows.is_empty() && self.tasks.contains_key(&pid);
                 if created_by_subject || self.is_new_root(w.pid) {
                     self.join(w.pid, ts, Sched::Runnable);
                 }
@@ -386,7 +427,7 @@ impl SubjectPass {
             .count() as u32;
         for pid in alive {
             if let Some(task) = self.tasks.remove(&pid) {
-                self.add(pid, task.part, end.saturating_sub(task.since));
+                self.account(pid, task.part, task.since, end);
             }
         }
         let names: HashMap<u64, &str> = contention

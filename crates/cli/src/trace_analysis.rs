@@ -56,6 +56,7 @@ pub fn reanalyse(
                     .collect()
             })
             .unwrap_or_default(),
+        vcpu_resume_windows: vmscale_run::schema::task_windows(points),
     };
     let analysis = vmscale_analysis::analyse_scoped(&run_dir.join(&section.dir), &scope);
     fill_findings(analysis, section, warnings);

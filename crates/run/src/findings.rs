@@ -57,6 +57,10 @@ pub struct TraceSection {
     /// Where the command's tasks spent their time, from the trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject: Option<SubjectTime>,
+    /// Where released vCPU threads spent the time from a pause's release until they
+    /// entered KVM_RUN again (the scenario's [`crate::schema::Series::task_windows`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vcpu_resume: Option<SubjectTime>,
 }
 
 /// The traced command's process and the CPU time the kernel charged it: with every

@@ -103,6 +103,28 @@ pub struct Series {
     /// the samples above are theirs concatenated. Empty for a single run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<RunPart>,
+    /// Windows of other threads the trace should explain, on the trace's clock: for a
+    /// pause's guest stall, each vCPU thread from its release until it entered KVM_RUN.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub task_windows: Vec<TaskWindow>,
+}
+
+/// One thread's window, CLOCK_MONOTONIC ns.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TaskWindow {
+    pub tid: u32,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+/// Every task window of the run, (task, start, end).
+pub fn task_windows(points: &[Point]) -> Vec<(u32, u64, u64)> {
+    points
+        .iter()
+        .flat_map(|p| &p.series)
+        .flat_map(|s| &s.task_windows)
+        .map(|w| (w.tid, w.start_ns, w.end_ns))
+        .collect()
 }
 
 /// One independent run's part of a merged series.

@@ -26,6 +26,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use vmscale_kvm::vm::Gap;
 use vmscale_kvm::{rdtsc, GuestProgram, KvmSystem, Vm, VmConfig};
+use vmscale_run::schema::TaskWindow;
 use vmscale_run::{monotonic_ns, Phase, Point, Series};
 use vmscale_stats::Summary;
 
@@ -335,6 +336,8 @@ fn measure_strategy(
     let progress_before: Vec<u64> = (0..vm.vcpu_count()).map(|i| vm.progress(i)).collect();
     let mut marks = Vec::with_capacity(knobs.repeat);
     let mut stalls: Vec<GuestStall> = Vec::new();
+    let mut windows: Vec<TaskWindow> = Vec::new();
+    let tids = vm.vcpu_tids();
     let mut lost_gaps = 0;
     let mut unmatched = 0;
     hook.measured_phase_begins(label)?;
@@ -354,7 +357,15 @@ fn measure_strategy(
                 let log = vm.take_gaps(i);
                 lost_gaps += log.lost;
                 match guest_stall(&log.gaps, &m, vm.entered_tsc(i), vm.tsc_khz()) {
-                    Some(stall) => stalls.push(stall),
+                    Some(stall) => {
+                        // The release follows `updated` by one TSC read.
+                        windows.push(TaskWindow {
+                            tid: tids[i] as u32,
+                            start_ns: m.updated,
+                            end_ns: m.updated + stall.until_thread_ran,
+                        });
+                        stalls.push(stall);
+                    }
                     None => unmatched += 1,
                 }
             }
@@ -409,7 +420,9 @@ fn measure_strategy(
         );
     }
     if guest_clock {
-        series.push(guest_stall_series(strategy, &stalls, lost_gaps, unmatched));
+        let mut stall = guest_stall_series(strategy, &stalls, lost_gaps, unmatched);
+        stall.task_windows = windows;
+        series.push(stall);
     }
     Ok(series)
 }
