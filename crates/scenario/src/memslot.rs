@@ -353,14 +353,14 @@ fn measure_strategy(
         settle(vm, strategy)?;
         if guest_clock {
             wait_until_every_vcpu_ran(vm);
-            for i in 0..vm.vcpu_count() {
+            for (i, &tid) in tids.iter().enumerate() {
                 let log = vm.take_gaps(i);
                 lost_gaps += log.lost;
                 match guest_stall(&log.gaps, &m, vm.entered_tsc(i), vm.tsc_khz()) {
                     Some(stall) => {
                         // The release follows `updated` by one TSC read.
                         windows.push(TaskWindow {
-                            tid: tids[i] as u32,
+                            tid: tid as u32,
                             start_ns: m.updated,
                             end_ns: m.updated + stall.until_thread_ran,
                         });
