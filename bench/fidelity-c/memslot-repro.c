@@ -181,7 +181,13 @@ static void wait_every_vcpu_ran(void) {
 
 enum mode { DIRECT, PAUSE_VMM, PAUSE_WAIT };
 
-static uint64_t sample(enum mode m) {
+// Where one pause-all sample's time went, for comparison with vmscale's phases of the same
+// names: kick+wait (until every vCPU is out), update, resume.
+struct phases {
+    uint64_t kick_wait, update, resume;
+};
+
+static uint64_t sample(enum mode m, struct phases *ph) {
     wait_every_vcpu_ran();
     uint64_t t0 = now_ns(), t1;
     if (m == DIRECT) {
@@ -192,8 +198,10 @@ static uint64_t sample(enum mode m) {
     pthread_mutex_lock(&lock);
     pause_all();
     pthread_mutex_unlock(&lock);
+    uint64_t paused_at = now_ns();
     set_slot(0);
     set_slot(1);
+    uint64_t updated_at = now_ns();
     pthread_mutex_lock(&lock);
     pause_requested = 0;
     pthread_cond_broadcast(&resume_cond);
@@ -201,6 +209,7 @@ static uint64_t sample(enum mode m) {
         wait_ctl(none_paused);
     pthread_mutex_unlock(&lock);
     t1 = now_ns();
+    *ph = (struct phases){paused_at - t0, updated_at - paused_at, t1 - updated_at};
     if (m == PAUSE_VMM) {
         // Untimed: the next kick must find every vCPU back out of the pause.
         pthread_mutex_lock(&lock);
@@ -305,12 +314,33 @@ static double quantile_us(uint64_t *sorted, int n, double q) {
     return sorted[rank - 1] / 1000.0;
 }
 
-static void report(const char *mode, uint64_t *s, int n) {
+static double p50_us(uint64_t *s, int n) {
+    qsort(s, n, sizeof *s, cmp_u64);
+    return quantile_us(s, n, 0.5);
+}
+
+// One JSON line; pause modes add each phase's own p50 (phases' p50s need not sum to the
+// total's).
+static void report(const char *mode, uint64_t *s, int n, struct phases *ph) {
     qsort(s, n, sizeof *s, cmp_u64);
     printf("{\"mode\":\"%s\",\"guest\":\"%s\",\"vcpus\":%d,\"samples\":%d,"
-           "\"p50_us\":%.3f,\"p99_us\":%.3f}\n",
+           "\"p50_us\":%.3f,\"p99_us\":%.3f",
            mode, spin ? "spin" : "halt", nvcpus, n, quantile_us(s, n, 0.5),
            quantile_us(s, n, 0.99));
+    if (ph) {
+        uint64_t *col = calloc(n, 8);
+        for (int i = 0; i < n; i++)
+            col[i] = ph[i].kick_wait;
+        printf(",\"kick_wait_p50_us\":%.3f", p50_us(col, n));
+        for (int i = 0; i < n; i++)
+            col[i] = ph[i].update;
+        printf(",\"update_p50_us\":%.3f", p50_us(col, n));
+        for (int i = 0; i < n; i++)
+            col[i] = ph[i].resume;
+        printf(",\"resume_p50_us\":%.3f", p50_us(col, n));
+        free(col);
+    }
+    printf("}\n");
 }
 
 int main(int argc, char **argv) {
@@ -398,24 +428,26 @@ int main(int argc, char **argv) {
         pin_to(pin);
 
     uint64_t *direct = calloc(repeat, 8), *vmm = calloc(repeat, 8), *waited = calloc(repeat, 8);
+    struct phases scratch, *vmm_ph = calloc(repeat, sizeof *vmm_ph),
+                           *waited_ph = calloc(repeat, sizeof *waited_ph);
     if (do_direct) {
         for (int i = 0; i < warmup; i++)
-            sample(DIRECT);
+            sample(DIRECT, &scratch);
         for (int i = 0; i < repeat; i++)
-            direct[i] = sample(DIRECT);
-        report("direct", direct, repeat);
+            direct[i] = sample(DIRECT, &scratch);
+        report("direct", direct, repeat, NULL);
     }
     if (do_pause) {
         for (int i = 0; i < warmup; i++) {
-            sample(PAUSE_VMM);
-            sample(PAUSE_WAIT);
+            sample(PAUSE_VMM, &scratch);
+            sample(PAUSE_WAIT, &scratch);
         }
         for (int i = 0; i < repeat; i++) {
-            vmm[i] = sample(PAUSE_VMM);
-            waited[i] = sample(PAUSE_WAIT);
+            vmm[i] = sample(PAUSE_VMM, &vmm_ph[i]);
+            waited[i] = sample(PAUSE_WAIT, &waited_ph[i]);
         }
-        report("pause-vmm", vmm, repeat);
-        report("pause-wait", waited, repeat);
+        report("pause-vmm", vmm, repeat, vmm_ph);
+        report("pause-wait", waited, repeat, waited_ph);
     }
     fflush(stdout);
 
