@@ -50,6 +50,8 @@ pub struct TraceAnalysis {
     /// Where released vCPU threads spent the time until KVM_RUN ([`Scope::vcpu_resume_windows`]).
     pub vcpu_resume: Option<vmscale_run::findings::SubjectTime>,
     pub decoded_events: u64,
+    /// Events per type, `system:name`.
+    pub events_seen: std::collections::BTreeMap<String, u64>,
     /// From the first decoded event to the last.
     pub span_ns: u64,
     /// No format for lock:contention_begin: contention cannot be decoded at all.
@@ -134,10 +136,17 @@ pub fn analyse_excluding(
         )
     });
     let (mut first_ts, mut last_ts) = (None, 0);
+    // Per event type id: how many the trace holds.
+    let mut seen: Vec<u64> = Vec::new();
     let summary = decoder.for_each(|event| {
         // Events come in time order.
         first_ts.get_or_insert(event.ts());
         last_ts = event.ts();
+        let id = event.id() as usize;
+        if id >= seen.len() {
+            seen.resize(id + 1, 0);
+        }
+        seen[id] += 1;
         // The typed view is read once and shared: each pass reading it again cost more
         // than the decode itself.
         let kind = event.kind();
@@ -180,6 +189,15 @@ pub fn analyse_excluding(
         contention,
         ipis: ipis.finish(symbols),
         decoded_events: summary.events(),
+        events_seen: seen
+            .iter()
+            .enumerate()
+            .filter(|&(_, &n)| n > 0)
+            .filter_map(|(id, &n)| {
+                let t = decoder.catalog().get(id as u16)?;
+                Some((format!("{}:{}", t.system, t.name()), n))
+            })
+            .collect(),
         span_ns: first_ts.map_or(0, |first| last_ts.saturating_sub(first)),
         lock_format_missing: decoder.catalog().find("lock", "contention_begin").is_none(),
         missed_events: summary.missed_events(),
@@ -195,6 +213,7 @@ impl TraceAnalysis {
     /// Fills the findings into a run's trace section.
     pub fn fill(self, section: &mut TraceSection) {
         section.decoded_events = self.decoded_events;
+        section.events_seen = self.events_seen;
         section.span_ns = self.span_ns;
         section.lock_format_missing = self.lock_format_missing;
         section.stack_cost = self.contention.stack_cost;

@@ -807,10 +807,12 @@ fn lock_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Finding> {
         )];
     }
     if total == 0 {
-        let summary = if trace.lock_format_missing {
+        let summary = if vmscale_run::findings::contention_observable(trace) {
+            "no lock contention recorded: nothing here is blamed on a lock"
+        } else if trace.lock_format_missing {
             "lock contention unknown: the trace cannot decode lock:contention_begin"
         } else {
-            "no lock contention recorded: nothing here is blamed on a lock"
+            "lock contention unknown: it needs lock:contention_begin/end (kernel 5.19 or later), and this trace has none, so nothing can be blamed on a lock or cleared of it"
         };
         return vec![none(summary, vec![scope])];
     }
@@ -1249,10 +1251,25 @@ mod tests {
 
     #[test]
     fn nothing_to_blame_is_said_as_such() {
-        let quiet = verdict(&record(Some(TraceSection::default())));
+        let recorded = TraceSection {
+            events: vec!["lock:contention_begin".into(), "lock:contention_end".into()],
+            ..TraceSection::default()
+        };
+        let quiet = verdict(&record(Some(recorded)));
         assert_eq!(quiet.len(), 1);
         assert_eq!(quiet[0].cause, Cause::None);
         assert!(quiet[0].summary.starts_with("no lock contention recorded"));
+        // A trace that never had the lock events cannot clear the locks: unknown, not none.
+        let blind = verdict(&record(Some(TraceSection {
+            events: vec!["sched:sched_switch".into()],
+            ..TraceSection::default()
+        })));
+        assert_eq!(blind[0].cause, Cause::None);
+        assert!(
+            blind[0].summary.starts_with("lock contention unknown"),
+            "{}",
+            blind[0].summary
+        );
         let untraced = verdict(&record(None));
         assert_eq!(untraced[0].cause, Cause::None);
         assert!(untraced[0].summary.starts_with("not traced"));

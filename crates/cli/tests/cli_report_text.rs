@@ -548,6 +548,27 @@ fn function_tracer_text_reports_the_functions_called_most() {
         warnings.contains("function tracer: 21 calls of 21 functions (no durations: the function tracer records entries only); most called: "),
         "{warnings}"
     );
+    // A function trace has no lock events: contention is unknown, never "none".
+    let verdict = &run["verdict"][0];
+    assert!(
+        verdict["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("lock contention unknown: it needs lock:contention_begin/end"),
+        "{verdict}"
+    );
+    assert!(run["trace"]["events_seen"]
+        .as_object()
+        .is_none_or(|seen| !seen.contains_key("lock:contention_begin")));
+    let text = vmscale()
+        .args(["report", "--details"])
+        .arg(fixture("public/linux-ftrace-rst.txt"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(!text.contains("no lock contention recorded"), "{text}");
+    assert!(!text.contains("0 event types recorded"), "{text}");
+    assert!(!text.contains("0 KiB buffer"), "{text}");
     let run = report_json(&fixture("public/trace-cmd-report-man.txt"));
     assert_eq!(run["knobs"]["function_tracer_calls"], 11);
     assert_eq!(

@@ -716,7 +716,10 @@ mod tests {
             knobs: serde_json::json!({"iterations": 50}),
             background: None,
             points: vec![point(1), point(4)],
-            trace: Some(TraceSection::default()),
+            trace: Some(TraceSection {
+                events: vec!["lock:contention_begin".into(), "lock:contention_end".into()],
+                ..TraceSection::default()
+            }),
             warnings: vec!["a <b>bold</b> warning".into()],
         }
     }

@@ -247,6 +247,7 @@ fn trace_section() -> TraceSection {
         command: None,
         subject: None,
         vcpu_resume: None,
+        events_seen: Default::default(),
     }
 }
 

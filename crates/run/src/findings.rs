@@ -5,6 +5,18 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use vmscale_stats::Summary;
 
+/// Whether the trace could show lock contention: lock:contention_begin was recorded (a
+/// recording that enabled it and saw none had none), its format is there to decode it,
+/// or events of it were seen. Otherwise an empty contention list means "unknown".
+pub fn contention_observable(trace: &TraceSection) -> bool {
+    let enabled = trace
+        .events
+        .iter()
+        .any(|e| e == "lock" || e == "lock:contention_begin" || e == "lock:*");
+    let seen = trace.events_seen.contains_key("lock:contention_begin");
+    seen || (enabled && !trace.lock_format_missing)
+}
+
 /// The trace part of a run: how it was recorded and what the analyses found.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct TraceSection {
@@ -21,6 +33,10 @@ pub struct TraceSection {
     pub lost_per_cpu: BTreeMap<String, u64>,
     /// Events decoded from the raw trace.
     pub decoded_events: u64,
+    /// How many events of each type (`system:name`) the trace holds: what it can show,
+    /// as opposed to the formats it carries.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub events_seen: BTreeMap<String, u64>,
     /// From the first decoded event to the last (tracing may have been off in between).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub span_ns: u64,

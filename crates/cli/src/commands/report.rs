@@ -159,6 +159,9 @@ fn import_dat(
         ));
     }
     crate::trace_analysis::fill_findings(analysis, &mut section, &mut warnings);
+    // A .dat carries the format of every event its kernel had, enabled or not: what it
+    // recorded is what it holds.
+    section.events = section.events_seen.keys().cloned().collect();
     let record = crate::trace_analysis::concluded(imported_record(
         path,
         &dat,

@@ -50,18 +50,17 @@ pub(crate) fn blocks(trace: &TraceSection) -> Vec<Block> {
 /// Why the contention table is empty: nothing contended, or nothing could have been seen
 /// (the events were not recorded, or the trace lacks their format).
 fn empty_table_reason(trace: &TraceSection) -> String {
-    let recorded = trace
-        .events
-        .iter()
-        .any(|e| e == "lock" || e == "lock:contention_begin" || e == "lock:*");
-    if !trace.events.is_empty() && !recorded {
-        "lock contention unknown: lock:contention_begin was not recorded".into()
+    if vmscale_run::findings::contention_observable(trace) {
+        NO_CONTENTION.into()
     } else if trace.lock_format_missing {
         "lock contention unknown: the trace has no format for lock:contention_begin, so its events cannot be decoded".into()
     } else {
-        NO_CONTENTION.into()
+        CONTENTION_UNKNOWN.into()
     }
 }
+
+/// Said when the trace holds no lock events: an absence that must not read as "none".
+pub(crate) const CONTENTION_UNKNOWN: &str = "lock contention unknown: lock contention needs lock:contention_begin/end (kernel 5.19 or later), and this trace has none";
 
 /// The header lines: what was recorded, what recording stacks cost, what was lost.
 pub(crate) fn header(trace: &TraceSection) -> Vec<String> {
@@ -81,16 +80,34 @@ pub(crate) fn header(trace: &TraceSection) -> Vec<String> {
 }
 
 fn recording(trace: &TraceSection) -> String {
-    let mut parts = vec![
-        format!(
+    let mut parts = Vec::new();
+    // A function-tracer import has no events at all: nothing to say "0 recorded" of.
+    if !trace.events.is_empty() {
+        parts.push(format!(
             "{} recorded{}",
             plural(trace.events.len() as u64, "event type"),
             event_systems(&trace.events)
-        ),
-        format!("kernel stacks {}", if trace.stacks { "on" } else { "off" }),
-        format!("{} buffer per CPU", kib(trace.buffer_kib)),
-        format!("{} events decoded", units::count(trace.decoded_events)),
-    ];
+        ));
+    }
+    parts.push(format!(
+        "kernel stacks {}",
+        if trace.stacks { "on" } else { "off" }
+    ));
+    // An import does not know its buffer size: left out rather than shown as 0.
+    if trace.buffer_kib > 0 {
+        parts.push(format!("{} buffer per CPU", kib(trace.buffer_kib)));
+    }
+    parts.push(format!(
+        "{} events decoded",
+        units::count(trace.decoded_events)
+    ));
+    if !trace.events_seen.is_empty() {
+        parts.push(format!(
+            "{} seen{}",
+            plural(trace.events_seen.len() as u64, "event type"),
+            event_systems(&trace.events_seen.keys().cloned().collect::<Vec<_>>())
+        ));
+    }
     if !trace.dir.is_empty() {
         // Written as a directory, so that "trace" does not read as a word of the sentence.
         let slash = if trace.dir.ends_with('/') { "" } else { "/" };
