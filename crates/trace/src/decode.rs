@@ -41,6 +41,8 @@ const CHUNK_BYTES: usize = 256 << 10;
 const BUFFER_BUDGET: usize = 64 << 20;
 /// Batches a CPU decoded on its own thread may have ready before the merge reads them.
 const BATCHES_IN_FLIGHT: usize = 2;
+/// Read buffers a CPU decoded on its own thread holds at most ([`decode_ahead`]).
+const BUFFERS_PER_THREAD: usize = BATCHES_IN_FLIGHT + 3;
 /// The merge holds at least one whole page of every CPU with data; a trace that would need
 /// more than this at once is refused rather than allocated.
 const MAX_PAGES_IN_MEMORY: usize = 256 << 20;
@@ -701,7 +703,7 @@ impl Decoder {
             let stream = self.events()?;
             return self.drain(stream, f);
         }
-        let streams = self.streams(&self.cpus, BATCHES_IN_FLIGHT + 2)?;
+        let streams = self.streams(&self.cpus, BUFFERS_PER_THREAD)?;
         std::thread::scope(|scope| {
             let mut lanes = Vec::with_capacity(streams.len());
             for (stream, data) in streams {
@@ -780,9 +782,10 @@ fn available_threads() -> usize {
 }
 
 /// Fills batches of `stream` and sends them to the merge until the stream ends or the
-/// merge stops reading. Spent batches come back on `returned` to be filled again, so a
-/// stream has at most [`BATCHES_IN_FLIGHT`] batches waiting, plus the one being filled and
-/// the one being read.
+/// merge stops reading. Spent batches come back on `returned` to be filled again and a new
+/// one is made only when none has come back, so there are at most [`BATCHES_IN_FLIGHT`]
+/// waiting, the one being filled and the one being read, each with a buffer, plus the
+/// buffer the stream reads into.
 fn decode_ahead(
     mut stream: CpuStream<'_>,
     batches: std::sync::mpsc::SyncSender<Batch>,
