@@ -1,9 +1,12 @@
-//! Decode throughput on one trace-cmd .dat: raw decode (every event merged in time order),
-//! decode with typed views, and the full analysis. Run through bench/decode, which also
-//! times `trace-cmd report` on the same file.
+//! Decode throughput on one trace-cmd .dat, read where it lies (as `vmscale report
+//! FILE.dat` reads it): raw decode (every event merged in time order), decode with typed
+//! views, and the full analysis, each on one thread and on every core. Run through
+//! bench/decode, which also times libtracecmd and `trace-cmd report` on the same file.
 
+use std::sync::Arc;
 use std::time::Instant;
 
+use vmscale_trace::dat::DatFile;
 use vmscale_trace::{Decoder, EventKind};
 
 fn main() {
@@ -11,19 +14,25 @@ fn main() {
         eprintln!("usage: decode_bench FILE.dat");
         std::process::exit(2);
     };
-    let dir = std::env::temp_dir().join(format!("vmscale-decode-bench-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let start = Instant::now();
-    if let Err(e) = vmscale_trace::dat::extract_to_trace_dir(std::path::Path::new(&dat), &dir) {
-        eprintln!("decode_bench: {e}");
-        std::process::exit(1);
-    }
-    let extract = start.elapsed();
-    let decoder = Decoder::open(&dir).expect("extracted trace opens");
+    let opened = DatFile::open(std::path::Path::new(&dat))
+        .map_err(|e| e.to_string())
+        .and_then(|dat| Decoder::from_dat(Arc::new(dat), None).map_err(|e| e.to_string()));
+    let decoder = match opened {
+        Ok(decoder) => decoder,
+        Err(e) => {
+            eprintln!("decode_bench: {dat}: {e}");
+            std::process::exit(1);
+        }
+    };
+    let cores = decoder.threads();
+    let one = Decoder::from_dat(Arc::new(DatFile::open(dat.as_ref()).unwrap()), None)
+        .unwrap()
+        .with_threads(1);
+    let symbols = decoder.kallsyms().unwrap_or_default();
 
-    // Best of three for each, so a moment of background load does not decide the number.
+    // Best of five for each, so a moment of background load does not decide the number.
     let best = |f: &dyn Fn() -> u64| -> (u64, f64) {
-        (0..3)
+        (0..5)
             .map(|_| {
                 let t = Instant::now();
                 let n = f();
@@ -32,45 +41,76 @@ fn main() {
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .unwrap()
     };
-    let (events, raw) = best(&|| decoder.for_each(|_| {}).unwrap().events());
-    let (_, typed) = best(&|| {
-        let mut typed = 0u64;
-        decoder
-            .for_each(|e| {
+    let raw = |d: &Decoder| best(&|| d.for_each(|_| {}).unwrap().events());
+    let typed = |d: &Decoder| {
+        best(&|| {
+            let mut typed = 0u64;
+            d.for_each(|e| {
                 if !matches!(e.kind(), EventKind::Other) {
                     typed += 1;
                 }
             })
             .unwrap();
-        typed
-    });
-    let symbols = decoder.kallsyms().unwrap_or_default();
-    let (_, analysis) = best(&|| {
-        vmscale_analysis::analyse_with(&decoder, &symbols)
-            .unwrap()
-            .decoded_events
-    });
-    let _ = std::fs::remove_dir_all(&dir);
+            typed
+        })
+    };
+    let analysis = |d: &Decoder| {
+        best(&|| {
+            vmscale_analysis::analyse_with(d, &symbols)
+                .unwrap()
+                .decoded_events
+        })
+    };
+    // `decode_bench FILE.dat STEP THREADS` runs one step once, for a profiler.
+    if let (Some(step), Some(threads)) = (std::env::args().nth(2), std::env::args().nth(3)) {
+        let d = if threads == "1" { &one } else { &decoder };
+        let t = Instant::now();
+        let events = match step.as_str() {
+            "raw" => d.for_each(|_| {}).unwrap().events(),
+            "analysis" => {
+                vmscale_analysis::analyse_with(d, &symbols)
+                    .unwrap()
+                    .decoded_events
+            }
+            "none" => 0,
+            _ => panic!("step: raw, analysis or none"),
+        };
+        let seconds = t.elapsed().as_secs_f64();
+        println!("{step}, {threads} threads: {events} events, {seconds:.3} s");
+        return;
+    }
+    let (events, raw_one) = raw(&one);
+    let (_, raw_all) = raw(&decoder);
+    let (_, typed_one) = typed(&one);
+    let (_, typed_all) = typed(&decoder);
+    let (analysed, analysis_one) = analysis(&one);
+    let (_, analysis_all) = analysis(&decoder);
+    assert_eq!(events, analysed);
 
+    let line = |what: &str, seconds: f64| {
+        println!(
+            "{what:<52} {seconds:.3} s, {:6.1} M events/s",
+            events as f64 / seconds / 1e6
+        )
+    };
     println!("events: {events}");
-    println!(
-        "extract .dat to a trace directory: {:.3} s",
-        extract.as_secs_f64()
+    line("vmscale raw decode, one thread:", raw_one);
+    line(&format!("vmscale raw decode, {cores} cores:"), raw_all);
+    line("vmscale decode + typed views, one thread:", typed_one);
+    line(
+        &format!("vmscale decode + typed views, {cores} cores:"),
+        typed_all,
+    );
+    line("vmscale full analysis, one thread:", analysis_one);
+    line(
+        &format!("vmscale full analysis, {cores} cores:"),
+        analysis_all,
     );
     println!(
-        "vmscale raw decode (merged, time-ordered): {:.3} s, {:.1} M events/s",
-        raw,
-        events as f64 / raw / 1e6
+        "full analysis speedup on {cores} cores: {:.2}x",
+        analysis_one / analysis_all
     );
-    println!(
-        "vmscale decode + typed views:              {:.3} s, {:.1} M events/s",
-        typed,
-        events as f64 / typed / 1e6
-    );
-    println!(
-        "vmscale full analysis (contention + IPIs): {:.3} s, {:.1} M events/s",
-        analysis,
-        events as f64 / analysis / 1e6
-    );
-    println!("raw_seconds {raw:.6}");
+    println!("raw_seconds {raw_one:.6}");
+    println!("analysis_one_seconds {analysis_one:.6}");
+    println!("analysis_all_seconds {analysis_all:.6}");
 }

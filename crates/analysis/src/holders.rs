@@ -178,7 +178,14 @@ pub struct HoldersPass {
     /// Per task, when it sent IPIs, back to the oldest open wait (and at most
     /// [`MAX_IPI_TIMES`]): a hold learnt at its release counts those inside it.
     ipi_times: HashMap<i32, std::collections::VecDeque<u64>>,
+    /// Per CPU, the last task seen there that the timelines already know: a task once
+    /// known stays known, so its next events on that CPU need no lookup.
+    known_on_cpu: Vec<i32>,
 }
+
+/// CPUs [`HoldersPass::known_on_cpu`] covers (the kernel's most); events of others are
+/// looked up every time.
+const MAX_CACHED_CPUS: usize = 8192;
 
 /// IPI send times kept per task; older ones are dropped (and go uncounted).
 const MAX_IPI_TIMES: usize = 65_536;
@@ -278,7 +285,16 @@ impl HoldersPass {
         let pid = event.pid();
         let floor = self.floor();
         if pid != 0 && !matches!(kind, EventKind::KernelStack(_)) {
-            self.timelines.seen_running(pid, ts, floor);
+            let cpu = event.cpu() as usize;
+            if self.known_on_cpu.get(cpu) != Some(&pid) {
+                self.timelines.seen_running(pid, ts, floor);
+                if cpu < MAX_CACHED_CPUS {
+                    if self.known_on_cpu.len() <= cpu {
+                        self.known_on_cpu.resize(cpu + 1, 0);
+                    }
+                    self.known_on_cpu[cpu] = pid;
+                }
+            }
         }
         match *kind {
             EventKind::ContentionBegin(begin) => {

@@ -15,6 +15,7 @@ use vmscale_trace::event::Event;
 use vmscale_trace::views::EventKind;
 
 use crate::symbols::Symbols;
+use crate::task_slots::TaskSlots;
 
 const BEGIN: &str = "vmscale: begin ";
 const END: &str = "vmscale: end ";
@@ -41,8 +42,9 @@ pub struct IpiPass {
     current: Option<PhaseAggregate>,
     done: Vec<PhaseAggregate>,
     comms: HashMap<i32, String>,
-    /// pid -> the system call it is in (from raw_syscalls, where recorded for it).
-    in_syscall: HashMap<i32, i64>,
+    /// pid -> the system call it is in, if any (from raw_syscalls, where recorded for it):
+    /// set at every sys_enter and sys_exit, so kept where the task runs.
+    in_syscall: TaskSlots<Option<i64>>,
     /// CPU -> (function, entry timestamp) of the cross-CPU function it is running.
     running_csd: HashMap<u32, (u64, u64)>,
 }
@@ -88,11 +90,9 @@ impl IpiPass {
                 }
             }
             EventKind::SysEnter(enter) => {
-                self.in_syscall.insert(event.pid(), enter.id);
+                *self.in_syscall.on(event.cpu(), event.pid()) = Some(enter.id);
             }
-            EventKind::SysExit(_) => {
-                self.in_syscall.remove(&event.pid());
-            }
+            EventKind::SysExit(_) => *self.in_syscall.on(event.cpu(), event.pid()) = None,
             EventKind::SchedSwitch(s) => {
                 self.comms.entry(s.prev_pid).or_insert_with(|| {
                     String::from_utf8_lossy(s.prev_comm.as_bytes()).into_owned()
@@ -120,7 +120,7 @@ impl IpiPass {
         phase.ipis += n;
         *phase.by_site.entry((callsite, callback)).or_default() += n;
         *phase.by_sender.entry(event.pid()).or_default() += n;
-        if let Some(&id) = self.in_syscall.get(&event.pid()) {
+        if let Some(id) = *self.in_syscall.on(event.cpu(), event.pid()) {
             *phase.by_syscall.entry(id).or_default() += n;
         }
     }

@@ -19,6 +19,7 @@ pub mod subject;
 pub mod symbols;
 pub mod syscalls;
 mod task_names;
+mod task_slots;
 mod timeline;
 pub mod verdict;
 

@@ -82,7 +82,8 @@ impl Timelines {
     }
 
     /// The task traced an event of its own before any switch of it was seen: it is on a
-    /// CPU from here on (what it did before is unknown).
+    /// CPU from here on (what it did before is unknown). Once a task has a span it keeps at
+    /// least one, so after this call it is known for good.
     pub(crate) fn seen_running(&mut self, pid: i32, ts: u64, floor: u64) {
         if self.tasks.get(&pid).is_none_or(|t| t.spans.is_empty()) {
             self.set(pid, ts, Activity::Running, floor);

@@ -251,6 +251,13 @@ impl EventCatalog {
         self.get(id).unwrap_or(&self.unknown)
     }
 
+    /// Whether `event_type` is the stand-in for ids without a format
+    /// ([`EventCatalog::get_or_unknown`]).
+    #[inline]
+    pub(crate) fn is_unknown(&self, event_type: &EventType) -> bool {
+        std::ptr::eq(event_type, &self.unknown)
+    }
+
     /// The type `system:name`.
     pub fn find(&self, system: &str, name: &str) -> Option<&EventType> {
         self.types

@@ -1,16 +1,16 @@
-//! One CPU's pages, read a chunk of pages at a time and decoded record by record.
+//! One CPU's pages, read a chunk of pages at a time and decoded a chunk at a time into a
+//! [`Batch`] of records.
 //!
 //! The pages come from any byte stream: a `cpu<N>.raw` file of a trace directory, a range
 //! of a .dat file, or a .dat's compressed chunks decompressed as the stream advances
-//! (`crate::dat`). Memory is one chunk buffer, whatever the stream's length.
+//! (`crate::dat`). Memory is a few chunk buffers (the one being read into and those of the
+//! batches not yet consumed), whatever the stream's length.
 
+use std::collections::VecDeque;
 use std::io::Read;
 
-use crate::catalog::EventCatalog;
 use crate::decode::DecodeError;
-use crate::event::Event;
-use crate::field::read_uint;
-use crate::page::{Missed, Page, PageLayout, RecordCursor, RecordSpan};
+use crate::page::{Missed, Page, PageLayout, RecordCursor};
 
 /// The first read of a stream: the buffer grows from here (doubling) only while data keeps
 /// filling it, so a CPU with little or no data costs little memory.
@@ -63,8 +63,9 @@ pub(crate) struct StreamSetup {
     pub layout: PageLayout,
     /// Bytes a record needs to hold the common fields.
     pub common_len: usize,
-    /// Where a record keeps its type id.
+    /// Where a record keeps its type id (2 bytes) and pid (4 bytes).
     pub common_type_offset: usize,
+    pub common_pid_offset: usize,
     /// The buffer each stream reads pages into grows up to this many bytes (whole pages).
     pub buffer_bytes: usize,
     /// The type id of `ftrace:kernel_stack`, when the trace has that format.
@@ -76,6 +77,38 @@ struct PageCursor {
     data_start: usize,
     data_end: usize,
     cursor: RecordCursor,
+}
+
+/// One record of a [`Batch`]: its time, where its bytes lie in the batch's buffer, and the
+/// two common fields every event carries.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BatchRecord {
+    pub ts: u64,
+    pub start: u32,
+    pub end: u32,
+    pub pid: i32,
+    pub id: u16,
+}
+
+/// What one CPU's stream decoded from one fill of its read buffer: the records in buffer
+/// order and the errors met between them. The buffer travels with the records, so a batch
+/// can be decoded on one thread and read on another, and handed back to be filled again.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    pub buf: Vec<u8>,
+    pub records: Vec<BatchRecord>,
+    /// Each error with the number of this batch's records that came before it.
+    pub errors: VecDeque<(usize, DecodeError)>,
+    /// Nothing follows this batch: the stream ended, or failed.
+    pub last: bool,
+    /// The stream's summary, in the last batch of a stream decoded on another thread.
+    pub summary: Option<Box<CpuSummary>>,
+}
+
+impl Batch {
+    fn is_empty(&self) -> bool {
+        self.records.is_empty() && self.errors.is_empty()
+    }
 }
 
 pub(crate) struct CpuStream<'d> {
@@ -92,8 +125,6 @@ pub(crate) struct CpuStream<'d> {
     next_page_at: usize,
     next_page_index: u64,
     page: Option<PageCursor>,
-    /// The record the stream stands on: payload `start..end` of `buf`.
-    current: RecordSpan,
     summary: CpuSummary,
 }
 
@@ -115,11 +146,6 @@ impl<'d> CpuStream<'d> {
             next_page_at: 0,
             next_page_index: 0,
             page: None,
-            current: RecordSpan {
-                ts: 0,
-                start: 0,
-                end: 0,
-            },
             summary: CpuSummary {
                 cpu,
                 ..CpuSummary::default()
@@ -127,87 +153,120 @@ impl<'d> CpuStream<'d> {
         }
     }
 
+    pub(crate) fn cpu(&self) -> u32 {
+        self.cpu
+    }
+
+    /// What the pages held so far: up to the end of the last batch filled.
     pub(crate) fn summary(&self) -> &CpuSummary {
         &self.summary
     }
 
-    /// Time of the record the stream stands on.
-    #[inline]
-    pub(crate) fn ts(&self) -> u64 {
-        self.current.ts
-    }
-
-    /// The record the stream stands on (after `advance` returned `Some(Ok(()))`).
-    #[inline]
-    pub(crate) fn event<'a>(&'a self, catalog: &'a EventCatalog) -> Event<'a> {
-        let record = &self.buf[self.current.start..self.current.end];
-        let common = catalog.common();
-        // advance() checked the record holds the common fields.
-        let id = read_uint(record, common.common_type.offset, 2).unwrap_or(0) as u16;
-        let pid = read_uint(record, common.common_pid.offset, 4).unwrap_or(0) as u32 as i32;
-        Event::new(
-            self.current.ts,
-            self.cpu,
-            pid,
-            id,
-            record,
-            catalog.get_or_unknown(id),
-        )
-    }
-
-    /// Moves to the next record. `None` at the end of the file; an error for a corrupt page
-    /// (the stream goes on with the next page) or a failed read (the stream ends).
-    #[inline]
-    pub(crate) fn advance(&mut self) -> Option<Result<(), DecodeError>> {
+    /// Decodes into `batch` (emptied first) every record up to the point where the read
+    /// buffer must be refilled, which would overwrite the records' bytes; the buffer then
+    /// moves into the batch and `batch`'s old buffer becomes the stream's. An error for a
+    /// corrupt page is noted and decoding goes on with the next page; after a failed read,
+    /// or at the end of the input, the batch is the last.
+    pub(crate) fn fill(&mut self, batch: &mut Batch) {
+        batch.records.clear();
+        batch.errors.clear();
+        batch.last = false;
+        batch.summary = None;
+        let (common_len, type_offset, pid_offset) = (
+            self.setup.common_len,
+            self.setup.common_type_offset,
+            self.setup.common_pid_offset,
+        );
         loop {
             if let Some(page) = &mut self.page {
                 let data = &self.buf[page.data_start..page.data_end];
-                match page.cursor.next_record(data) {
-                    Some(Ok(span)) => {
-                        if span.end - span.start < self.setup.common_len {
-                            let error = DecodeError::ShortRecord {
+                let base = page.data_start;
+                let mut failure = None;
+                while let Some(step) = page.cursor.next_record(data) {
+                    let span = match step {
+                        Ok(span) => span,
+                        Err(source) => {
+                            failure = Some(DecodeError::Page {
                                 cpu: self.cpu,
                                 page: page.index,
-                                offset: span.start,
-                                len: span.end - span.start,
-                            };
-                            self.page = None;
-                            self.summary.corrupt_pages += 1;
-                            return Some(Err(self.noted(error)));
+                                source,
+                            });
+                            break;
                         }
-                        self.current = RecordSpan {
-                            ts: span.ts,
-                            start: page.data_start + span.start,
-                            end: page.data_start + span.end,
-                        };
-                        self.summary.events += 1;
-                        if let Some(stack_id) = self.setup.stack_id {
-                            let at = self.current.start + self.setup.common_type_offset;
-                            if self.buf.get(at..at + 2) == Some(&stack_id.to_le_bytes()[..]) {
-                                self.summary.kernel_stacks += 1;
-                            }
-                        }
-                        return Some(Ok(()));
-                    }
-                    Some(Err(source)) => {
-                        let error = DecodeError::Page {
+                    };
+                    let record = &data[span.start..span.end];
+                    if record.len() < common_len {
+                        failure = Some(DecodeError::ShortRecord {
                             cpu: self.cpu,
                             page: page.index,
-                            source,
-                        };
-                        self.page = None;
-                        self.summary.corrupt_pages += 1;
-                        return Some(Err(self.noted(error)));
+                            offset: span.start,
+                            len: record.len(),
+                        });
+                        break;
                     }
-                    None => self.page = None,
+                    // In bounds: every record holds the common fields, and the catalog
+                    // keeps common_type (2 bytes) and common_pid (4) among them.
+                    let id = u16::from_le_bytes([record[type_offset], record[type_offset + 1]]);
+                    let pid = i32::from_le_bytes([
+                        record[pid_offset],
+                        record[pid_offset + 1],
+                        record[pid_offset + 2],
+                        record[pid_offset + 3],
+                    ]);
+                    if self.setup.stack_id == Some(id) {
+                        self.summary.kernel_stacks += 1;
+                    }
+                    // Offsets fit u32: the buffer is at most MAX_PAGES_IN_MEMORY bytes.
+                    batch.records.push(BatchRecord {
+                        ts: span.ts,
+                        start: (base + span.start) as u32,
+                        end: (base + span.end) as u32,
+                        pid,
+                        id,
+                    });
                 }
+                self.page = None;
+                if let Some(error) = failure {
+                    self.summary.corrupt_pages += 1;
+                    let error = self.noted(error);
+                    batch.errors.push_back((batch.records.len(), error));
+                }
+            }
+            if self.filled - self.next_page_at < self.setup.layout.page_size && !batch.is_empty() {
+                // The next page needs a refill, which would overwrite what the batch's
+                // records point into.
+                break;
             }
             match self.next_page() {
                 Ok(true) => {}
-                Ok(false) => return None,
-                Err(error) => return Some(Err(error)),
+                Ok(false) => {
+                    batch.last = true;
+                    break;
+                }
+                Err(error) => {
+                    let fatal = error.is_fatal();
+                    batch.errors.push_back((batch.records.len(), error));
+                    if fatal {
+                        batch.last = true;
+                        break;
+                    }
+                }
             }
         }
+        self.summary.events += batch.records.len() as u64;
+        self.hand_over(batch);
+    }
+
+    /// Moves the read buffer into `batch` and takes the batch's old one (at the same
+    /// size, so the stream reads as much at a time), with the unread tail copied over.
+    fn hand_over(&mut self, batch: &mut Batch) {
+        let mut next = std::mem::take(&mut batch.buf);
+        next.resize(self.buf.len(), 0);
+        let tail = self.filled - self.next_page_at;
+        next[..tail].copy_from_slice(&self.buf[self.next_page_at..self.filled]);
+        batch.buf = std::mem::replace(&mut self.buf, next);
+        self.filled = tail;
+        self.next_page_at = 0;
     }
 
     /// Loads the next page's header; false at the end of the stream.

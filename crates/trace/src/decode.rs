@@ -21,12 +21,12 @@ use serde::Deserialize;
 
 use crate::catalog::{CatalogError, DamagedFormat, EventCatalog, EventType};
 use crate::clock::{counts_nanoseconds, TimeConversion};
-use crate::cpu_stream::{CpuStream, CpuSummary, StreamSetup};
+use crate::cpu_stream::{Batch, CpuStream, CpuSummary, StreamSetup};
 use crate::dat::{Buffer, DatError, DatFile, Tsc2Nsec};
 use crate::event::Event;
 use crate::format::{EventFormat, FormatError, HeaderEvent, HeaderPage};
 use crate::kallsyms::{Kallsyms, KallsymsError};
-use crate::merge::EventStream;
+use crate::merge::{EventStream, Lane};
 use crate::page::{PageError, PageLayout};
 
 /// Largest page size accepted from meta.json (the kernel's sub-buffers are at most a few
@@ -39,6 +39,10 @@ const CHUNK_BYTES: usize = 256 << 10;
 /// The read buffers of all CPUs together: every CPU reads [`CHUNK_BYTES`] at a time up to
 /// 256 CPUs with data, fewer pages each beyond.
 const BUFFER_BUDGET: usize = 64 << 20;
+/// Batches a CPU decoded on its own thread may have ready before the merge reads them.
+const BATCHES_IN_FLIGHT: usize = 2;
+/// Read buffers a CPU decoded on its own thread holds at most ([`decode_ahead`]).
+const BUFFERS_PER_THREAD: usize = BATCHES_IN_FLIGHT + 3;
 /// The merge holds at least one whole page of every CPU with data; a trace that would need
 /// more than this at once is refused rather than allocated.
 const MAX_PAGES_IN_MEMORY: usize = 256 << 20;
@@ -177,6 +181,8 @@ pub struct Decoder {
     catalog: EventCatalog,
     /// What the last complete [`Decoder::for_each`] saw.
     last: Mutex<Option<DecodeSummary>>,
+    /// Threads [`Decoder::for_each`] may use.
+    threads: usize,
 }
 
 /// What a whole decode saw.
@@ -469,6 +475,7 @@ impl Decoder {
             time,
             catalog,
             last: Mutex::new(None),
+            threads: available_threads(),
         };
         Ok((decoder, damage))
     }
@@ -520,6 +527,7 @@ impl Decoder {
             time,
             catalog,
             last: Mutex::new(None),
+            threads: available_threads(),
         })
     }
 
@@ -591,6 +599,18 @@ impl Decoder {
 
     /// The events of some CPUs only, merged in time order.
     pub fn events_on(&self, cpus: &[u32]) -> Result<EventStream<'_>, DecodeError> {
+        let streams = self.streams(cpus, 1)?;
+        let lanes = streams.into_iter().map(|(stream, _)| Lane::here(stream));
+        Ok(EventStream::new(&self.catalog, lanes.collect(), self.time))
+    }
+
+    /// One stream per CPU of `cpus`, each with whether it may hold data, each reading
+    /// `batches` buffers at a time (the budget of read buffers is shared among them).
+    fn streams(
+        &self,
+        cpus: &[u32],
+        batches: usize,
+    ) -> Result<Vec<(CpuStream<'_>, bool)>, DecodeError> {
         let mut wanted = cpus.to_vec();
         wanted.sort_unstable();
         wanted.dedup();
@@ -608,21 +628,25 @@ impl Decoder {
             .iter()
             .filter(|(_, _, expected)| expected.is_none_or(|bytes| bytes > 0))
             .count();
+        let common = self.catalog.common();
         let setup = StreamSetup {
             layout: self.layout,
-            common_len: self.catalog.common().len,
-            common_type_offset: self.catalog.common().common_type.offset,
-            buffer_bytes: self.buffer_bytes(with_data)?,
+            common_len: common.len,
+            common_type_offset: common.common_type.offset,
+            common_pid_offset: common.common_pid.offset,
+            buffer_bytes: self.buffer_bytes(with_data, batches)?,
             stack_id: self
                 .catalog
                 .find("ftrace", "kernel_stack")
                 .map(|t| t.format.id),
         };
-        let streams = inputs
+        Ok(inputs
             .into_iter()
-            .map(|(cpu, input, expected)| CpuStream::new(input, cpu, expected, setup))
-            .collect();
-        Ok(EventStream::new(&self.catalog, streams, self.time))
+            .map(|(cpu, input, expected)| {
+                let data = expected.is_none_or(|bytes| bytes > 0);
+                (CpuStream::new(input, cpu, expected, setup), data)
+            })
+            .collect())
     }
 
     /// One CPU's pages as a byte stream, and how many bytes of pages it should yield
@@ -650,9 +674,10 @@ impl Decoder {
         }
     }
 
-    /// The read buffer of each CPU: [`CHUNK_BYTES`] while the CPUs with data fit the
-    /// budget, fewer whole pages each beyond it, never less than one page.
-    fn buffer_bytes(&self, with_data: usize) -> Result<usize, DecodeError> {
+    /// The read buffer of each CPU, when each holds `batches` of them at once:
+    /// [`CHUNK_BYTES`] while the CPUs with data fit the budget, fewer whole pages each
+    /// beyond it, never less than one page.
+    fn buffer_bytes(&self, with_data: usize, batches: usize) -> Result<usize, DecodeError> {
         let page_size = self.layout.page_size;
         if with_data.saturating_mul(page_size) > MAX_PAGES_IN_MEMORY {
             return Err(DecodeError::TooManyPages {
@@ -662,20 +687,67 @@ impl Decoder {
             });
         }
         let most = (CHUNK_BYTES / page_size).max(1);
-        let pages = (BUFFER_BUDGET / with_data.max(1) / page_size).clamp(1, most);
+        let buffers = with_data.max(1).saturating_mul(batches.max(1));
+        let pages = (BUFFER_BUDGET / buffers / page_size).clamp(1, most);
         Ok(pages * page_size)
     }
 
     /// Calls `f` for every event in time order. Damaged pages are skipped and counted in
     /// the summary; a failed read ends the decode with an error.
-    pub fn for_each(&self, mut f: impl FnMut(Event<'_>)) -> Result<DecodeSummary, DecodeError> {
-        let mut stream = self.events()?;
+    ///
+    /// With more than one thread ([`Decoder::with_threads`]) each CPU's pages are read
+    /// and decoded on a thread of their own, a few batches ahead of the merge, which runs
+    /// `f` on the calling thread; the events, errors and summary are the same either way.
+    pub fn for_each(&self, f: impl FnMut(Event<'_>)) -> Result<DecodeSummary, DecodeError> {
+        if self.threads <= 1 {
+            let stream = self.events()?;
+            return self.drain(stream, f);
+        }
+        let streams = self.streams(&self.cpus, BUFFERS_PER_THREAD)?;
+        std::thread::scope(|scope| {
+            let mut lanes = Vec::with_capacity(streams.len());
+            for (stream, data) in streams {
+                if !data {
+                    lanes.push(Lane::here(stream));
+                    continue;
+                }
+                let cpu = stream.cpu();
+                let (batches, received) = std::sync::mpsc::sync_channel(BATCHES_IN_FLIGHT);
+                let (spent, returned) = std::sync::mpsc::channel();
+                std::thread::Builder::new()
+                    .name(format!("decode-cpu{cpu}"))
+                    .spawn_scoped(scope, move || decode_ahead(stream, batches, returned))
+                    .map_err(|source| DecodeError::Read { cpu, source })?;
+                lanes.push(Lane::threaded(cpu, received, spent));
+            }
+            self.drain(EventStream::new(&self.catalog, lanes, self.time), f)
+        })
+    }
+
+    /// How many threads [`Decoder::for_each`] may use.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// The decoder with [`Decoder::for_each`] using up to `threads` threads: 1 decodes
+    /// everything on the calling thread; more decode each CPU with data on a thread of its
+    /// own. The default is the machine's available parallelism.
+    pub fn with_threads(mut self, threads: usize) -> Decoder {
+        self.threads = threads.max(1);
+        self
+    }
+
+    fn drain(
+        &self,
+        mut stream: EventStream<'_>,
+        mut f: impl FnMut(Event<'_>),
+    ) -> Result<DecodeSummary, DecodeError> {
         let mut errors = Vec::new();
         let mut unknown_types = BTreeMap::new();
         while let Some(next) = stream.next_event() {
             match next {
                 Ok(event) => {
-                    if self.catalog.get(event.id()).is_none() {
+                    if self.catalog.is_unknown(event.event_type()) {
                         *unknown_types.entry(event.id()).or_default() += 1;
                     }
                     f(event)
@@ -701,6 +773,34 @@ impl Decoder {
     /// a function that keeps the summary to itself.
     pub fn last_summary(&self) -> Option<DecodeSummary> {
         self.last.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// The threads a decode uses unless told otherwise.
+fn available_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Fills batches of `stream` and sends them to the merge until the stream ends or the
+/// merge stops reading. Spent batches come back on `returned` to be filled again and a new
+/// one is made only when none has come back, so there are at most [`BATCHES_IN_FLIGHT`]
+/// waiting, the one being filled and the one being read, each with a buffer, plus the
+/// buffer the stream reads into.
+fn decode_ahead(
+    mut stream: CpuStream<'_>,
+    batches: std::sync::mpsc::SyncSender<Batch>,
+    returned: std::sync::mpsc::Receiver<Batch>,
+) {
+    loop {
+        let mut batch = returned.try_recv().unwrap_or_default();
+        stream.fill(&mut batch);
+        let last = batch.last;
+        if last {
+            batch.summary = Some(Box::new(stream.summary().clone()));
+        }
+        if batches.send(batch).is_err() || last {
+            return;
+        }
     }
 }
 

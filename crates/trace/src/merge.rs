@@ -5,14 +5,142 @@
 //! (the kernel's own text output, `__find_next_entry`, breaks ties the same way).
 
 use std::cmp::Reverse;
-use std::collections::binary_heap::PeekMut;
 use std::collections::BinaryHeap;
+use std::sync::mpsc::{Receiver, Sender};
 
 use crate::catalog::EventCatalog;
 use crate::clock::TimeConversion;
-use crate::cpu_stream::{CpuStream, CpuSummary};
+use crate::cpu_stream::{Batch, CpuStream, CpuSummary};
 use crate::decode::DecodeError;
 use crate::event::Event;
+
+/// Where a lane's batches come from.
+pub(crate) enum Feed<'d> {
+    /// Decoded on the reading thread, a batch whenever the last one is used up.
+    Here(Box<CpuStream<'d>>),
+    /// Decoded on a thread of its own; spent batches go back to it to be filled again.
+    Thread {
+        batches: Receiver<Batch>,
+        spent: Sender<Batch>,
+    },
+}
+
+/// One CPU's records as the merge reads them: a batch at a time, record by record, with
+/// each error where the stream met it.
+pub(crate) struct Lane<'d> {
+    cpu: u32,
+    feed: Feed<'d>,
+    batch: Batch,
+    /// The record the lane stands on.
+    current: usize,
+    /// Records of the batch handed out so far.
+    next: usize,
+    /// Where the batch's next error comes: after this many records (`usize::MAX`: none).
+    next_error: usize,
+    /// What the stream held, once a thread's stream sent its last batch.
+    summary: Option<Box<CpuSummary>>,
+}
+
+impl<'d> Lane<'d> {
+    pub(crate) fn here(stream: CpuStream<'d>) -> Lane<'d> {
+        Lane::new(stream.cpu(), Feed::Here(Box::new(stream)))
+    }
+
+    pub(crate) fn threaded(cpu: u32, batches: Receiver<Batch>, spent: Sender<Batch>) -> Lane<'d> {
+        Lane::new(cpu, Feed::Thread { batches, spent })
+    }
+
+    fn new(cpu: u32, feed: Feed<'d>) -> Lane<'d> {
+        Lane {
+            cpu,
+            feed,
+            batch: Batch::default(),
+            current: 0,
+            next: 0,
+            next_error: usize::MAX,
+            summary: None,
+        }
+    }
+
+    /// Moves to the next record: `None` at the end of the stream, an error where the
+    /// stream met one (after a fatal one the stream has ended).
+    #[inline]
+    fn advance(&mut self) -> Option<Result<(), DecodeError>> {
+        loop {
+            if self.next_error == self.next {
+                let error = self.batch.errors.pop_front().map(|(_, error)| Err(error));
+                self.next_error = self.batch.errors.front().map_or(usize::MAX, |e| e.0);
+                return error;
+            }
+            if self.next < self.batch.records.len() {
+                self.current = self.next;
+                self.next += 1;
+                return Some(Ok(()));
+            }
+            if self.batch.last || !self.next_batch() {
+                return None;
+            }
+        }
+    }
+
+    /// Replaces the used-up batch; false when there is none (its thread is gone).
+    #[cold]
+    fn next_batch(&mut self) -> bool {
+        self.current = 0;
+        self.next = 0;
+        match &mut self.feed {
+            Feed::Here(stream) => stream.fill(&mut self.batch),
+            Feed::Thread { batches, spent } => {
+                // A closed channel means the thread panicked: the scope that ran it
+                // raises that panic once the merge is dropped.
+                let Ok(batch) = batches.recv() else {
+                    self.batch = Batch {
+                        last: true,
+                        ..Batch::default()
+                    };
+                    return false;
+                };
+                let used = std::mem::replace(&mut self.batch, batch);
+                // The thread is gone after its last batch; the buffer is then dropped.
+                let _ = spent.send(used);
+                if self.batch.last {
+                    self.summary = self.batch.summary.take();
+                }
+            }
+        }
+        self.next_error = self.batch.errors.front().map_or(usize::MAX, |e| e.0);
+        true
+    }
+
+    #[inline]
+    fn ts(&self) -> u64 {
+        self.batch.records[self.current].ts
+    }
+
+    #[inline]
+    fn event<'a>(&'a self, catalog: &'a EventCatalog) -> Event<'a> {
+        let record = self.batch.records[self.current];
+        Event::new(
+            record.ts,
+            self.cpu,
+            record.pid,
+            record.id,
+            &self.batch.buf[record.start as usize..record.end as usize],
+            catalog.get_or_unknown(record.id),
+        )
+    }
+
+    fn summary(&self) -> CpuSummary {
+        match (&self.feed, &self.summary) {
+            (Feed::Here(stream), _) => stream.summary().clone(),
+            (Feed::Thread { .. }, Some(summary)) => (**summary).clone(),
+            (Feed::Thread { .. }, None) => CpuSummary {
+                cpu: self.cpu,
+                ..CpuSummary::default()
+            },
+        }
+    }
+}
 
 /// Time-ordered events of a trace. Each [`Event`] borrows the stream, so take them one at
 /// a time:
@@ -26,12 +154,15 @@ use crate::event::Event;
 /// ```
 pub struct EventStream<'d> {
     catalog: &'d EventCatalog,
-    cpus: Vec<CpuStream<'d>>,
-    /// (time of the CPU's current record, index into `cpus`).
+    cpus: Vec<Lane<'d>>,
+    /// The CPU whose record comes next, or was handed out last: (time of its record,
+    /// index into `cpus`). Ties in time go to the lower index.
+    top: Option<(u64, usize)>,
+    /// The same for every other CPU standing on a record.
     heap: BinaryHeap<Reverse<(u64, usize)>>,
     /// CPUs that have not reached their first record yet.
     to_start: Vec<usize>,
-    /// The heap's top CPU had its record handed out: it moves on before the next pick,
+    /// The top CPU had its record handed out: it moves on before the next pick,
     /// once the caller is done with that event (which borrows the CPU's buffer).
     top_handed_out: bool,
     /// Applied to each event as it is handed out; the merge orders by raw time, which the
@@ -43,11 +174,12 @@ impl<'d> EventStream<'d> {
     /// Merges `cpus`, which must be in ascending CPU order.
     pub(crate) fn new(
         catalog: &'d EventCatalog,
-        cpus: Vec<CpuStream<'d>>,
+        cpus: Vec<Lane<'d>>,
         time: TimeConversion,
     ) -> EventStream<'d> {
         EventStream {
             catalog,
+            top: None,
             heap: BinaryHeap::with_capacity(cpus.len()),
             to_start: (0..cpus.len()).rev().collect(),
             cpus,
@@ -61,6 +193,49 @@ impl<'d> EventStream<'d> {
     #[inline]
     #[allow(clippy::should_implement_trait)] // lends from the stream: cannot be Iterator
     pub fn next_event(&mut self) -> Option<Result<Event<'_>, DecodeError>> {
+        if !self.to_start.is_empty() {
+            if let Some(error) = self.start() {
+                return Some(Err(error));
+            }
+        }
+        if self.top_handed_out {
+            let index = self.top?.1;
+            match self.cpus[index].advance() {
+                Some(Ok(())) => {
+                    let key = (self.cpus[index].ts(), index);
+                    // Most of the time the same CPU is next again and the heap of the
+                    // others is not touched; else one sift-down swaps it for their first.
+                    self.top = Some(match self.heap.peek_mut() {
+                        Some(mut first) if first.0 < key => std::mem::replace(&mut first.0, key),
+                        _ => key,
+                    });
+                }
+                None => self.top = self.heap.pop().map(|Reverse(key)| key),
+                Some(Err(error)) => {
+                    // After a damaged page the same CPU is advanced again on the next
+                    // call; its stale key is still the smallest, so it stays first.
+                    if error.is_fatal() {
+                        self.top = self.heap.pop().map(|Reverse(key)| key);
+                        self.top_handed_out = false;
+                    }
+                    return Some(Err(error));
+                }
+            }
+            self.top_handed_out = false;
+        }
+        let index = self.top?.1;
+        self.top_handed_out = true;
+        let event = self.cpus[index].event(self.catalog);
+        if self.time.is_identity() {
+            return Some(Ok(event));
+        }
+        Some(Ok(event.at(self.time.apply(event.ts()))))
+    }
+
+    /// Brings every CPU not yet started to its first record (in CPU order), or returns
+    /// the error one of them met first; once all have started the first in time leads.
+    #[cold]
+    fn start(&mut self) -> Option<DecodeError> {
         while let Some(&index) = self.to_start.last() {
             match self.cpus[index].advance() {
                 Some(Ok(())) => {
@@ -74,47 +249,23 @@ impl<'d> EventStream<'d> {
                     if error.is_fatal() {
                         self.to_start.pop();
                     }
-                    return Some(Err(error));
+                    return Some(error);
                 }
             }
         }
-        if self.top_handed_out {
-            // Advancing the top in place costs one sift-down instead of a pop and a push.
-            let mut top = self.heap.peek_mut()?;
-            let index = top.0 .1;
-            match self.cpus[index].advance() {
-                Some(Ok(())) => top.0 .0 = self.cpus[index].ts(),
-                None => {
-                    PeekMut::pop(top);
-                }
-                Some(Err(error)) => {
-                    // After a damaged page the same CPU is advanced again on the next
-                    // call; its stale key is still the smallest, so it stays on top.
-                    if error.is_fatal() {
-                        PeekMut::pop(top);
-                        self.top_handed_out = false;
-                    }
-                    return Some(Err(error));
-                }
-            }
-            self.top_handed_out = false;
-        }
-        let Reverse((_, index)) = *self.heap.peek()?;
-        self.top_handed_out = true;
-        let event = self.cpus[index].event(self.catalog);
-        if self.time.is_identity() {
-            return Some(Ok(event));
-        }
-        Some(Ok(event.at(self.time.apply(event.ts()))))
+        self.top = self.heap.pop().map(|Reverse(key)| key);
+        None
     }
 
-    /// What each CPU's pages held so far (complete once the stream is exhausted).
-    /// Loss times are converted as event times are.
+    /// What each CPU's pages held: complete once the stream is exhausted (before that, a
+    /// CPU decoded on the reading thread counts up to the end of its current batch, one
+    /// decoded on its own thread counts nothing yet). Loss times are converted as event
+    /// times are.
     pub fn summaries(&self) -> Vec<CpuSummary> {
         self.cpus
             .iter()
             .map(|c| {
-                let mut summary = c.summary().clone();
+                let mut summary = c.summary();
                 for loss in &mut summary.losses {
                     loss.ts = self.time.apply(loss.ts);
                 }

@@ -34,7 +34,7 @@ pub enum EventKind<'a> {
     CsdQueueCpu(CsdQueueCpu),
     CsdFunctionEntry(CsdFunction),
     CsdFunctionExit(CsdFunction),
-    SysEnter(SysEnter),
+    SysEnter(SysEnter<'a>),
     SysExit(SysExit),
     KernelStack(KernelStack<'a>),
     Print(Print<'a>),
@@ -113,9 +113,18 @@ pub struct CsdFunction {
 
 /// raw_syscalls:sys_enter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SysEnter {
+pub struct SysEnter<'a> {
     pub id: i64,
-    pub args: [u64; 6],
+    /// The `args` array's bytes, read only when asked for: most readers want only the id,
+    /// and reading six arguments of every system call cost more than the rest of its view.
+    args: &'a [u8],
+}
+
+impl SysEnter<'_> {
+    /// The six argument registers (0 where the record does not hold one).
+    pub fn args(&self) -> [u64; 6] {
+        std::array::from_fn(|index| crate::field::read_u64(self.args, index * 8).unwrap_or(0))
+    }
 }
 
 /// raw_syscalls:sys_exit.
@@ -580,16 +589,10 @@ impl ViewLayout {
                     EventKind::CsdFunctionEntry(view)
                 }
             }
-            ViewLayout::SysEnter { id, args } => {
-                let mut values = [0u64; 6];
-                for (index, value) in values.iter_mut().enumerate() {
-                    *value = args.element(record, 8, index).unwrap_or(0);
-                }
-                EventKind::SysEnter(SysEnter {
-                    id: i(id),
-                    args: values,
-                })
-            }
+            ViewLayout::SysEnter { id, args } => EventKind::SysEnter(SysEnter {
+                id: i(id),
+                args: args.bytes(record).unwrap_or(&[]),
+            }),
             ViewLayout::SysExit { id, ret } => EventKind::SysExit(SysExit {
                 id: i(id),
                 ret: i(ret),

@@ -250,10 +250,13 @@ pub fn render(event: &Event<'_>, kallsyms: &Kallsyms) -> (String, String, Vec<St
         EventKind::CsdFunctionEntry(e) | EventKind::CsdFunctionExit(e) => {
             format!("func={}, csd={:016x}", symbol_name(kallsyms, e.func), e.csd)
         }
-        EventKind::SysEnter(e) => format!(
-            "NR {} ({:x}, {:x}, {:x}, {:x}, {:x}, {:x})",
-            e.id, e.args[0], e.args[1], e.args[2], e.args[3], e.args[4], e.args[5]
-        ),
+        EventKind::SysEnter(e) => {
+            let args = e.args();
+            format!(
+                "NR {} ({:x}, {:x}, {:x}, {:x}, {:x}, {:x})",
+                e.id, args[0], args[1], args[2], args[3], args[4], args[5]
+            )
+        }
         EventKind::SysExit(e) => format!("NR {} = {}", e.id, e.ret),
         EventKind::Print(e) => return ("tracing_mark_write".into(), e.text().into_owned(), vec![]),
         EventKind::KernelStack(stack) => {
