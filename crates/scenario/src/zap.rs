@@ -155,7 +155,7 @@ fn one_run(
             );
             if vcpus >= host_cpus {
                 baseline.notes.push(format!(
-                    "{vcpus} spinning vCPUs on {host_cpus} host CPUs: the measuring thread (and, when tracing, the trace readers) can only run by displacing a vCPU, so every window holds at least one such gap; this baseline is that cost, which the delete's stalls include too (docs/repeatability.md)"
+                    "{vcpus} spinning vCPUs on {host_cpus} host CPUs: the measuring thread (and, when tracing, the trace readers) can only run by displacing a vCPU, which adds such gaps to every window, the delete's included; the baseline holds them with whatever else stalls the vCPUs (docs/repeatability.md)"
                 ));
             }
             series.push(baseline);
