@@ -195,10 +195,13 @@ impl ContentionPass {
             .iter()
             .map(|(&addr, agg)| self.describe(addr, agg, symbols))
             .collect();
+        // Ties broken by address: the map's order changes from process to process, and two
+        // reports of one trace must list the same locks in the same order.
         locks.sort_by(|a, b| {
             b.total_wait_ns
                 .cmp(&a.total_wait_ns)
                 .then(b.open_waits.cmp(&a.open_waits))
+                .then(a.lock_addr.cmp(&b.lock_addr))
         });
         disambiguate(&mut locks);
         ContentionFindings {

@@ -89,7 +89,12 @@ impl Default for StreamingSummary {
 
 impl StreamingSummary {
     pub fn record(&mut self, value: u64) {
-        self.histogram.saturating_record(value);
+        // `record` grows the histogram (auto-resize) where `saturating_record` would clamp
+        // to its current range; the cap keeps the hour-long saturation point.
+        let capped = value.clamp(1, HIGHEST_TRACKABLE_NS);
+        if self.histogram.record(capped).is_err() {
+            self.histogram.saturating_record(capped);
+        }
         // Welford's update: stable for millions of samples with a large common offset.
         self.n += 1;
         self.min = self.min.min(value);
@@ -196,9 +201,18 @@ pub fn linear_fit(xs: &[f64], ys: &[f64]) -> Option<LinearFit> {
 
 /// A histogram covering 1 ns to one hour at three significant digits.
 pub fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, HIGHEST_TRACKABLE_NS, SIGNIFICANT_DIGITS)
-        .expect("constant histogram bounds are valid")
+    // Sized for values up to a millisecond and grown to the largest value recorded (up to
+    // HIGHEST_TRACKABLE_NS, where `record` saturates): an analysis keeps one per lock, and
+    // a trace with a thousand contended locks would otherwise hold 260 KiB for each, as
+    // the full hour's range takes up front.
+    let mut histogram = Histogram::new_with_bounds(1, INITIAL_TRACKABLE_NS, SIGNIFICANT_DIGITS)
+        .expect("constant histogram bounds are valid");
+    histogram.auto(true);
+    histogram
 }
+
+/// The range a histogram covers before it first grows.
+const INITIAL_TRACKABLE_NS: u64 = 1_000_000;
 
 #[cfg(test)]
 mod tests {
