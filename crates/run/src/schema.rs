@@ -99,6 +99,12 @@ pub struct Series {
     /// Facts about this measurement that are not samples (limits that applied, counts).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The VMM process that carried out each sample (a QEMU the scenario drove): its pid
+    /// first, then its threads as they were before the samples. Threads it creates later
+    /// count as its own from their fork in the trace. Empty when the samples are vmscale's
+    /// own calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vmm_tids: Vec<u32>,
 }
 
 /// Every timed sample window of the run, (start, end) on the trace's clock, in no order.

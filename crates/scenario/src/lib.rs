@@ -7,6 +7,10 @@
 pub mod irqfd;
 pub mod memslot;
 pub mod mlock;
+pub mod qemu;
+pub mod qemu_hotplug;
+pub mod qemu_migrate;
+pub mod qemu_start;
 pub mod sched;
 pub mod teardown;
 pub mod zap;
@@ -76,6 +80,9 @@ pub fn catalogue() -> Vec<ScenarioInfo> {
         teardown::info(),
         mlock::info(),
         irqfd::info(),
+        qemu_hotplug::info(),
+        qemu_start::info(),
+        qemu_migrate::info(),
     ]
 }
 
@@ -127,6 +134,9 @@ pub enum Error {
     Usage(String),
     #[error(transparent)]
     Kvm(#[from] vmscale_kvm::Error),
+    /// The VMM a scenario drives (QEMU) is missing or failed.
+    #[error(transparent)]
+    Vmm(#[from] vmscale_vmm::Error),
     #[error("interrupted")]
     Interrupted,
 }
@@ -134,10 +144,11 @@ pub enum Error {
 impl Error {
     /// Usage errors exit 2, everything else 1.
     pub fn is_usage(&self) -> bool {
-        matches!(
-            self,
-            Error::Usage(_) | Error::Kvm(vmscale_kvm::Error::Impossible(_))
-        )
+        match self {
+            Error::Usage(_) | Error::Kvm(vmscale_kvm::Error::Impossible(_)) => true,
+            Error::Vmm(e) => e.is_usage(),
+            _ => false,
+        }
     }
 }
 

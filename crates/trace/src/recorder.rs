@@ -38,6 +38,9 @@ pub struct RecordConfig {
     pub buffer_kib: u64,
     /// Thread ids whose raw_syscalls events are kept (empty: all tasks).
     pub syscall_tids: Vec<u32>,
+    /// System call numbers kept from every task whatever `syscall_tids` says: a VMM's
+    /// threads, created after the filter is set, are found by what they call (ioctl).
+    pub syscall_ids: Vec<i64>,
 }
 
 /// The default per-CPU buffer: 16 MiB held every run here without overruns; 2 MiB with
@@ -77,6 +80,7 @@ impl Default for RecordConfig {
             stack_events: vec!["lock:contention_begin".into()],
             buffer_kib: DEFAULT_BUFFER_KIB,
             syscall_tids: Vec::new(),
+            syscall_ids: Vec::new(),
         }
     }
 }
@@ -208,6 +212,7 @@ impl Recording {
                 .syscall_tids
                 .iter()
                 .map(|tid| format!("common_pid == {tid}"))
+                .chain(config.syscall_ids.iter().map(|id| format!("id == {id}")))
                 .collect::<Vec<_>>()
                 .join(" || ");
             for event in ["raw_syscalls:sys_enter", "raw_syscalls:sys_exit"] {
