@@ -381,7 +381,8 @@ impl Qemu {
         self.error(what)
     }
 
-    fn error(&self, what: String) -> Error {
+    /// An error about this QEMU: `what`, with its command line and last stderr line.
+    pub fn error(&self, what: String) -> Error {
         let stderr = match self.stderr.lock().ok().and_then(|t| t.last.clone()) {
             Some(line) => format!("its last stderr line: {line}"),
             None => "nothing on stderr".into(),
