@@ -21,6 +21,7 @@ pub mod syscalls;
 mod task_names;
 mod timeline;
 pub mod verdict;
+pub mod vmm;
 
 use std::path::Path;
 
@@ -47,6 +48,8 @@ pub struct TraceAnalysis {
     pub timeline: Option<vmscale_run::findings::TimelineExcerpt>,
     /// Where the recorded command's tasks spent their time ([`Scope::subject`]).
     pub subject: Option<vmscale_run::findings::SubjectTime>,
+    /// What the VMM did during each of its series' samples ([`Scope::vmm`]).
+    pub vmm: Vec<vmscale_run::findings::VmmSamples>,
     pub decoded_events: u64,
     /// From the first decoded event to the last.
     pub span_ns: u64,
@@ -82,6 +85,8 @@ pub struct Scope {
     /// The tasks of a recorded command or process: they and every task they create are
     /// the subject whose time is split by cause ([`subject`]). Empty: no subject.
     pub subject: Vec<u32>,
+    /// Series a VMM carried out ([`vmm`]): its threads and the samples' windows.
+    pub vmm: Vec<vmm::VmmSeriesScope>,
 }
 
 /// [`analyse`] within `scope`.
@@ -119,6 +124,7 @@ pub fn analyse_excluding(
     let mut spinlocks = SpinLocksPass::default();
     let mut subject = (!scope.subject.is_empty())
         .then(|| subject::SubjectPass::new(scope.subject.iter().map(|&tid| tid as i32).collect()));
+    let mut vmm = (!scope.vmm.is_empty()).then(|| vmm::VmmPass::new(scope.vmm.clone()));
     let (mut first_ts, mut last_ts) = (None, 0);
     let summary = decoder.for_each(|event| {
         // Events come in time order.
@@ -146,6 +152,9 @@ pub fn analyse_excluding(
         if let Some(subject) = &mut subject {
             subject.observe(&event, &kind);
         }
+        if let Some(vmm) = &mut vmm {
+            vmm.observe(&event, &kind);
+        }
     })?;
     let contention = contention.finish(symbols);
     let holders = holders.finish(symbols, &contention.locks);
@@ -155,6 +164,7 @@ pub fn analyse_excluding(
     };
     Ok(TraceAnalysis {
         subject: subject.and_then(|s| s.finish(symbols, &contention.locks)),
+        vmm: vmm.map(vmm::VmmPass::finish).unwrap_or_default(),
         timeline,
         holders,
         breakdown: breakdown.finish(symbols, &contention.locks),
@@ -187,6 +197,7 @@ impl TraceAnalysis {
         section.spinlocks = self.spinlocks;
         section.timeline = self.timeline;
         section.subject = self.subject;
+        section.vmm = self.vmm;
     }
 }
 

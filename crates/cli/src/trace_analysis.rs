@@ -56,9 +56,30 @@ pub fn reanalyse(
                     .collect()
             })
             .unwrap_or_default(),
+        vmm: vmm_scopes(points),
     };
     let analysis = vmscale_analysis::analyse_scoped(&run_dir.join(&section.dir), &scope);
     fill_findings(analysis, section, warnings);
+}
+
+/// The series a VMM carried out: its threads and the samples' windows.
+fn vmm_scopes(points: &[vmscale_run::Point]) -> Vec<vmscale_analysis::vmm::VmmSeriesScope> {
+    points
+        .iter()
+        .flat_map(|p| p.series.iter().map(move |s| (p.n, s)))
+        .filter(|(_, s)| !s.vmm_tids.is_empty() && !s.sample_start_ns.is_empty())
+        .map(|(n, s)| vmscale_analysis::vmm::VmmSeriesScope {
+            n,
+            series: s.name.clone(),
+            tids: s.vmm_tids.clone(),
+            windows: s
+                .sample_start_ns
+                .iter()
+                .zip(&s.samples_ns)
+                .map(|(&start, &ns)| (start, start + ns))
+                .collect(),
+        })
+        .collect()
 }
 
 /// Puts an analysis's findings in `section`; damaged pages it skipped, what the trace
