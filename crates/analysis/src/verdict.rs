@@ -39,6 +39,9 @@ pub fn verdict(record: &RunRecord) -> Vec<Finding> {
         )];
     };
     let timed = timed_findings(record, trace);
+    if !trace.vmm.is_empty() {
+        return crate::vmm::findings(record, trace, timed);
+    }
     if !timed.is_empty() {
         return timed;
     }
