@@ -246,6 +246,7 @@ fn trace_section() -> TraceSection {
         timeline: None,
         command: None,
         subject: None,
+        vmm: Vec::new(),
     }
 }
 
