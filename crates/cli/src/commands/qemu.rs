@@ -140,3 +140,67 @@ pub(crate) fn measure_migrate(
     let (dir, record) = execute(plan, output, trace, measure)?;
     save(Measured { dir, record }, output)
 }
+
+/// One QEMU scenario of the tour.
+pub(crate) type TourStep<'a> = (
+    &'static str,
+    Box<dyn Fn() -> Result<Measured, Failure> + 'a>,
+);
+
+/// The QEMU scenarios at a small sweep, when a QEMU is installed; otherwise none, and one
+/// line saying how to get it.
+pub(crate) fn tour_steps<'a>(output: &'a OutputArgs, trace: &'a TraceArgs) -> Vec<TourStep<'a>> {
+    if !vmscale_scenario::qemu::installed() {
+        crate::console::note!(
+            "tour: no {} on PATH, so the qemu scenarios are left out ({})",
+            vmscale_vmm::QEMU_BINARY,
+            "apt-get install qemu-system-x86"
+        );
+        return Vec::new();
+    }
+    vec![
+        (
+            "qemu-hotplug",
+            Box::new(move || {
+                measure_hotplug(
+                    QemuHotplugKnobs {
+                        vcpus: vec![1, 2, 4],
+                        repeat: 30,
+                        ..QemuHotplugKnobs::default()
+                    },
+                    output,
+                    trace,
+                )
+            }),
+        ),
+        (
+            "qemu-start",
+            Box::new(move || {
+                measure_start(
+                    QemuStartKnobs {
+                        vcpus: vec![1, 2, 4],
+                        vms: 2,
+                        repeat: 3,
+                        ..QemuStartKnobs::default()
+                    },
+                    output,
+                    trace,
+                )
+            }),
+        ),
+        (
+            "qemu-migrate",
+            Box::new(move || {
+                measure_migrate(
+                    QemuMigrateKnobs {
+                        vcpus: vec![1, 2, 4],
+                        repeat: 3,
+                        ..QemuMigrateKnobs::default()
+                    },
+                    output,
+                    trace,
+                )
+            }),
+        ),
+    ]
+}
