@@ -331,46 +331,6 @@ fn is_vcpu_name(comm: &[u8]) -> bool {
     comm.starts_with(b"CPU ") && comm.ends_with(b"/KVM")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn kvm_ioctls_are_named_with_their_size_bits() {
-        assert_eq!(ioctl_name(0x4020ae46), "KVM_SET_USER_MEMORY_REGION");
-        assert_eq!(ioctl_name(0x4020aea5), "KVM_SIGNAL_MSI");
-        assert_eq!(ioctl_name(0x5000aea5), "KVM_SET_XSAVE");
-        assert_eq!(ioctl_name(0x4008aeff), "KVM ioctl 0x4008aeff");
-        assert_eq!(ioctl_name(0x5401), "ioctl 0x5401");
-        assert!(is_dirty_log(0xc018aec0) && !is_dirty_log(0xae80));
-    }
-
-    #[test]
-    fn overlaps_are_cut_to_the_sample_windows() {
-        let windows = [(10, 20), (30, 40), (50, 60)];
-        let mut seen = Vec::new();
-        VmmPass::overlap(&windows, 15, 55, |index, ns| seen.push((index, ns)));
-        assert_eq!(seen, vec![(0, 5), (1, 10), (2, 5)]);
-        seen.clear();
-        VmmPass::overlap(&windows, 20, 30, |index, ns| seen.push((index, ns)));
-        assert!(seen.is_empty());
-        assert!(is_vcpu_name(b"CPU 3/KVM") && !is_vcpu_name(b"qemu-system-x86"));
-    }
-
-    #[test]
-    fn a_call_belongs_to_the_sample_it_entered_in() {
-        let pass = VmmPass::new(vec![VmmSeriesScope {
-            tids: vec![7],
-            windows: vec![(10, 20), (30, 40)],
-            ..VmmSeriesScope::default()
-        }]);
-        assert_eq!(pass.sample_at(0, 10), Some(0));
-        assert_eq!(pass.sample_at(0, 25), None);
-        assert_eq!(pass.sample_at(0, 40), Some(1));
-        assert_eq!(pass.sample_at(0, 41), None);
-    }
-}
-
 /// The verdict of a run whose samples a VMM carried out: first the KVM ioctls the VMM spent
 /// the samples in, as shares of the samples' time, then what the measuring thread's own
 /// breakdown (`timed`) says, less its sleep: that sleep is the wait for the VMM's reply,
@@ -431,7 +391,7 @@ pub fn findings(
                         ioctl
                             .latency
                             .as_ref()
-                            .map_or("?".into(), |l| duration(l.p50_ns as u64)),
+                            .map_or("?".into(), |l| duration(l.p50_ns)),
                         duration(ioctl.total_ns)
                     ))
                 })
@@ -483,9 +443,49 @@ fn vcpu_evidence(sweep: &str, v: &VmmSamples) -> String {
         hold.threads,
         if hold.threads == 1 { "" } else { "s" },
         hold.exits,
-        hold.worst_out_per_sample.as_ref().map_or("?".into(), |s| duration(s.p50_ns as u64)),
+        hold.worst_out_per_sample.as_ref().map_or("?".into(), |s| duration(s.p50_ns)),
         hold.worst_out_per_sample.as_ref().map_or("?".into(), |s| duration(s.max_ns)),
         duration(hold.lock_wait_ns),
         duration(hold.runnable_ns)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kvm_ioctls_are_named_with_their_size_bits() {
+        assert_eq!(ioctl_name(0x4020ae46), "KVM_SET_USER_MEMORY_REGION");
+        assert_eq!(ioctl_name(0x4020aea5), "KVM_SIGNAL_MSI");
+        assert_eq!(ioctl_name(0x5000aea5), "KVM_SET_XSAVE");
+        assert_eq!(ioctl_name(0x4008aeff), "KVM ioctl 0x4008aeff");
+        assert_eq!(ioctl_name(0x5401), "ioctl 0x5401");
+        assert!(is_dirty_log(0xc018aec0) && !is_dirty_log(0xae80));
+    }
+
+    #[test]
+    fn overlaps_are_cut_to_the_sample_windows() {
+        let windows = [(10, 20), (30, 40), (50, 60)];
+        let mut seen = Vec::new();
+        VmmPass::overlap(&windows, 15, 55, |index, ns| seen.push((index, ns)));
+        assert_eq!(seen, vec![(0, 5), (1, 10), (2, 5)]);
+        seen.clear();
+        VmmPass::overlap(&windows, 20, 30, |index, ns| seen.push((index, ns)));
+        assert!(seen.is_empty());
+        assert!(is_vcpu_name(b"CPU 3/KVM") && !is_vcpu_name(b"qemu-system-x86"));
+    }
+
+    #[test]
+    fn a_call_belongs_to_the_sample_it_entered_in() {
+        let pass = VmmPass::new(vec![VmmSeriesScope {
+            tids: vec![7],
+            windows: vec![(10, 20), (30, 40)],
+            ..VmmSeriesScope::default()
+        }]);
+        assert_eq!(pass.sample_at(0, 10), Some(0));
+        assert_eq!(pass.sample_at(0, 25), None);
+        assert_eq!(pass.sample_at(0, 40), Some(1));
+        assert_eq!(pass.sample_at(0, 41), None);
+    }
 }

@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
 use vmscale_vmm::Qemu;
 
 use crate::{Error, Knob};
@@ -54,7 +53,7 @@ pub(crate) fn notes(qemu: &mut Qemu) -> Result<Vec<String>, Error> {
 /// do.
 pub(crate) fn expect_running(qemu: &mut Qemu) -> Result<(), Error> {
     let status = qemu.execute("query-status", None)?.value;
-    if status["status"] != Value::from("running") {
+    if status["status"] != "running" {
         return Err(qemu
             .error(format!(
                 "QEMU's vCPUs are not running (status {})",
