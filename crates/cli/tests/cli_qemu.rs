@@ -4,29 +4,33 @@
 //!
 //! The test process makes itself a child subreaper, so a QEMU that a vmscale run left
 //! behind is reparented to it instead of to init, where the test could not see it: after
-//! every run, no QEMU may have the test as its parent.
+//! every run, no QEMU may have the test as its parent. The tests run one at a time, since
+//! one test's orphan (a killed vmscale's QEMU before it dies) or its own QEMU would be
+//! another's leftover.
 
 mod common;
 
 use common::*;
 
-use std::collections::HashSet;
 use std::process::Stdio;
-use std::sync::{Mutex, Once};
+use std::sync::{Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-/// QEMUs this test process started itself (through the driver crate): not leftovers.
-static OURS: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
+/// Held by every test for its whole run.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn subreaper() {
+/// Makes this process the subreaper of orphans and returns the test's turn.
+fn subreaper() -> MutexGuard<'static, ()> {
+    let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only changes who adopts orphans.
         let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
         assert_eq!(r, 0, "PR_SET_CHILD_SUBREAPER failed");
     });
+    turn
 }
 
 fn qemu_binary() -> std::path::PathBuf {
@@ -63,18 +67,14 @@ fn children_named_qemu(parent: u32) -> Vec<(u32, char)> {
 
 /// No QEMU was left behind by a vmscale run of this test process.
 fn assert_no_qemu_left() {
-    let ours = OURS.lock().unwrap().clone().unwrap_or_default();
-    let left: Vec<(u32, char)> = children_named_qemu(std::process::id())
-        .into_iter()
-        .filter(|(pid, _)| !ours.contains(pid))
-        .collect();
+    let left = children_named_qemu(std::process::id());
     assert!(left.is_empty(), "QEMUs left behind (pid, state): {left:?}");
 }
 
 /// Runs vmscale with `args` plus `--quiet --format json --out <scratch>`; returns the
 /// printed run after checking no QEMU outlived it.
 fn qemu_run(args: &[&str], name: &str) -> Value {
-    subreaper();
+    let _turn = subreaper();
     qemu_binary();
     let run = json_run(args, name);
     assert_no_qemu_left();
@@ -280,17 +280,23 @@ fn qemu_migrate_times_each_migration_with_its_dirty_log_ioctls() {
 
 #[test]
 fn record_attached_to_a_running_qemu_explains_its_threads() {
-    subreaper();
+    let _turn = subreaper();
     let mut config = vmscale_vmm::QemuConfig::new(qemu_binary(), 2, 128);
     config.dimm_slots = 64;
     config.maxmem_mib = 128 + 64 * 32;
     let mut qemu = vmscale_vmm::Qemu::start(&config).unwrap();
     let pid = qemu.pid();
-    OURS.lock()
-        .unwrap()
-        .get_or_insert_with(HashSet::new)
-        .insert(pid);
-    let threads = qemu.threads().len();
+    // Its vCPU threads exist from start-up to exit (other threads come and go).
+    let vcpus: Vec<u64> = qemu
+        .threads()
+        .into_iter()
+        .filter(|tid| {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                .is_ok_and(|comm| comm.starts_with("CPU ") && comm.trim_end().ends_with("/KVM"))
+        })
+        .map(u64::from)
+        .collect();
+    assert_eq!(vcpus.len(), 2, "{:?}", qemu.threads());
     let dir = scratch("record-qemu");
     let _removed = RemovedOnDrop(dir.clone());
     let mut record = vmscale()
@@ -325,11 +331,12 @@ fn record_attached_to_a_running_qemu_explains_its_threads() {
     assert_eq!(run["knobs"]["comm"], "qemu-system-x86");
     let command = &run["trace"]["command"];
     assert_eq!(command["pid"], pid);
-    assert_eq!(
-        command["threads"].as_array().map(Vec::len),
-        Some(threads - 1),
-        "every thread but the main one, named when recording began: {command}"
+    let named = u64s(&command["threads"]);
+    assert!(
+        vcpus.iter().all(|tid| named.contains(tid)),
+        "its vCPU threads {vcpus:?} are among the threads named when recording began: {command}"
     );
+    assert!(!named.contains(&u64::from(pid)), "{command}");
     let subject = &run["trace"]["subject"];
     assert!(subject["tasks"].as_u64().unwrap() >= 1, "{subject:#}");
     assert!(subject["total_ns"].as_u64().unwrap() > 0, "{subject:#}");
@@ -349,7 +356,7 @@ fn record_attached_to_a_running_qemu_explains_its_threads() {
 
 #[test]
 fn a_missing_qemu_or_an_impossible_knob_is_one_line_and_exit_2() {
-    subreaper();
+    let _turn = subreaper();
     let o = vmscale()
         .args([
             "run",
@@ -378,7 +385,7 @@ fn a_missing_qemu_or_an_impossible_knob_is_one_line_and_exit_2() {
 
 #[test]
 fn a_qemu_that_exits_at_once_is_one_line_naming_its_command_line_and_stderr() {
-    subreaper();
+    let _turn = subreaper();
     // A shell given QEMU's options refuses the first one on stderr and exits.
     let out = scratch("qemu-exits");
     let o = vmscale()
@@ -396,9 +403,17 @@ fn a_qemu_that_exits_at_once_is_one_line_naming_its_command_line_and_stderr() {
     assert_no_qemu_left();
 }
 
-/// Starts a long vmscale QEMU run and returns it with its QEMU's pid once the QEMU runs.
-fn long_run(name: &str) -> (std::process::Child, u32, std::path::PathBuf) {
-    subreaper();
+/// Starts a long vmscale QEMU run and returns it with its QEMU's pid once the QEMU runs,
+/// and the test's turn.
+fn long_run(
+    name: &str,
+) -> (
+    std::process::Child,
+    u32,
+    std::path::PathBuf,
+    MutexGuard<'static, ()>,
+) {
+    let turn = subreaper();
     qemu_binary();
     let out = scratch(name);
     let child = vmscale()
@@ -421,12 +436,12 @@ fn long_run(name: &str) -> (std::process::Child, u32, std::path::PathBuf) {
         );
         std::thread::sleep(Duration::from_millis(10));
     };
-    (child, qemu, out)
+    (child, qemu, out, turn)
 }
 
 #[test]
 fn sigterm_tears_qemu_down_and_writes_nothing() {
-    let (child, qemu, out) = long_run("qemu-sigterm");
+    let (child, qemu, out, _turn) = long_run("qemu-sigterm");
     // SAFETY: kill only sends a signal to our own unreaped child.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
     let o = child.wait_with_output().unwrap();
@@ -443,7 +458,7 @@ fn sigterm_tears_qemu_down_and_writes_nothing() {
 
 #[test]
 fn a_killed_vmscale_takes_its_qemu_with_it() {
-    let (mut child, qemu, out) = long_run("qemu-sigkill");
+    let (mut child, qemu, out, _turn) = long_run("qemu-sigkill");
     child.kill().unwrap();
     child.wait().unwrap();
     // QEMU is now our orphan (we are its subreaper) and must die of its parent-death

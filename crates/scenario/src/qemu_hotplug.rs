@@ -238,10 +238,8 @@ mod tests {
         assert_eq!(config.dimm_slots, 52);
         assert_eq!(config.maxmem_mib, 128 + 52 * 128);
         let args = config.args(std::path::Path::new("/x/qmp.sock")).join(" ");
-        assert!(
-            args.contains("-smp 2 -m 128M,slots=52,maxmem=6784M"),
-            "{args}"
-        );
+        assert!(args.contains("-smp 2 "), "{args}");
+        assert!(args.contains("-m 128M,slots=52,maxmem=6784M "), "{args}");
         assert!(!args.contains("-S"), "{args}");
     }
 }

@@ -70,6 +70,9 @@ impl QemuConfig {
         .map(|s| s.to_string())
         .collect();
         args.push(self.vcpus.to_string());
+        // Thread names (`CPU 0/KVM`, ...) tell the trace which threads are vCPUs, also
+        // those that never leave KVM_RUN while traced.
+        args.extend(["-name".to_string(), "vmscale,debug-threads=on".to_string()]);
         args.extend(["-m".to_string(), memory]);
         if self.start_paused {
             args.push("-S".into());
