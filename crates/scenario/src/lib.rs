@@ -110,6 +110,11 @@ impl Progress for NoProgress {
 pub trait PhaseHook {
     fn measured_phase_begins(&mut self, label: &str) -> Result<(), Error>;
     fn measured_phase_ends(&mut self, label: &str) -> Result<(), Error>;
+    /// The tasks that carry out the next measured phases besides the measuring thread (a
+    /// VMM the scenario started): their system calls matter too. Called between phases.
+    fn carried_out_by(&mut self, _tids: &[u32]) -> Result<(), Error> {
+        Ok(())
+    }
 }
 
 /// For runs without tracing.

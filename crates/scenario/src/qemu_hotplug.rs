@@ -135,6 +135,7 @@ pub fn run(
             progress.advance(1);
         }
         let vmm_tids = qemu.threads();
+        hook.carried_out_by(&vmm_tids)?;
         let label = format!("qemu-hotplug vcpus={vcpus}");
         let mut marks = Vec::with_capacity(knobs.repeat);
         hook.measured_phase_begins(&label)?;

@@ -174,6 +174,8 @@ pub struct Recording {
     windows: Vec<(u64, u64)>,
     on_since: Option<u64>,
     started_ns: Option<u64>,
+    /// Tasks whose system calls were added after setup ([`Recording::add_syscall_tids`]).
+    extra_syscall_tids: Vec<u32>,
     // Last: dropped after the readers have closed their per-CPU files.
     instance: Instance,
 }
@@ -207,20 +209,7 @@ impl Recording {
         for event in &config.stack_events {
             instance.add_stack_trigger(event)?;
         }
-        if !config.syscall_tids.is_empty() {
-            let filter = config
-                .syscall_tids
-                .iter()
-                .map(|tid| format!("common_pid == {tid}"))
-                .chain(config.syscall_ids.iter().map(|id| format!("id == {id}")))
-                .collect::<Vec<_>>()
-                .join(" || ");
-            for event in ["raw_syscalls:sys_enter", "raw_syscalls:sys_exit"] {
-                if config.events.iter().any(|e| e == event) {
-                    instance.set_filter(event, &filter)?;
-                }
-            }
-        }
+        set_syscall_filter(&instance, &config, &[])?;
         save_formats(&instance, dir, &config)?;
         let kallsyms = dir.join("kallsyms");
         std::fs::copy("/proc/kallsyms", &kallsyms).map_err(io_at(&kallsyms))?;
@@ -240,6 +229,7 @@ impl Recording {
             windows: Vec::new(),
             on_since: None,
             started_ns: None,
+            extra_syscall_tids: Vec::new(),
             instance,
         };
         for cpu in cpus {
@@ -286,6 +276,22 @@ impl Recording {
             _ => {}
         }
         Ok(())
+    }
+
+    /// Keeps the system calls of `tids` too from now on, besides those the configuration
+    /// named: tasks that exist only once recording is set up (a VMM a scenario started).
+    /// Called while tracing is off, between measured phases.
+    pub fn add_syscall_tids(&mut self, tids: &[u32]) -> Result<(), Error> {
+        let fresh: Vec<u32> = tids
+            .iter()
+            .copied()
+            .filter(|t| !self.extra_syscall_tids.contains(t))
+            .collect();
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        self.extra_syscall_tids.extend(fresh);
+        set_syscall_filter(&self.instance, &self.config, &self.extra_syscall_tids)
     }
 
     /// Writes a phase marker into the trace (an ftrace:print event on the trace clock).
@@ -350,6 +356,32 @@ impl Drop for Recording {
         // exit. Field order then drops the instance last.
         self.stop_readers();
     }
+}
+
+/// Filters raw_syscalls to the configured tasks plus `extra`, and the configured system
+/// calls of any task; no filter when the configuration names no task.
+fn set_syscall_filter(
+    instance: &Instance,
+    config: &RecordConfig,
+    extra: &[u32],
+) -> Result<(), Error> {
+    if config.syscall_tids.is_empty() {
+        return Ok(());
+    }
+    let filter = config
+        .syscall_tids
+        .iter()
+        .chain(extra)
+        .map(|tid| format!("common_pid == {tid}"))
+        .chain(config.syscall_ids.iter().map(|id| format!("id == {id}")))
+        .collect::<Vec<_>>()
+        .join(" || ");
+    for event in ["raw_syscalls:sys_enter", "raw_syscalls:sys_exit"] {
+        if config.events.iter().any(|e| e == event) {
+            instance.set_filter(event, &filter)?;
+        }
+    }
+    Ok(())
 }
 
 /// Copies header_page, header_event and the format of every event that can appear.

@@ -13,13 +13,14 @@ use crate::failure::Failure;
 use crate::progress::Bar;
 use crate::tracing::{current_tid, TraceArgs};
 
-/// The ioctl system call (x86-64): kept from every task, since QEMU's threads (and the
-/// ones it creates mid-run, like a migration thread) cannot be named before it starts.
+/// The ioctl system call (x86-64): kept from every task, since the threads QEMU creates
+/// mid-run (a migration thread) cannot be named before they exist.
 const SYS_IOCTL: i64 = 16;
 
-/// The usual events, every ioctl (QEMU's KVM calls among them; the analysis keeps QEMU's
-/// own by its threads), the measuring thread's system calls (the QMP round trips), and
-/// thread creation, which ties threads QEMU creates later to it.
+/// The usual events, the system calls of the measuring thread (the QMP round trips) and of
+/// QEMU's threads (added once QEMU runs), every ioctl (QEMU's later threads' KVM calls
+/// among them; the analysis keeps QEMU's own), and thread creation, which ties threads QEMU
+/// creates later to it.
 pub(crate) fn qemu_trace_config() -> RecordConfig {
     let mut events = default_events();
     events.push("sched:sched_process_fork".into());
