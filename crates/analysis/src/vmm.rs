@@ -12,6 +12,9 @@
 //! for a CPU. A vCPU that stayed in KVM_RUN throughout (halted or running guest code)
 //! shows no event and no hold: that is what the trace proves.
 //!
+//! The VMM's main thread (its pid) runs the QMP commands; its other system calls entered
+//! during a sample are kept too, each cut at the sample's end.
+//!
 //! Memory grows with threads and samples, never with events.
 
 use std::collections::{BTreeMap, HashMap};
@@ -110,6 +113,9 @@ struct Task {
     vcpu: bool,
     /// An ioctl in progress: (entered at, cmd, sample index).
     ioctl: Option<(u64, u64, Option<usize>)>,
+    /// Another system call of the main thread entered during a sample: (entered at,
+    /// number, sample index).
+    call: Option<(u64, i64, usize)>,
     /// Since a KVM_RUN returned.
     out_since: Option<u64>,
     lock_since: Option<u64>,
@@ -133,6 +139,8 @@ pub struct VmmPass {
     tasks: HashMap<i32, Task>,
     /// (series, cmd) -> calls.
     calls: BTreeMap<(usize, u64), Calls>,
+    /// (series, system call number) -> the main thread's other system calls.
+    main_calls: BTreeMap<(usize, i64), Calls>,
 }
 
 impl VmmPass {
@@ -153,7 +161,15 @@ impl VmmPass {
             scopes,
             tasks,
             calls: BTreeMap::new(),
+            main_calls: BTreeMap::new(),
         }
+    }
+
+    /// The series whose VMM has `tid` as its main thread (its pid, first of its tids): the
+    /// thread that runs QMP commands.
+    fn main_thread_of(&self, tid: i32) -> Option<usize> {
+        let series = self.tasks.get(&tid)?.series;
+        (self.scopes[series].tids.first() == Some(&(tid as u32))).then_some(series)
     }
 
     /// The sample of `series` whose window holds `ts`.
@@ -238,6 +254,30 @@ impl VmmPass {
                     }
                 }
             }
+            EventKind::SysEnter(enter) => {
+                if let Some(series) = self.main_thread_of(event.pid()) {
+                    let sample = self.sample_at(series, ts);
+                    let task = self.tasks.get_mut(&event.pid()).expect("a main thread");
+                    task.call = sample.map(|sample| (ts, enter.id, sample));
+                }
+            }
+            EventKind::SysExit(exit) if exit.id != SYS_IOCTL => {
+                let Some(series) = self.main_thread_of(event.pid()) else {
+                    return;
+                };
+                let task = self.tasks.get_mut(&event.pid()).expect("a main thread");
+                let Some((entered, id, sample)) = task.call.take() else {
+                    return;
+                };
+                if id == exit.id {
+                    let end = ts.min(self.scopes[series].windows[sample].1);
+                    self.main_calls
+                        .entry((series, id))
+                        .or_default()
+                        .latency
+                        .record(end.saturating_sub(entered));
+                }
+            }
             EventKind::SysExit(exit) if exit.id == SYS_IOCTL => {
                 let Some(series) = self.tasks.get(&event.pid()).map(|t| t.series) else {
                     return;
@@ -296,6 +336,15 @@ impl VmmPass {
                 total_ns: calls.latency.total(),
             });
         }
+        for ((series, id), calls) in self.main_calls {
+            out[series].main_thread.push(VmmIoctl {
+                name: crate::syscalls::name(id),
+                cmd: id as u64,
+                calls: calls.latency.count(),
+                latency: calls.latency.summary(),
+                total_ns: calls.latency.total(),
+            });
+        }
         let mut worst: Vec<HashMap<usize, u64>> = vec![HashMap::new(); out.len()];
         for task in self.tasks.values().filter(|t| t.vcpu) {
             let hold = &mut out[task.series].vcpus;
@@ -310,9 +359,9 @@ impl VmmPass {
             }
         }
         for (series, samples) in out.iter_mut().enumerate() {
-            samples
-                .ioctls
-                .sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.cmd.cmp(&b.cmd)));
+            for calls in [&mut samples.ioctls, &mut samples.main_thread] {
+                calls.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.cmd.cmp(&b.cmd)));
+            }
             if samples.vcpus.threads > 0 {
                 // Samples in which no vCPU left KVM_RUN held none out: zeros, not gaps.
                 let per_sample: Vec<u64> = (0..samples.samples as usize)
@@ -413,17 +462,50 @@ pub fn findings(
     let rest = total.saturating_sub(in_ioctls);
     out.push(Finding {
         summary: format!(
-            "{:.0}% of {subject} the VMM spent outside its traced ioctls (QMP, its device model, mapping memory): the trace records only its ioctls",
+            "{:.0}% of {subject} the VMM spent outside KVM ioctls (QMP, its device model, mapping memory; its main thread's system calls below)",
             rest as f64 / total as f64 * 100.0
         ),
         cause: Cause::None,
         lock: None,
         holder: None,
         share: rest as f64 / total as f64,
-        evidence: trace.vmm.iter().map(|v| vcpu_evidence(&record.sweep, v)).collect(),
+        evidence: trace
+            .vmm
+            .iter()
+            .filter_map(|v| main_thread_evidence(&record.sweep, v))
+            .chain(trace.vmm.iter().map(|v| vcpu_evidence(&record.sweep, v)))
+            .collect(),
     });
     out.extend(timed.into_iter().filter(|f| f.cause != Cause::Sleep));
     out
+}
+
+/// One line on the main thread's system calls other than ioctl during a series' samples,
+/// the three that took most of them.
+fn main_thread_evidence(sweep: &str, v: &VmmSamples) -> Option<String> {
+    use vmscale_stats::units::duration;
+    if v.main_thread.is_empty() {
+        return None;
+    }
+    let top: Vec<String> = v
+        .main_thread
+        .iter()
+        .take(3)
+        .map(|c| {
+            format!(
+                "{} {:.1} per sample, {} in all",
+                c.name,
+                c.calls as f64 / v.samples.max(1) as f64,
+                duration(c.total_ns)
+            )
+        })
+        .collect();
+    Some(format!(
+        "{sweep}={} ({}): the VMM's main thread in {}",
+        v.n,
+        v.series,
+        top.join("; ")
+    ))
 }
 
 /// One line on the vCPU threads of a series: how long they were held out of the guest.

@@ -77,6 +77,11 @@ pub struct VmmSamples {
     pub ioctls: Vec<VmmIoctl>,
     /// The VMM's vCPU threads during the samples.
     pub vcpus: VcpuHold,
+    /// The other system calls of the VMM's main thread (the one that runs QMP commands)
+    /// entered during the samples, most time first; `cmd` is the system call number and
+    /// times are cut at the sample's end, so they are each call's share of the sample.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub main_thread: Vec<VmmIoctl>,
 }
 
 /// One ioctl command during a series' samples.

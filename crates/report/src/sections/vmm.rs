@@ -37,6 +37,34 @@ pub(crate) fn section(record: &RunRecord) -> Option<Section> {
         ("total", true),
     ])
     .with_code_column(2);
+    let mut main_thread = Grid::new(&[
+        (&sweep, true),
+        ("series", false),
+        ("system call", false),
+        ("calls/sample", true),
+        ("p50", true),
+        ("max", true),
+        ("total", true),
+    ])
+    .with_code_column(2);
+    for v in &trace.vmm {
+        for call in &v.main_thread {
+            let at = |f: fn(&vmscale_stats::Summary) -> u64| {
+                call.latency
+                    .as_ref()
+                    .map_or(units::MISSING.to_string(), |l| units::duration(f(l)))
+            };
+            main_thread.rows.push(vec![
+                v.n.to_string(),
+                v.series.clone(),
+                call.name.clone(),
+                per_sample(call.calls, v),
+                at(|l| l.p50_ns),
+                at(|l| l.max_ns),
+                units::duration(call.total_ns),
+            ]);
+        }
+    }
     for v in &trace.vmm {
         let summary = record
             .points
@@ -90,6 +118,12 @@ pub(crate) fn section(record: &RunRecord) -> Option<Section> {
         ));
     } else {
         section.blocks.push(Block::Table(per_ioctl));
+    }
+    if !main_thread.rows.is_empty() {
+        section.blocks.push(Block::Paragraph(
+            "The VMM's main thread (which runs QMP commands): its other system calls during the samples, each cut at its sample's end.".into(),
+        ));
+        section.blocks.push(Block::Table(main_thread));
     }
     Some(section)
 }
