@@ -121,7 +121,7 @@ impl PhaseHook for TraceSession {
 
     fn carried_out_by(&mut self, tids: &[u32]) -> Result<(), vmscale_scenario::Error> {
         if let Some(r) = &mut self.recording {
-            r.add_syscall_tids(tids).map_err(hook_error)?;
+            r.follow_syscalls_of(tids).map_err(hook_error)?;
         }
         Ok(())
     }

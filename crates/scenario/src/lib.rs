@@ -111,7 +111,8 @@ pub trait PhaseHook {
     fn measured_phase_begins(&mut self, label: &str) -> Result<(), Error>;
     fn measured_phase_ends(&mut self, label: &str) -> Result<(), Error>;
     /// The tasks that carry out the next measured phases besides the measuring thread (a
-    /// VMM the scenario started): their system calls matter too. Called between phases.
+    /// VMM the scenario started), in place of those named before: their system calls
+    /// matter too. Called between phases.
     fn carried_out_by(&mut self, _tids: &[u32]) -> Result<(), Error> {
         Ok(())
     }

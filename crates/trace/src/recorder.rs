@@ -174,7 +174,7 @@ pub struct Recording {
     windows: Vec<(u64, u64)>,
     on_since: Option<u64>,
     started_ns: Option<u64>,
-    /// Tasks whose system calls were added after setup ([`Recording::add_syscall_tids`]).
+    /// Tasks whose system calls were added after setup ([`Recording::follow_syscalls_of`]).
     extra_syscall_tids: Vec<u32>,
     // Last: dropped after the readers have closed their per-CPU files.
     instance: Instance,
@@ -279,18 +279,14 @@ impl Recording {
     }
 
     /// Keeps the system calls of `tids` too from now on, besides those the configuration
-    /// named: tasks that exist only once recording is set up (a VMM a scenario started).
-    /// Called while tracing is off, between measured phases.
-    pub fn add_syscall_tids(&mut self, tids: &[u32]) -> Result<(), Error> {
-        let fresh: Vec<u32> = tids
-            .iter()
-            .copied()
-            .filter(|t| !self.extra_syscall_tids.contains(t))
-            .collect();
-        if fresh.is_empty() {
+    /// named, in place of the tasks a previous call named: tasks that exist only once
+    /// recording is set up (the VMM a scenario started for its next phases). Called while
+    /// tracing is off, between measured phases.
+    pub fn follow_syscalls_of(&mut self, tids: &[u32]) -> Result<(), Error> {
+        if self.extra_syscall_tids == tids {
             return Ok(());
         }
-        self.extra_syscall_tids.extend(fresh);
+        self.extra_syscall_tids = tids.to_vec();
         set_syscall_filter(&self.instance, &self.config, &self.extra_syscall_tids)
     }
 
@@ -358,6 +354,9 @@ impl Drop for Recording {
     }
 }
 
+/// Tasks named one by one in a raw_syscalls filter; more are named by their id range.
+const MAX_FILTER_TIDS: usize = 64;
+
 /// Filters raw_syscalls to the configured tasks plus `extra`, and the configured system
 /// calls of any task; no filter when the configuration names no task.
 fn set_syscall_filter(
@@ -368,14 +367,21 @@ fn set_syscall_filter(
     if config.syscall_tids.is_empty() {
         return Ok(());
     }
-    let filter = config
+    let mut clauses: Vec<String> = config
         .syscall_tids
         .iter()
-        .chain(extra)
         .map(|tid| format!("common_pid == {tid}"))
-        .chain(config.syscall_ids.iter().map(|id| format!("id == {id}")))
-        .collect::<Vec<_>>()
-        .join(" || ");
+        .collect();
+    // The kernel takes a filter of less than a page: past a few dozen tasks (a VMM with
+    // many vCPUs) their id range stands for them, which keeps a few other tasks' calls too.
+    match (extra.iter().min(), extra.iter().max()) {
+        (Some(low), Some(high)) if extra.len() > MAX_FILTER_TIDS => {
+            clauses.push(format!("(common_pid >= {low} && common_pid <= {high})"))
+        }
+        _ => clauses.extend(extra.iter().map(|tid| format!("common_pid == {tid}"))),
+    }
+    clauses.extend(config.syscall_ids.iter().map(|id| format!("id == {id}")));
+    let filter = clauses.join(" || ");
     for event in ["raw_syscalls:sys_enter", "raw_syscalls:sys_exit"] {
         if config.events.iter().any(|e| e == event) {
             instance.set_filter(event, &filter)?;
