@@ -364,8 +364,21 @@ fn set_syscall_filter(
     config: &RecordConfig,
     extra: &[u32],
 ) -> Result<(), Error> {
-    if config.syscall_tids.is_empty() {
+    let Some(filter) = syscall_filter(config, extra) else {
         return Ok(());
+    };
+    for event in ["raw_syscalls:sys_enter", "raw_syscalls:sys_exit"] {
+        if config.events.iter().any(|e| e == event) {
+            instance.set_filter(event, &filter)?;
+        }
+    }
+    Ok(())
+}
+
+/// The raw_syscalls filter [`set_syscall_filter`] writes.
+fn syscall_filter(config: &RecordConfig, extra: &[u32]) -> Option<String> {
+    if config.syscall_tids.is_empty() {
+        return None;
     }
     let mut clauses: Vec<String> = config
         .syscall_tids
@@ -381,13 +394,7 @@ fn set_syscall_filter(
         _ => clauses.extend(extra.iter().map(|tid| format!("common_pid == {tid}"))),
     }
     clauses.extend(config.syscall_ids.iter().map(|id| format!("id == {id}")));
-    let filter = clauses.join(" || ");
-    for event in ["raw_syscalls:sys_enter", "raw_syscalls:sys_exit"] {
-        if config.events.iter().any(|e| e == event) {
-            instance.set_filter(event, &filter)?;
-        }
-    }
-    Ok(())
+    Some(clauses.join(" || "))
 }
 
 /// Copies header_page, header_event and the format of every event that can appear.
@@ -490,6 +497,26 @@ fn parse_lost(stats: &str) -> LostEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn syscall_filters_name_tasks_then_calls_and_fold_many_tasks_into_a_range() {
+        let config = RecordConfig {
+            syscall_tids: vec![7],
+            syscall_ids: vec![16],
+            ..RecordConfig::default()
+        };
+        assert_eq!(
+            syscall_filter(&config, &[9, 10]).unwrap(),
+            "common_pid == 7 || common_pid == 9 || common_pid == 10 || id == 16"
+        );
+        let many: Vec<u32> = (1000..1100).collect();
+        let filter = syscall_filter(&config, &many).unwrap();
+        assert_eq!(
+            filter,
+            "common_pid == 7 || (common_pid >= 1000 && common_pid <= 1099) || id == 16"
+        );
+        assert!(syscall_filter(&RecordConfig::default(), &[1]).is_none());
+    }
 
     #[test]
     fn lost_counters_parse_from_the_kernel_stats_text() {
