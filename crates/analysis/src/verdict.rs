@@ -39,7 +39,7 @@ pub fn verdict(record: &RunRecord) -> Vec<Finding> {
         )];
     };
     let timed = timed_findings(record, trace);
-    if !trace.vmm.is_empty() {
+    if !trace.vmm.is_empty() && !record.points.is_empty() {
         return crate::vmm::findings(record, trace, timed);
     }
     if !timed.is_empty() {

@@ -77,6 +77,7 @@ pub fn ioctl_name(cmd: u64) -> String {
         0x4068aea3 => "KVM_ENABLE_CAP",
         0xae41 => "KVM_CREATE_VCPU",
         0x4008ae90 => "KVM_SET_CPUID2",
+        0xc028ae92 => "KVM_TPR_ACCESS_REPORTING",
         0xaea2 => "KVM_SET_TSC_KHZ",
         0xaea3 => "KVM_GET_TSC_KHZ",
         0x8070ae9f => "KVM_GET_PIT2",

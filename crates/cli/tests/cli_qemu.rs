@@ -361,6 +361,22 @@ fn record_attached_to_a_running_qemu_explains_its_threads() {
         "{:#}",
         run["verdict"]
     );
+    // What the VMM did while recorded: the memslot updates of the hotplugs, made by its
+    // main thread, which answered them on the QMP socket.
+    assert!(plugged > 0);
+    let vmm = &run["trace"]["vmm"][0];
+    let region = vmm_ioctl(
+        vmm,
+        &["KVM_SET_USER_MEMORY_REGION", "KVM_SET_USER_MEMORY_REGION2"],
+    )
+    .unwrap_or_else(|| panic!("no memslot update recorded: {:#}", run["trace"]["vmm"]));
+    assert!(region["calls"].as_u64().unwrap() >= 1, "{region:#}");
+    assert!(
+        vmm["main_thread"].to_string().contains("\"sendmsg\""),
+        "{:#}",
+        vmm["main_thread"]
+    );
+    assert_eq!(vmm["vcpus"]["threads"], 2, "{:#}", vmm["vcpus"]);
     // vmscale never touched it: it still runs and answers.
     let status = qemu.execute("query-status", None).unwrap();
     assert_eq!(status.value["status"], "running");

@@ -107,11 +107,32 @@ pub(crate) fn section(record: &RunRecord) -> Option<Section> {
             ]);
         }
     }
-    let mut section = Section::new("vmm", "what the VMM did per sample");
+    // An attached recording is one window, the whole recording: no distribution, and the
+    // counts are totals.
+    let recording = record.points.is_empty();
+    let mut section = if recording {
+        let mut section = Section::new("vmm", "what the VMM did while recorded");
+        section.blocks.push(Block::Lines(
+            trace.vmm.iter().map(|v| vcpu_line(v).into()).collect(),
+        ));
+        for grid in [&mut per_ioctl, &mut main_thread] {
+            grid.headers[3] = "calls".into();
+            grid.headers.drain(..2);
+            grid.numeric.drain(..2);
+            grid.code.drain(..2);
+            for row in &mut grid.rows {
+                row.drain(..2);
+            }
+        }
+        section
+    } else {
+        let mut section = Section::new("vmm", "what the VMM did per sample");
+        section.blocks.push(Block::Table(per_point));
+        section
+    };
     section.aside = Some(
-        "ioctls entered during the samples, KVM_RUN apart; a vCPU is out of the guest from a KVM_RUN return to its next call".into(),
+        "ioctls its threads entered, KVM_RUN apart; a vCPU is out of the guest from a KVM_RUN return to its next call".into(),
     );
-    section.blocks.push(Block::Table(per_point));
     if per_ioctl.rows.is_empty() {
         section.blocks.push(Block::Paragraph(
             "The VMM made no ioctl during the samples.".into(),
@@ -121,7 +142,7 @@ pub(crate) fn section(record: &RunRecord) -> Option<Section> {
     }
     if !main_thread.rows.is_empty() {
         section.blocks.push(Block::Paragraph(
-            "The VMM's main thread (which runs QMP commands): its other system calls during the samples, each cut at its sample's end.".into(),
+            "The VMM's main thread (which runs QMP commands): its other system calls, each cut at the end of its sample or of the recording.".into(),
         ));
         section.blocks.push(Block::Table(main_thread));
     }
@@ -129,5 +150,21 @@ pub(crate) fn section(record: &RunRecord) -> Option<Section> {
 }
 
 fn per_sample(calls: u64, v: &VmmSamples) -> String {
-    format!("{:.1}", calls as f64 / v.samples.max(1) as f64)
+    match v.samples {
+        0 | 1 => calls.to_string(),
+        n => format!("{:.1}", calls as f64 / n as f64),
+    }
+}
+
+/// The vCPU threads of an attached recording, in a line.
+fn vcpu_line(v: &VmmSamples) -> String {
+    let hold = &v.vcpus;
+    format!(
+        "vCPU threads in the trace: {}, {} KVM_RUN exits to the VMM, {} out of the guest, {} waiting for locks, {} runnable (summed over vCPUs)",
+        hold.threads,
+        hold.exits,
+        units::duration(hold.out_ns),
+        units::duration(hold.lock_wait_ns),
+        units::duration(hold.runnable_ns)
+    )
 }
