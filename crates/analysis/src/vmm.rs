@@ -463,7 +463,7 @@ pub fn findings(
     let rest = total.saturating_sub(in_ioctls);
     out.push(Finding {
         summary: format!(
-            "{:.0}% of {subject} the VMM spent outside KVM ioctls (QMP, its device model, mapping memory; its main thread's system calls below)",
+            "{:.0}% of {subject} the VMM spent outside KVM ioctls (its own work: QMP, device model, memory, a migration stream; its main thread's system calls below)",
             rest as f64 / total as f64 * 100.0
         ),
         cause: Cause::None,

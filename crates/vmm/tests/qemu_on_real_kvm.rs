@@ -100,3 +100,24 @@ fn a_qemu_that_exits_early_names_its_last_stderr_line() {
         "{command_line}"
     );
 }
+
+#[test]
+fn a_qemu_that_stops_answering_is_a_qmp_timeout_in_one_line() {
+    let mut config = QemuConfig::new(qemu_binary(), 1, 64);
+    config.timeout = Duration::from_secs(2);
+    let mut qemu = Qemu::start(&config).unwrap();
+    let pid = qemu.pid();
+    // SAFETY: kill only sends a signal, to the QEMU this test started and has not reaped.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
+    let e = qemu.execute("query-status", None).unwrap_err();
+    let text = e.to_string();
+    assert!(!e.is_usage());
+    assert!(
+        text.starts_with("QMP query-status: no answer within 2s (QEMU: "),
+        "{text}"
+    );
+    assert!(!text.contains('\n'), "{text}");
+    // A stopped QEMU is still killed and reaped with its driver.
+    drop(qemu);
+    assert!(!alive(pid));
+}
