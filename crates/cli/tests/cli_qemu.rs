@@ -511,5 +511,35 @@ fn a_killed_vmscale_takes_its_qemu_with_it() {
     assert!(libc::WIFSIGNALED(status), "status {status:#x}");
     assert_eq!(libc::WTERMSIG(status), libc::SIGKILL);
     assert_no_qemu_left();
+    // The killed vmscale could not remove its QMP socket's directory; the next run that
+    // starts a QEMU does.
+    let killed = format!("vmscale-qemu-{}-", child.id());
+    let left = || {
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with(&killed))
+    };
+    assert!(
+        left(),
+        "the killed run's directory was expected under {killed}*"
+    );
+    json_run(
+        &[
+            "run",
+            "qemu-start",
+            "--vcpus",
+            "1",
+            "--repeat",
+            "1",
+            "--no-trace",
+        ],
+        "qemu-after-kill",
+    );
+    assert!(
+        !left(),
+        "a later run left the killed run's {killed}* in place"
+    );
+    assert_no_qemu_left();
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -420,9 +420,15 @@ struct PrivateDir {
     path: PathBuf,
 }
 
+/// Private directories are named `vmscale-qemu-<pid>-XXXXXX` after the vmscale that made
+/// them, so one a killed vmscale left is known by its dead owner.
+const DIR_PREFIX: &str = "vmscale-qemu-";
+
 impl PrivateDir {
     fn create() -> Result<PrivateDir, Error> {
-        let template = std::env::temp_dir().join("vmscale-qemu-XXXXXX");
+        remove_stale_dirs();
+        let template =
+            std::env::temp_dir().join(format!("{DIR_PREFIX}{}-XXXXXX", std::process::id()));
         let mut bytes = template.as_os_str().as_encoded_bytes().to_vec();
         bytes.push(0);
         // SAFETY: mkdtemp rewrites the trailing XXXXXX of the NUL-terminated buffer we own in
@@ -444,6 +450,32 @@ impl PrivateDir {
         let path =
             PathBuf::from(unsafe { std::ffi::OsString::from_encoded_bytes_unchecked(bytes) });
         Ok(PrivateDir { path })
+    }
+}
+
+/// Removes the private directories of vmscale processes that no longer exist (killed
+/// before they could remove their own). A live owner's, or one whose name does not parse,
+/// is left alone.
+fn remove_stale_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(owner) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(DIR_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: signal 0 sends nothing; it only asks whether the pid exists.
+        let gone = unsafe { libc::kill(owner, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
