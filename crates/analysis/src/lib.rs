@@ -22,6 +22,7 @@ mod task_names;
 mod task_slots;
 mod timeline;
 pub mod verdict;
+pub mod vmm;
 
 use std::path::Path;
 
@@ -50,6 +51,8 @@ pub struct TraceAnalysis {
     pub subject: Option<vmscale_run::findings::SubjectTime>,
     /// Where released vCPU threads spent the time until KVM_RUN ([`Scope::vcpu_resume_windows`]).
     pub vcpu_resume: Option<vmscale_run::findings::SubjectTime>,
+    /// What the VMM did during each of its series' samples ([`Scope::vmm`]).
+    pub vmm: Vec<vmscale_run::findings::VmmSamples>,
     pub decoded_events: u64,
     /// Events per type, `system:name`.
     pub events_seen: std::collections::BTreeMap<String, u64>,
@@ -90,6 +93,8 @@ pub struct Scope {
     /// Released vCPU threads until they entered KVM_RUN again, (task, start, end): where
     /// that time went is split by cause like a subject's ([`subject::SubjectPass::within`]).
     pub vcpu_resume_windows: Vec<(u32, u64, u64)>,
+    /// Series a VMM carried out ([`vmm`]): its threads and the samples' windows.
+    pub vmm: Vec<vmm::VmmSeriesScope>,
 }
 
 /// [`analyse`] within `scope`.
@@ -136,6 +141,7 @@ pub fn analyse_excluding(
                 .collect(),
         )
     });
+    let mut vmm = (!scope.vmm.is_empty()).then(|| vmm::VmmPass::new(scope.vmm.clone()));
     let (mut first_ts, mut last_ts) = (None, 0);
     // Per event type id: how many the trace holds.
     let mut seen: Vec<u64> = Vec::new();
@@ -173,6 +179,9 @@ pub fn analyse_excluding(
         if let Some(pass) = &mut vcpu_resume {
             pass.observe(&event, &kind);
         }
+        if let Some(vmm) = &mut vmm {
+            vmm.observe(&event, &kind);
+        }
     })?;
     let contention = contention.finish(symbols);
     let holders = holders.finish(symbols, &contention.locks);
@@ -183,6 +192,7 @@ pub fn analyse_excluding(
     Ok(TraceAnalysis {
         subject: subject.and_then(|s| s.finish(symbols, &contention.locks)),
         vcpu_resume: vcpu_resume.and_then(|s| s.finish(symbols, &contention.locks)),
+        vmm: vmm.map(vmm::VmmPass::finish).unwrap_or_default(),
         timeline,
         holders,
         breakdown: breakdown.finish(symbols, &contention.locks),
@@ -226,6 +236,7 @@ impl TraceAnalysis {
         section.timeline = self.timeline;
         section.subject = self.subject;
         section.vcpu_resume = self.vcpu_resume;
+        section.vmm = self.vmm;
     }
 }
 

@@ -42,6 +42,9 @@ pub fn verdict(record: &RunRecord) -> Vec<Finding> {
         return untraced;
     };
     let mut timed = timed_findings(record, trace);
+    if !trace.vmm.is_empty() && !record.points.is_empty() {
+        return crate::vmm::findings(record, trace, timed);
+    }
     if !timed.is_empty() {
         // Right after the caller's main cause: what the vCPUs saw of the same operation.
         let at = timed.len().min(1);

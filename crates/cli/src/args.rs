@@ -125,6 +125,12 @@ pub enum RunScenario {
     Irqfd(IrqfdArgs),
     /// Case 2: per-call page locking and the IPIs it sends
     Mlock(MlockArgs),
+    /// A real QEMU: DIMM hotplug latency while N vCPUs run, with QEMU's KVM ioctls
+    QemuHotplug(QemuHotplugArgs),
+    /// A real QEMU: exec to QMP ready and quit to reaped, M QEMUs at once
+    QemuStart(QemuStartArgs),
+    /// A real QEMU: one live migration to a null sink while N vCPUs run
+    QemuMigrate(QemuMigrateArgs),
 }
 
 #[derive(Debug, Args)]
@@ -343,4 +349,76 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 fn parse_format(s: &str) -> Result<vmscale_report::Format, String> {
     s.parse::<vmscale_report::Format>()
         .map_err(|e| e.to_string())
+}
+
+#[derive(Debug, Args)]
+pub struct QemuHotplugArgs {
+    /// The QEMU to drive (default: qemu-system-x86_64 on PATH)
+    #[arg(long, value_name = "PATH")]
+    pub qemu: Option<PathBuf>,
+    /// vCPU counts to sweep (one QEMU each)
+    #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::qemu_hotplug::DEFAULT_VCPUS)]
+    pub vcpus: Vec<usize>,
+    /// Measured hotplugs per point, one DIMM each (with --warmup at most 256, QEMU's slots)
+    #[arg(long, default_value_t = vmscale_scenario::qemu_hotplug::DEFAULT_REPEAT)]
+    pub repeat: usize,
+    /// Hotplugs run first at every point and not counted
+    #[arg(long, default_value_t = vmscale_scenario::qemu_hotplug::DEFAULT_WARMUP)]
+    pub warmup: usize,
+    /// Size of each hotplugged DIMM, in MiB (even)
+    #[arg(long, default_value_t = vmscale_scenario::qemu_hotplug::DEFAULT_DIMM_MIB)]
+    pub dimm_mib: u64,
+    /// Boot memory of each QEMU, in MiB
+    #[arg(long, default_value_t = vmscale_scenario::qemu_hotplug::DEFAULT_MEM_MIB)]
+    pub mem_mib: u64,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub trace: TraceArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct QemuStartArgs {
+    /// The QEMU to drive (default: qemu-system-x86_64 on PATH)
+    #[arg(long, value_name = "PATH")]
+    pub qemu: Option<PathBuf>,
+    /// vCPU counts to sweep
+    #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::qemu_start::DEFAULT_VCPUS)]
+    pub vcpus: Vec<usize>,
+    /// Guest memory sizes to sweep, in MiB (a series each)
+    #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::qemu_start::DEFAULT_MEM_MIB)]
+    pub mem_mib: Vec<u64>,
+    /// QEMUs started and quit at once
+    #[arg(long, default_value_t = vmscale_scenario::qemu_start::DEFAULT_VMS)]
+    pub vms: usize,
+    /// Rounds per point and memory size (each gives --vms samples)
+    #[arg(long, default_value_t = vmscale_scenario::qemu_start::DEFAULT_REPEAT)]
+    pub repeat: usize,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub trace: TraceArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct QemuMigrateArgs {
+    /// The QEMU to drive (default: qemu-system-x86_64 on PATH)
+    #[arg(long, value_name = "PATH")]
+    pub qemu: Option<PathBuf>,
+    /// vCPU counts to sweep (one QEMU each)
+    #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::qemu_migrate::DEFAULT_VCPUS)]
+    pub vcpus: Vec<usize>,
+    /// Measured migrations per point
+    #[arg(long, default_value_t = vmscale_scenario::qemu_migrate::DEFAULT_REPEAT)]
+    pub repeat: usize,
+    /// Migrations run first at every point and not counted
+    #[arg(long, default_value_t = vmscale_scenario::qemu_migrate::DEFAULT_WARMUP)]
+    pub warmup: usize,
+    /// Guest memory of each QEMU, in MiB (what every migration sends)
+    #[arg(long, default_value_t = vmscale_scenario::qemu_migrate::DEFAULT_MEM_MIB)]
+    pub mem_mib: u64,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub trace: TraceArgs,
 }

@@ -22,6 +22,9 @@ fn main() {
         Command::Run(RunScenario::Teardown(args)) => commands::teardown::command(&args),
         Command::Run(RunScenario::Zap(args)) => commands::zap::command(&args),
         Command::Run(RunScenario::Mlock(args)) => commands::mlock::command(&args),
+        Command::Run(RunScenario::QemuHotplug(args)) => commands::qemu::hotplug(&args),
+        Command::Run(RunScenario::QemuStart(args)) => commands::qemu::start(&args),
+        Command::Run(RunScenario::QemuMigrate(args)) => commands::qemu::migrate(&args),
         Command::TeardownHolder(args) => commands::teardown::holder(&args),
         Command::Record(args) => commands::record::record(&args),
         Command::Compare {

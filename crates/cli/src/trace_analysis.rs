@@ -57,9 +57,54 @@ pub fn reanalyse(
             })
             .unwrap_or_default(),
         vcpu_resume_windows: vmscale_run::schema::task_windows(points),
+        vmm: vmm_scopes(points, section.command.as_ref()),
     };
     let analysis = vmscale_analysis::analyse_scoped(&run_dir.join(&section.dir), &scope);
     fill_findings(analysis, section, warnings);
+    // An attached process that made no KVM call is not a VMM: nothing to say of it here.
+    if points.is_empty()
+        && !section
+            .vmm
+            .iter()
+            .flat_map(|v| &v.ioctls)
+            .any(|i| i.name.starts_with("KVM"))
+    {
+        section.vmm.clear();
+    }
+}
+
+/// The series a VMM carried out: its threads and the samples' windows. A recording attached
+/// to a process (`record --pid`) is one window, the whole recording, of that process.
+fn vmm_scopes(
+    points: &[vmscale_run::Point],
+    command: Option<&vmscale_run::findings::CommandUsage>,
+) -> Vec<vmscale_analysis::vmm::VmmSeriesScope> {
+    if let Some(command) = command.filter(|c| points.is_empty() && !c.threads.is_empty()) {
+        return vec![vmscale_analysis::vmm::VmmSeriesScope {
+            n: 0,
+            series: "recording".into(),
+            tids: std::iter::once(command.pid)
+                .chain(command.threads.iter().copied())
+                .collect(),
+            windows: vec![(0, u64::MAX)],
+        }];
+    }
+    points
+        .iter()
+        .flat_map(|p| p.series.iter().map(move |s| (p.n, s)))
+        .filter(|(_, s)| !s.vmm_tids.is_empty() && !s.sample_start_ns.is_empty())
+        .map(|(n, s)| vmscale_analysis::vmm::VmmSeriesScope {
+            n,
+            series: s.name.clone(),
+            tids: s.vmm_tids.clone(),
+            windows: s
+                .sample_start_ns
+                .iter()
+                .zip(&s.samples_ns)
+                .map(|(&start, &ns)| (start, start + ns))
+                .collect(),
+        })
+        .collect()
 }
 
 /// Puts an analysis's findings in `section`; damaged pages it skipped, what the trace

@@ -118,6 +118,13 @@ impl PhaseHook for TraceSession {
         }
         Ok(())
     }
+
+    fn carried_out_by(&mut self, tids: &[u32]) -> Result<(), vmscale_scenario::Error> {
+        if let Some(r) = &mut self.recording {
+            r.follow_syscalls_of(tids).map_err(hook_error)?;
+        }
+        Ok(())
+    }
 }
 
 /// `--buffer-kib`, checked when the command line is parsed.

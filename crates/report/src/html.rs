@@ -71,6 +71,9 @@ pub fn render_html(record: &RunRecord) -> String {
         body.push_str(&phases(record));
         body.push_str(&growth_section(record));
     }
+    if let Some(vmm) = crate::sections::vmm::section(record) {
+        body.push_str(&render::html::section(&vmm));
+    }
     if let Some(trace_section) = &record.trace {
         body.push_str(&render::html::section(&trace::section(trace_section)));
     }

@@ -83,6 +83,10 @@ pub(crate) fn render(record: &RunRecord, options: &crate::Options) -> String {
         out.push_str(&table(&phases));
     }
 
+    if let Some(vmm) = crate::sections::vmm::section(record) {
+        out.push('\n');
+        out.push_str(&md::section(&vmm, SECTION_LEVEL));
+    }
     if let Some(trace_section) = &record.trace {
         out.push('\n');
         out.push_str(&md::section(&trace::section(trace_section), SECTION_LEVEL));

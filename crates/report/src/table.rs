@@ -16,6 +16,11 @@ pub(crate) fn brief(record: &RunRecord) -> String {
     let mut out = verdict::section(record, Depth::Brief)
         .map(|v| text::section(&v))
         .unwrap_or_default();
+    // A VMM's run says per point what the VMM did: that table is the run's evidence.
+    if let Some(vmm) = crate::sections::vmm::section(record) {
+        out.push('\n');
+        out.push_str(&text::section(&vmm));
+    }
     let host = &record.host;
     let points: Vec<String> = record.points.iter().map(|p| p.n.to_string()).collect();
     let sweep = if points.is_empty() {
@@ -119,6 +124,10 @@ pub(crate) fn render(record: &RunRecord, options: &crate::Options) -> String {
         }
     }
 
+    if let Some(vmm) = crate::sections::vmm::section(record) {
+        out.push('\n');
+        out.push_str(&text::section(&vmm));
+    }
     if let Some(trace_section) = &record.trace {
         out.push('\n');
         out.push_str(&text::section(&trace::section(trace_section)));

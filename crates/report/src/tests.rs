@@ -248,6 +248,7 @@ fn trace_section() -> TraceSection {
         subject: None,
         vcpu_resume: None,
         events_seen: Default::default(),
+        vmm: Vec::new(),
     }
 }
 

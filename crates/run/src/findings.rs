@@ -77,6 +77,60 @@ pub struct TraceSection {
     /// entered KVM_RUN again (the scenario's [`crate::schema::Series::task_windows`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vcpu_resume: Option<SubjectTime>,
+    /// What the VMM did in the kernel during each series' samples, for series a VMM
+    /// carried out (the QEMU scenarios); in point and series order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vmm: Vec<VmmSamples>,
+}
+
+/// One series' samples seen from the VMM process that carried them out: the ioctls its
+/// threads made and how long its vCPU threads were kept out of the guest.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct VmmSamples {
+    /// The point's swept value and the series.
+    pub n: u64,
+    pub series: String,
+    /// Timed samples the figures below are per.
+    pub samples: u64,
+    /// ioctls entered during a sample by any of the VMM's threads, most total time first
+    /// (KVM_RUN apart: its time is guest time, counted in `vcpus`).
+    pub ioctls: Vec<VmmIoctl>,
+    /// The VMM's vCPU threads during the samples.
+    pub vcpus: VcpuHold,
+    /// The other system calls of the VMM's main thread (the one that runs QMP commands)
+    /// entered during the samples, most time first; `cmd` is the system call number and
+    /// times are cut at the sample's end, so they are each call's share of the sample.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub main_thread: Vec<VmmIoctl>,
+}
+
+/// One ioctl command during a series' samples.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct VmmIoctl {
+    /// "KVM_SET_USER_MEMORY_REGION", or "ioctl 0x..." for a command without a name here.
+    pub name: String,
+    pub cmd: u64,
+    pub calls: u64,
+    /// Latency of one call, sys_enter to sys_exit.
+    pub latency: Option<Summary>,
+    pub total_ns: u64,
+}
+
+/// How long a VMM's vCPU threads were held out of the guest during the samples.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct VcpuHold {
+    /// Threads named as vCPUs (`CPU n/KVM`) or seen in KVM_RUN.
+    pub threads: u32,
+    /// KVM_RUN returns to user space during the samples (exits QEMU handles itself).
+    pub exits: u64,
+    /// Per sample, the most any one vCPU thread spent outside KVM_RUN within it.
+    pub worst_out_per_sample: Option<Summary>,
+    /// Outside KVM_RUN, summed over vCPU threads and samples.
+    pub out_ns: u64,
+    /// Waiting for a kernel lock, summed over vCPU threads and samples.
+    pub lock_wait_ns: u64,
+    /// Runnable but not on a CPU, summed over vCPU threads and samples.
+    pub runnable_ns: u64,
 }
 
 /// The traced command's process and the CPU time the kernel charged it: with every

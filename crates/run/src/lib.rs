@@ -23,6 +23,7 @@ pub mod verdict;
 
 pub use dir::{load_run, LoadError, RunDir};
 pub use findings::{IpiPhase, IpiSender, IpiSite, LockContention, TraceSection, WaitStack, Waiter};
+pub use findings::{VcpuHold, VmmIoctl, VmmSamples};
 pub use host::{HostFacts, KvmFacts};
 pub use load::{BackgroundLoad, LoadMeter};
 pub use owner::ProcessStamp;

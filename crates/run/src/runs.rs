@@ -41,6 +41,7 @@ fn merge_series(parts: &[&Series]) -> Series {
         name: first.name.clone(),
         sample_is: first.sample_is.clone(),
         sample_x_is: first.sample_x_is.clone(),
+        vmm_tids: first.vmm_tids.clone(),
         ..Series::default()
     };
     let timed = parts

@@ -99,6 +99,12 @@ pub struct Series {
     /// Facts about this measurement that are not samples (limits that applied, counts).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The VMM process that carried out each sample (a QEMU the scenario drove): its pid
+    /// first, then its threads as they were before the samples. Threads it creates later
+    /// count as its own from their fork in the trace. Empty when the samples are vmscale's
+    /// own calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vmm_tids: Vec<u32>,
     /// With `--runs K` (K > 1): each independent run's part of the samples, in run order;
     /// the samples above are theirs concatenated. Empty for a single run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -22,6 +22,8 @@ pub enum Cause {
     Sleep,
     /// On a CPU, doing its own work.
     OnCpu,
+    /// A VMM the run drove spent it in a KVM ioctl (a memslot update, a dirty-log pass).
+    VmmIoctl,
     /// Nothing to blame, or nothing the trace can tell.
     None,
 }
@@ -36,6 +38,7 @@ impl Cause {
             Cause::CpuStarvation => "cpu-starvation",
             Cause::Sleep => "sleep",
             Cause::OnCpu => "on-cpu",
+            Cause::VmmIoctl => "vmm-ioctl",
             Cause::None => "none",
         }
     }

@@ -8,6 +8,10 @@ pub mod irqfd;
 pub mod memslot;
 pub mod mlock;
 pub mod placement;
+pub mod qemu;
+pub mod qemu_hotplug;
+pub mod qemu_migrate;
+pub mod qemu_start;
 pub mod sched;
 pub mod teardown;
 pub mod zap;
@@ -77,6 +81,9 @@ pub fn catalogue() -> Vec<ScenarioInfo> {
         teardown::info(),
         mlock::info(),
         irqfd::info(),
+        qemu_hotplug::info(),
+        qemu_start::info(),
+        qemu_migrate::info(),
     ]
 }
 
@@ -104,6 +111,12 @@ impl Progress for NoProgress {
 pub trait PhaseHook {
     fn measured_phase_begins(&mut self, label: &str) -> Result<(), Error>;
     fn measured_phase_ends(&mut self, label: &str) -> Result<(), Error>;
+    /// The tasks that carry out the next measured phases besides the measuring thread (a
+    /// VMM the scenario started), in place of those named before: their system calls
+    /// matter too. Called between phases.
+    fn carried_out_by(&mut self, _tids: &[u32]) -> Result<(), Error> {
+        Ok(())
+    }
 }
 
 /// For runs without tracing.
@@ -128,6 +141,9 @@ pub enum Error {
     Usage(String),
     #[error(transparent)]
     Kvm(#[from] vmscale_kvm::Error),
+    /// The VMM a scenario drives (QEMU) is missing or failed.
+    #[error(transparent)]
+    Vmm(#[from] vmscale_vmm::Error),
     #[error("interrupted")]
     Interrupted,
 }
@@ -135,10 +151,11 @@ pub enum Error {
 impl Error {
     /// Usage errors exit 2, everything else 1.
     pub fn is_usage(&self) -> bool {
-        matches!(
-            self,
-            Error::Usage(_) | Error::Kvm(vmscale_kvm::Error::Impossible(_))
-        )
+        match self {
+            Error::Usage(_) | Error::Kvm(vmscale_kvm::Error::Impossible(_)) => true,
+            Error::Vmm(e) => e.is_usage(),
+            _ => false,
+        }
     }
 }
 

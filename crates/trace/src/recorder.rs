@@ -38,6 +38,9 @@ pub struct RecordConfig {
     pub buffer_kib: u64,
     /// Thread ids whose raw_syscalls events are kept (empty: all tasks).
     pub syscall_tids: Vec<u32>,
+    /// System call numbers kept from every task whatever `syscall_tids` says: a VMM's
+    /// threads, created after the filter is set, are found by what they call (ioctl).
+    pub syscall_ids: Vec<i64>,
 }
 
 /// The default per-CPU buffer: 16 MiB held every run here without overruns; 2 MiB with
@@ -77,6 +80,7 @@ impl Default for RecordConfig {
             stack_events: vec!["lock:contention_begin".into()],
             buffer_kib: DEFAULT_BUFFER_KIB,
             syscall_tids: Vec::new(),
+            syscall_ids: Vec::new(),
         }
     }
 }
@@ -170,6 +174,8 @@ pub struct Recording {
     windows: Vec<(u64, u64)>,
     on_since: Option<u64>,
     started_ns: Option<u64>,
+    /// Tasks whose system calls were added after setup ([`Recording::follow_syscalls_of`]).
+    extra_syscall_tids: Vec<u32>,
     // Last: dropped after the readers have closed their per-CPU files.
     instance: Instance,
 }
@@ -203,19 +209,7 @@ impl Recording {
         for event in &config.stack_events {
             instance.add_stack_trigger(event)?;
         }
-        if !config.syscall_tids.is_empty() {
-            let filter = config
-                .syscall_tids
-                .iter()
-                .map(|tid| format!("common_pid == {tid}"))
-                .collect::<Vec<_>>()
-                .join(" || ");
-            for event in ["raw_syscalls:sys_enter", "raw_syscalls:sys_exit"] {
-                if config.events.iter().any(|e| e == event) {
-                    instance.set_filter(event, &filter)?;
-                }
-            }
-        }
+        set_syscall_filter(&instance, &config, &[])?;
         save_formats(&instance, dir, &config)?;
         let kallsyms = dir.join("kallsyms");
         std::fs::copy("/proc/kallsyms", &kallsyms).map_err(io_at(&kallsyms))?;
@@ -235,6 +229,7 @@ impl Recording {
             windows: Vec::new(),
             on_since: None,
             started_ns: None,
+            extra_syscall_tids: Vec::new(),
             instance,
         };
         for cpu in cpus {
@@ -281,6 +276,18 @@ impl Recording {
             _ => {}
         }
         Ok(())
+    }
+
+    /// Keeps the system calls of `tids` too from now on, besides those the configuration
+    /// named, in place of the tasks a previous call named: tasks that exist only once
+    /// recording is set up (the VMM a scenario started for its next phases). Called while
+    /// tracing is off, between measured phases.
+    pub fn follow_syscalls_of(&mut self, tids: &[u32]) -> Result<(), Error> {
+        if self.extra_syscall_tids == tids {
+            return Ok(());
+        }
+        self.extra_syscall_tids = tids.to_vec();
+        set_syscall_filter(&self.instance, &self.config, &self.extra_syscall_tids)
     }
 
     /// Writes a phase marker into the trace (an ftrace:print event on the trace clock).
@@ -345,6 +352,49 @@ impl Drop for Recording {
         // exit. Field order then drops the instance last.
         self.stop_readers();
     }
+}
+
+/// Tasks named one by one in a raw_syscalls filter; more are named by their id range.
+const MAX_FILTER_TIDS: usize = 64;
+
+/// Filters raw_syscalls to the configured tasks plus `extra`, and the configured system
+/// calls of any task; no filter when the configuration names no task.
+fn set_syscall_filter(
+    instance: &Instance,
+    config: &RecordConfig,
+    extra: &[u32],
+) -> Result<(), Error> {
+    let Some(filter) = syscall_filter(config, extra) else {
+        return Ok(());
+    };
+    for event in ["raw_syscalls:sys_enter", "raw_syscalls:sys_exit"] {
+        if config.events.iter().any(|e| e == event) {
+            instance.set_filter(event, &filter)?;
+        }
+    }
+    Ok(())
+}
+
+/// The raw_syscalls filter [`set_syscall_filter`] writes.
+fn syscall_filter(config: &RecordConfig, extra: &[u32]) -> Option<String> {
+    if config.syscall_tids.is_empty() {
+        return None;
+    }
+    let mut clauses: Vec<String> = config
+        .syscall_tids
+        .iter()
+        .map(|tid| format!("common_pid == {tid}"))
+        .collect();
+    // The kernel takes a filter of less than a page: past a few dozen tasks (a VMM with
+    // many vCPUs) their id range stands for them, which keeps a few other tasks' calls too.
+    match (extra.iter().min(), extra.iter().max()) {
+        (Some(low), Some(high)) if extra.len() > MAX_FILTER_TIDS => {
+            clauses.push(format!("(common_pid >= {low} && common_pid <= {high})"))
+        }
+        _ => clauses.extend(extra.iter().map(|tid| format!("common_pid == {tid}"))),
+    }
+    clauses.extend(config.syscall_ids.iter().map(|id| format!("id == {id}")));
+    Some(clauses.join(" || "))
 }
 
 /// Copies header_page, header_event and the format of every event that can appear.
@@ -447,6 +497,26 @@ fn parse_lost(stats: &str) -> LostEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn syscall_filters_name_tasks_then_calls_and_fold_many_tasks_into_a_range() {
+        let config = RecordConfig {
+            syscall_tids: vec![7],
+            syscall_ids: vec![16],
+            ..RecordConfig::default()
+        };
+        assert_eq!(
+            syscall_filter(&config, &[9, 10]).unwrap(),
+            "common_pid == 7 || common_pid == 9 || common_pid == 10 || id == 16"
+        );
+        let many: Vec<u32> = (1000..1100).collect();
+        let filter = syscall_filter(&config, &many).unwrap();
+        assert_eq!(
+            filter,
+            "common_pid == 7 || (common_pid >= 1000 && common_pid <= 1099) || id == 16"
+        );
+        assert!(syscall_filter(&RecordConfig::default(), &[1]).is_none());
+    }
 
     #[test]
     fn lost_counters_parse_from_the_kernel_stats_text() {

@@ -7,6 +7,7 @@ pub mod irqfd;
 pub mod list;
 pub mod memslot;
 pub mod mlock;
+pub mod qemu;
 pub mod record;
 pub mod report;
 pub mod report_text;

@@ -47,9 +47,14 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
     let config = RecordConfig {
         events: events.clone(),
         buffer_kib: args.buffer_kib,
+        // Its main thread too: a VMM's main loop makes the calls a QMP command causes.
         syscall_tids: target
             .as_ref()
-            .map(|t| t.threads.clone())
+            .map(|t| {
+                std::iter::once(t.stamp.pid)
+                    .chain(t.threads.clone())
+                    .collect()
+            })
             .unwrap_or_default(),
         ..RecordConfig::default()
     };

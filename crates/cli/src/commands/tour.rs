@@ -92,6 +92,15 @@ pub fn tour(args: &TourArgs) -> Result<(), Failure> {
             )
         }),
     ];
+    let qemu_steps = crate::commands::qemu::tour_steps(&output, trace);
+    let steps: Vec<Step> = steps
+        .into_iter()
+        .chain(
+            qemu_steps
+                .iter()
+                .map(|(name, step)| (*name, step.as_ref() as _)),
+        )
+        .collect();
     let names: Vec<&str> = steps.iter().map(|(name, _)| *name).collect();
     let mut runs = Vec::new();
     for (index, (name, step)) in steps.into_iter().enumerate() {

@@ -1,0 +1,574 @@
+//! What a VMM's threads did in the kernel during the samples it carried out: the ioctls
+//! they made (KVM's memslot, irqfd, ioeventfd and dirty-log calls among them), and how
+//! long its vCPU threads were held out of the guest.
+//!
+//! The samples are timed by vmscale and carried out by the VMM (a QMP command's work runs
+//! on QEMU's threads), so each series names the VMM's threads as they were before its
+//! samples; threads they create later (a migration thread) join from their
+//! `sched_process_fork`. An ioctl belongs to the sample during which it was entered.
+//!
+//! A vCPU thread is out of the guest from a KVM_RUN return to its next KVM_RUN call (an
+//! exit the VMM handles in user space), and within the kernel while it waits for a lock or
+//! for a CPU. A vCPU that stayed in KVM_RUN throughout (halted or running guest code)
+//! shows no event and no hold: that is what the trace proves.
+//!
+//! The VMM's main thread (its pid) runs the QMP commands; its other system calls entered
+//! during a sample are kept too, each cut at the sample's end.
+//!
+//! Memory grows with threads and samples, never with events.
+
+use std::collections::{BTreeMap, HashMap};
+
+use vmscale_run::findings::{VmmIoctl, VmmSamples};
+use vmscale_stats::StreamingSummary;
+use vmscale_trace::{Event, EventKind};
+
+/// The ioctl system call on x86-64.
+const SYS_IOCTL: i64 = 16;
+/// KVM_RUN (`_IO(KVMIO, 0x80)`).
+pub const KVM_RUN: u64 = 0xae80;
+
+/// Names of the KVM ioctls a VMM makes (values from linux/kvm.h on x86-64, direction and
+/// size bits included: some numbers share a type and nr, like KVM_SIGNAL_MSI and
+/// KVM_SET_XSAVE).
+pub fn ioctl_name(cmd: u64) -> String {
+    let name = match cmd {
+        0xae80 => "KVM_RUN",
+        0x4020ae46 => "KVM_SET_USER_MEMORY_REGION",
+        0x40a0ae49 => "KVM_SET_USER_MEMORY_REGION2",
+        0x4020ae76 => "KVM_IRQFD",
+        0x4040ae79 => "KVM_IOEVENTFD",
+        0x4010ae42 => "KVM_GET_DIRTY_LOG",
+        0xc018aec0 => "KVM_CLEAR_DIRTY_LOG",
+        0xaec7 => "KVM_RESET_DIRTY_RINGS",
+        0xae03 => "KVM_CHECK_EXTENSION",
+        0x4008ae6a => "KVM_SET_GSI_ROUTING",
+        0xc008ae67 => "KVM_IRQ_LINE_STATUS",
+        0x4008ae61 => "KVM_IRQ_LINE",
+        0x4020aea5 => "KVM_SIGNAL_MSI",
+        0x8030ae7c => "KVM_GET_CLOCK",
+        0x4030ae7b => "KVM_SET_CLOCK",
+        0x8090ae81 => "KVM_GET_REGS",
+        0x4090ae82 => "KVM_SET_REGS",
+        0x8138ae83 => "KVM_GET_SREGS",
+        0x8140aecc => "KVM_GET_SREGS2",
+        0x4140aecd => "KVM_SET_SREGS2",
+        0xc080aebe => "KVM_GET_NESTED_STATE",
+        0x4080aebf => "KVM_SET_NESTED_STATE",
+        0x4138ae84 => "KVM_SET_SREGS",
+        0xc008ae88 => "KVM_GET_MSRS",
+        0x4008ae89 => "KVM_SET_MSRS",
+        0x81a0ae8c => "KVM_GET_FPU",
+        0x41a0ae8d => "KVM_SET_FPU",
+        0x8400ae8e => "KVM_GET_LAPIC",
+        0x4400ae8f => "KVM_SET_LAPIC",
+        0x8004ae98 => "KVM_GET_MP_STATE",
+        0x4004ae99 => "KVM_SET_MP_STATE",
+        0x8040ae9f => "KVM_GET_VCPU_EVENTS",
+        0x4040aea0 => "KVM_SET_VCPU_EVENTS",
+        0x8080aea1 => "KVM_GET_DEBUGREGS",
+        0x4080aea2 => "KVM_SET_DEBUGREGS",
+        0x9000aea4 => "KVM_GET_XSAVE",
+        0x5000aea5 => "KVM_SET_XSAVE",
+        0x9000aecf => "KVM_GET_XSAVE2",
+        0x8188aea6 => "KVM_GET_XCRS",
+        0x4188aea7 => "KVM_SET_XCRS",
+        0xaead => "KVM_KVMCLOCK_CTRL",
+        0x4068aea3 => "KVM_ENABLE_CAP",
+        0xae41 => "KVM_CREATE_VCPU",
+        0x4008ae90 => "KVM_SET_CPUID2",
+        0xc028ae92 => "KVM_TPR_ACCESS_REPORTING",
+        0xaea2 => "KVM_SET_TSC_KHZ",
+        0xaea3 => "KVM_GET_TSC_KHZ",
+        0x8070ae9f => "KVM_GET_PIT2",
+        0x4070aea0 => "KVM_SET_PIT2",
+        0xc208ae62 => "KVM_GET_IRQCHIP",
+        0x8208ae63 => "KVM_SET_IRQCHIP",
+        0xaece => "KVM_GET_STATS_FD",
+        _ if (cmd >> 8) & 0xff == 0xae => return format!("KVM ioctl 0x{cmd:x}"),
+        _ => return format!("ioctl 0x{cmd:x}"),
+    };
+    name.to_string()
+}
+
+/// The dirty-log ioctls: what a migration pass costs KVM.
+pub fn is_dirty_log(cmd: u64) -> bool {
+    matches!(cmd, 0x4010ae42 | 0xc018aec0 | 0xaec7)
+}
+
+/// One series the VMM carried out: its threads and its samples' windows.
+#[derive(Debug, Clone, Default)]
+pub struct VmmSeriesScope {
+    pub n: u64,
+    pub series: String,
+    /// The VMM's pid and threads before the samples.
+    pub tids: Vec<u32>,
+    /// (start, end) of each sample on the trace clock, in the order taken.
+    pub windows: Vec<(u64, u64)>,
+}
+
+#[derive(Default)]
+struct Task {
+    /// The series whose VMM this thread belongs to.
+    series: usize,
+    vcpu: bool,
+    /// An ioctl in progress: (entered at, cmd, sample index).
+    ioctl: Option<(u64, u64, Option<usize>)>,
+    /// Another system call of the main thread entered during a sample: (entered at,
+    /// number, sample index).
+    call: Option<(u64, i64, usize)>,
+    /// Since a KVM_RUN returned.
+    out_since: Option<u64>,
+    lock_since: Option<u64>,
+    runnable_since: Option<u64>,
+    out_ns: u64,
+    lock_ns: u64,
+    runnable_ns: u64,
+    exits: u64,
+    /// Outside KVM_RUN per sample index.
+    out_per_sample: HashMap<usize, u64>,
+}
+
+#[derive(Default)]
+struct Calls {
+    latency: StreamingSummary,
+}
+
+/// The streaming pass.
+pub struct VmmPass {
+    scopes: Vec<VmmSeriesScope>,
+    tasks: HashMap<i32, Task>,
+    /// (series, cmd) -> calls.
+    calls: BTreeMap<(usize, u64), Calls>,
+    /// (series, system call number) -> the main thread's other system calls.
+    main_calls: BTreeMap<(usize, i64), Calls>,
+}
+
+impl VmmPass {
+    pub fn new(scopes: Vec<VmmSeriesScope>) -> VmmPass {
+        let mut tasks = HashMap::new();
+        for (index, scope) in scopes.iter().enumerate() {
+            for &tid in &scope.tids {
+                tasks.insert(
+                    tid as i32,
+                    Task {
+                        series: index,
+                        ..Task::default()
+                    },
+                );
+            }
+        }
+        VmmPass {
+            scopes,
+            tasks,
+            calls: BTreeMap::new(),
+            main_calls: BTreeMap::new(),
+        }
+    }
+
+    /// The series whose VMM has `tid` as its main thread (its pid, first of its tids): the
+    /// thread that runs QMP commands.
+    fn main_thread_of(&self, tid: i32) -> Option<usize> {
+        let series = self.tasks.get(&tid)?.series;
+        (self.scopes[series].tids.first() == Some(&(tid as u32))).then_some(series)
+    }
+
+    /// The sample of `series` whose window holds `ts`.
+    fn sample_at(&self, series: usize, ts: u64) -> Option<usize> {
+        let windows = &self.scopes[series].windows;
+        let after = windows.partition_point(|&(start, _)| start <= ts);
+        let index = after.checked_sub(1)?;
+        (ts <= windows[index].1).then_some(index)
+    }
+
+    /// Adds the overlap of `[from, to]` with each sample window of `series` to `add`.
+    fn overlap(windows: &[(u64, u64)], from: u64, to: u64, mut add: impl FnMut(usize, u64)) {
+        let first = windows.partition_point(|&(_, end)| end <= from);
+        for (index, &(start, end)) in windows.iter().enumerate().skip(first) {
+            if start >= to {
+                break;
+            }
+            let ns = end.min(to).saturating_sub(start.max(from));
+            if ns > 0 {
+                add(index, ns);
+            }
+        }
+    }
+
+    pub fn observe(&mut self, event: &Event, kind: &EventKind) {
+        let ts = event.ts();
+        match kind {
+            EventKind::SchedSwitch(switch) => {
+                if let Some(task) = self.tasks.get_mut(&switch.prev_pid) {
+                    if is_vcpu_name(switch.prev_comm.as_bytes()) {
+                        task.vcpu = true;
+                    }
+                    if switch.prev_state == 0 {
+                        task.runnable_since = Some(ts);
+                    }
+                }
+                let next = switch.next_pid;
+                if let Some(task) = self.tasks.get_mut(&next) {
+                    if is_vcpu_name(switch.next_comm.as_bytes()) {
+                        task.vcpu = true;
+                    }
+                    if let Some(since) = task.runnable_since.take() {
+                        let windows = &self.scopes[task.series].windows;
+                        Self::overlap(windows, since, ts, |_, ns| task.runnable_ns += ns);
+                    }
+                }
+            }
+            EventKind::SchedWakeup(wakeup) | EventKind::SchedWakeupNew(wakeup) => {
+                if let Some(task) = self.tasks.get_mut(&wakeup.pid) {
+                    task.runnable_since.get_or_insert(ts);
+                }
+            }
+            EventKind::ContentionBegin(_) => {
+                if let Some(task) = self.tasks.get_mut(&event.pid()) {
+                    task.lock_since = Some(ts);
+                }
+            }
+            EventKind::ContentionEnd(_) => {
+                if let Some(task) = self.tasks.get_mut(&event.pid()) {
+                    if let Some(since) = task.lock_since.take() {
+                        let windows = &self.scopes[task.series].windows;
+                        Self::overlap(windows, since, ts, |_, ns| task.lock_ns += ns);
+                    }
+                }
+            }
+            EventKind::SysEnter(enter) if enter.id == SYS_IOCTL => {
+                let Some(series) = self.tasks.get(&event.pid()).map(|t| t.series) else {
+                    return;
+                };
+                let sample = self.sample_at(series, ts);
+                let cmd = enter.args()[1] & 0xffff_ffff;
+                let task = self.tasks.get_mut(&event.pid()).expect("looked up above");
+                task.ioctl = Some((ts, cmd, sample));
+                if cmd == KVM_RUN {
+                    task.vcpu = true;
+                    if let Some(since) = task.out_since.take() {
+                        let windows = &self.scopes[series].windows;
+                        Self::overlap(windows, since, ts, |index, ns| {
+                            task.out_ns += ns;
+                            *task.out_per_sample.entry(index).or_default() += ns;
+                        });
+                    }
+                }
+            }
+            EventKind::SysEnter(enter) => {
+                if let Some(series) = self.main_thread_of(event.pid()) {
+                    let sample = self.sample_at(series, ts);
+                    let task = self.tasks.get_mut(&event.pid()).expect("a main thread");
+                    task.call = sample.map(|sample| (ts, enter.id, sample));
+                }
+            }
+            EventKind::SysExit(exit) if exit.id != SYS_IOCTL => {
+                let Some(series) = self.main_thread_of(event.pid()) else {
+                    return;
+                };
+                let task = self.tasks.get_mut(&event.pid()).expect("a main thread");
+                let Some((entered, id, sample)) = task.call.take() else {
+                    return;
+                };
+                if id == exit.id {
+                    let end = ts.min(self.scopes[series].windows[sample].1);
+                    self.main_calls
+                        .entry((series, id))
+                        .or_default()
+                        .latency
+                        .record(end.saturating_sub(entered));
+                }
+            }
+            EventKind::SysExit(exit) if exit.id == SYS_IOCTL => {
+                let Some(series) = self.tasks.get(&event.pid()).map(|t| t.series) else {
+                    return;
+                };
+                let in_sample = self.sample_at(series, ts).is_some();
+                let task = self.tasks.get_mut(&event.pid()).expect("looked up above");
+                let Some((entered, cmd, sample)) = task.ioctl.take() else {
+                    return;
+                };
+                if cmd == KVM_RUN {
+                    task.out_since = Some(ts);
+                    if in_sample {
+                        task.exits += 1;
+                    }
+                } else if sample.is_some() {
+                    self.calls
+                        .entry((series, cmd))
+                        .or_default()
+                        .latency
+                        .record(ts.saturating_sub(entered));
+                }
+            }
+            EventKind::Other if event.name() == "sched_process_fork" => {
+                let (Some(parent), Some(child)) = (event.i64("parent_pid"), event.i64("child_pid"))
+                else {
+                    return;
+                };
+                if let Some(series) = self.tasks.get(&(parent as i32)).map(|t| t.series) {
+                    self.tasks.entry(child as i32).or_insert(Task {
+                        series,
+                        ..Task::default()
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    pub fn finish(self) -> Vec<VmmSamples> {
+        let mut out: Vec<VmmSamples> = self
+            .scopes
+            .iter()
+            .map(|scope| VmmSamples {
+                n: scope.n,
+                series: scope.series.clone(),
+                samples: scope.windows.len() as u64,
+                ..VmmSamples::default()
+            })
+            .collect();
+        for ((series, cmd), calls) in self.calls {
+            out[series].ioctls.push(VmmIoctl {
+                name: ioctl_name(cmd),
+                cmd,
+                calls: calls.latency.count(),
+                latency: calls.latency.summary(),
+                total_ns: calls.latency.total(),
+            });
+        }
+        for ((series, id), calls) in self.main_calls {
+            out[series].main_thread.push(VmmIoctl {
+                name: crate::syscalls::name(id),
+                cmd: id as u64,
+                calls: calls.latency.count(),
+                latency: calls.latency.summary(),
+                total_ns: calls.latency.total(),
+            });
+        }
+        let mut worst: Vec<HashMap<usize, u64>> = vec![HashMap::new(); out.len()];
+        for task in self.tasks.values().filter(|t| t.vcpu) {
+            let hold = &mut out[task.series].vcpus;
+            hold.threads += 1;
+            hold.exits += task.exits;
+            hold.out_ns += task.out_ns;
+            hold.lock_wait_ns += task.lock_ns;
+            hold.runnable_ns += task.runnable_ns;
+            for (&index, &ns) in &task.out_per_sample {
+                let slot = worst[task.series].entry(index).or_default();
+                *slot = (*slot).max(ns);
+            }
+        }
+        for (series, samples) in out.iter_mut().enumerate() {
+            for calls in [&mut samples.ioctls, &mut samples.main_thread] {
+                calls.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.cmd.cmp(&b.cmd)));
+            }
+            if samples.vcpus.threads > 0 {
+                // Samples in which no vCPU left KVM_RUN held none out: zeros, not gaps.
+                let per_sample: Vec<u64> = (0..samples.samples as usize)
+                    .map(|index| worst[series].get(&index).copied().unwrap_or(0))
+                    .collect();
+                samples.vcpus.worst_out_per_sample =
+                    vmscale_stats::Summary::from_samples(&per_sample);
+            }
+        }
+        out
+    }
+}
+
+/// QEMU names its vCPU threads `CPU <n>/KVM`.
+fn is_vcpu_name(comm: &[u8]) -> bool {
+    comm.starts_with(b"CPU ") && comm.ends_with(b"/KVM")
+}
+
+/// The verdict of a run whose samples a VMM carried out: first the KVM ioctls the VMM spent
+/// the samples in, as shares of the samples' time, then what the measuring thread's own
+/// breakdown (`timed`) says, less its sleep: that sleep is the wait for the VMM's reply,
+/// which the ioctl findings explain, not a cause of its own.
+pub fn findings(
+    record: &vmscale_run::RunRecord,
+    trace: &vmscale_run::TraceSection,
+    timed: Vec<vmscale_run::verdict::Finding>,
+) -> Vec<vmscale_run::verdict::Finding> {
+    use vmscale_run::verdict::{Cause, Finding};
+    use vmscale_stats::units::duration;
+
+    let total: u64 = record
+        .points
+        .iter()
+        .flat_map(|p| &p.series)
+        .filter(|s| !s.vmm_tids.is_empty())
+        .flat_map(|s| &s.samples_ns)
+        .sum();
+    let samples: u64 = trace.vmm.iter().map(|v| v.samples).sum();
+    if total == 0 || samples == 0 {
+        return timed;
+    }
+    let subject = format!(
+        "the time of {}'s {samples} timed samples ({})",
+        record.scenario,
+        duration(total)
+    );
+    let mut by_name: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    for ioctl in trace.vmm.iter().flat_map(|v| &v.ioctls) {
+        let entry = by_name.entry(&ioctl.name).or_default();
+        entry.0 += ioctl.calls;
+        entry.1 += ioctl.total_ns;
+    }
+    let mut ranked: Vec<(&str, u64, u64)> = by_name
+        .into_iter()
+        .map(|(name, (calls, ns))| (name, calls, ns))
+        .collect();
+    ranked.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(b.0)));
+    let in_ioctls: u64 = ranked.iter().map(|r| r.2).sum();
+    let mut out: Vec<Finding> = ranked
+        .iter()
+        .filter(|r| r.2 as f64 / total as f64 >= 0.05)
+        .take(3)
+        .map(|&(name, calls, ns)| {
+            let share = ns as f64 / total as f64;
+            let evidence = trace
+                .vmm
+                .iter()
+                .filter_map(|v| {
+                    let ioctl = v.ioctls.iter().find(|i| i.name == name)?;
+                    Some(format!(
+                        "{}={} ({}): {:.1} {name} per sample, p50 {} each, {} in all",
+                        record.sweep,
+                        v.n,
+                        v.series,
+                        ioctl.calls as f64 / v.samples.max(1) as f64,
+                        ioctl
+                            .latency
+                            .as_ref()
+                            .map_or("?".into(), |l| duration(l.p50_ns)),
+                        duration(ioctl.total_ns)
+                    ))
+                })
+                .collect();
+            Finding {
+                summary: format!(
+                    "{:.0}% of {subject} was the VMM in {name} ({:.1} calls per sample)",
+                    share * 100.0,
+                    calls as f64 / samples as f64
+                ),
+                cause: Cause::VmmIoctl,
+                lock: None,
+                holder: None,
+                share,
+                evidence,
+            }
+        })
+        .collect();
+    let rest = total.saturating_sub(in_ioctls);
+    out.push(Finding {
+        summary: format!(
+            "{:.0}% of {subject} the VMM spent outside KVM ioctls (its own work: QMP, device model, memory, a migration stream; its main thread's system calls below)",
+            rest as f64 / total as f64 * 100.0
+        ),
+        cause: Cause::None,
+        lock: None,
+        holder: None,
+        share: rest as f64 / total as f64,
+        evidence: trace
+            .vmm
+            .iter()
+            .filter_map(|v| main_thread_evidence(&record.sweep, v))
+            .chain(trace.vmm.iter().map(|v| vcpu_evidence(&record.sweep, v)))
+            .collect(),
+    });
+    out.extend(timed.into_iter().filter(|f| f.cause != Cause::Sleep));
+    out
+}
+
+/// One line on the main thread's system calls other than ioctl during a series' samples,
+/// the three that took most of them.
+fn main_thread_evidence(sweep: &str, v: &VmmSamples) -> Option<String> {
+    use vmscale_stats::units::duration;
+    if v.main_thread.is_empty() {
+        return None;
+    }
+    let top: Vec<String> = v
+        .main_thread
+        .iter()
+        .take(3)
+        .map(|c| {
+            format!(
+                "{} {:.1} per sample, {} in all",
+                c.name,
+                c.calls as f64 / v.samples.max(1) as f64,
+                duration(c.total_ns)
+            )
+        })
+        .collect();
+    Some(format!(
+        "{sweep}={} ({}): the VMM's main thread in {}",
+        v.n,
+        v.series,
+        top.join("; ")
+    ))
+}
+
+/// One line on the vCPU threads of a series: how long they were held out of the guest.
+fn vcpu_evidence(sweep: &str, v: &VmmSamples) -> String {
+    use vmscale_stats::units::duration;
+    let hold = &v.vcpus;
+    if hold.threads == 0 {
+        return format!(
+            "{sweep}={} ({}): no vCPU thread left an event in the trace: each stayed in KVM_RUN (running or halted) throughout",
+            v.n, v.series
+        );
+    }
+    format!(
+        "{sweep}={} ({}): {} vCPU thread{} in the trace, {} KVM_RUN exits to the VMM; out of the guest per sample (worst vCPU) p50 {}, max {}; waiting for locks {}, runnable {} in all",
+        v.n,
+        v.series,
+        hold.threads,
+        if hold.threads == 1 { "" } else { "s" },
+        hold.exits,
+        hold.worst_out_per_sample.as_ref().map_or("?".into(), |s| duration(s.p50_ns)),
+        hold.worst_out_per_sample.as_ref().map_or("?".into(), |s| duration(s.max_ns)),
+        duration(hold.lock_wait_ns),
+        duration(hold.runnable_ns)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kvm_ioctls_are_named_with_their_size_bits() {
+        assert_eq!(ioctl_name(0x4020ae46), "KVM_SET_USER_MEMORY_REGION");
+        assert_eq!(ioctl_name(0x4020aea5), "KVM_SIGNAL_MSI");
+        assert_eq!(ioctl_name(0x5000aea5), "KVM_SET_XSAVE");
+        assert_eq!(ioctl_name(0x4008aeff), "KVM ioctl 0x4008aeff");
+        assert_eq!(ioctl_name(0x5401), "ioctl 0x5401");
+        assert!(is_dirty_log(0xc018aec0) && !is_dirty_log(0xae80));
+    }
+
+    #[test]
+    fn overlaps_are_cut_to_the_sample_windows() {
+        let windows = [(10, 20), (30, 40), (50, 60)];
+        let mut seen = Vec::new();
+        VmmPass::overlap(&windows, 15, 55, |index, ns| seen.push((index, ns)));
+        assert_eq!(seen, vec![(0, 5), (1, 10), (2, 5)]);
+        seen.clear();
+        VmmPass::overlap(&windows, 20, 30, |index, ns| seen.push((index, ns)));
+        assert!(seen.is_empty());
+        assert!(is_vcpu_name(b"CPU 3/KVM") && !is_vcpu_name(b"qemu-system-x86"));
+    }
+
+    #[test]
+    fn a_call_belongs_to_the_sample_it_entered_in() {
+        let pass = VmmPass::new(vec![VmmSeriesScope {
+            tids: vec![7],
+            windows: vec![(10, 20), (30, 40)],
+            ..VmmSeriesScope::default()
+        }]);
+        assert_eq!(pass.sample_at(0, 10), Some(0));
+        assert_eq!(pass.sample_at(0, 25), None);
+        assert_eq!(pass.sample_at(0, 40), Some(1));
+        assert_eq!(pass.sample_at(0, 41), None);
+    }
+}
