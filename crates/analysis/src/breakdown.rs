@@ -160,6 +160,8 @@ pub struct BreakdownPass {
     windows: Vec<(u64, u64)>,
     /// The first window not yet closed.
     next_window: usize,
+    /// Cross-CPU functions nobody waits for ([`crate::cause_names::ASYNC_CROSS_CALLS`]).
+    async_calls: HashSet<u64>,
 }
 
 impl BreakdownPass {
@@ -172,6 +174,12 @@ impl BreakdownPass {
             windows,
             ..BreakdownPass::default()
         }
+    }
+
+    /// Cross-CPU calls to these functions (addresses) are queued and not waited for.
+    pub fn with_async_calls(mut self, funcs: &[u64]) -> BreakdownPass {
+        self.async_calls = funcs.iter().copied().collect();
+        self
     }
 
     /// How far back the thread's activity may still be asked for.
@@ -290,7 +298,7 @@ impl BreakdownPass {
             EventKind::ContentionEnd(end) if pid == thread => {
                 self.timelines.wait_ends(thread, ts, end.lock_addr, floor);
             }
-            EventKind::CsdQueueCpu(q) if pid == thread => {
+            EventKind::CsdQueueCpu(q) if pid == thread && !self.async_calls.contains(&q.func) => {
                 if let Some(op) = &mut self.op {
                     op.pending.insert(q.csd);
                     op.window.get_or_insert((ts, q.func));

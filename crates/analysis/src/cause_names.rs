@@ -49,3 +49,18 @@ pub(crate) fn function(symbols: &dyn Symbols, address: u64) -> String {
     let frame = symbols.frame(address);
     frame.split(['+', ' ']).next().unwrap_or(&frame).to_string()
 }
+
+/// Functions run on other CPUs through cross-CPU calls that the sender queues and never
+/// waits for: a remote wakeup (`ttwu_queue_wakelist`) hands the woken task to its CPU's
+/// queue. The kernel also runs a whole batch of them under the first one's csd, so the
+/// others never get a csd_function_exit of their own: counted as waits, they would never
+/// end.
+pub const ASYNC_CROSS_CALLS: [&str; 1] = ["sched_ttwu_pending"];
+
+/// The addresses of [`ASYNC_CROSS_CALLS`] in `symbols` (none without kallsyms).
+pub fn async_cross_calls(symbols: &vmscale_trace::Kallsyms) -> Vec<u64> {
+    ASYNC_CROSS_CALLS
+        .iter()
+        .filter_map(|name| symbols.address_of(name))
+        .collect()
+}

@@ -128,10 +128,14 @@ pub fn analyse_excluding(
     let mut contention = ContentionPass::default();
     let mut ipis = ipi::IpiPass::default();
     let mut holders = HoldersPass::default();
-    let mut breakdown = BreakdownPass::timed(scope.timed_windows.clone());
+    let async_calls = cause_names::async_cross_calls(symbols);
+    let mut breakdown =
+        BreakdownPass::timed(scope.timed_windows.clone()).with_async_calls(&async_calls);
     let mut spinlocks = SpinLocksPass::default();
-    let mut subject = (!scope.subject.is_empty())
-        .then(|| subject::SubjectPass::new(scope.subject.iter().map(|&tid| tid as i32).collect()));
+    let mut subject = (!scope.subject.is_empty()).then(|| {
+        subject::SubjectPass::new(scope.subject.iter().map(|&tid| tid as i32).collect())
+            .with_async_calls(&async_calls)
+    });
     let mut vcpu_resume = (!scope.vcpu_resume_windows.is_empty()).then(|| {
         subject::SubjectPass::within(
             scope
@@ -140,6 +144,7 @@ pub fn analyse_excluding(
                 .map(|&(tid, start, end)| (tid as i32, start, end))
                 .collect(),
         )
+        .with_async_calls(&async_calls)
     });
     let mut vmm = (!scope.vmm.is_empty()).then(|| vmm::VmmPass::new(scope.vmm.clone()));
     let (mut first_ts, mut last_ts) = (None, 0);

@@ -125,6 +125,8 @@ pub struct SubjectPass {
     /// When given, only these windows of each task count: (start, end) per task, sorted,
     /// with the index of the first that may still overlap what comes.
     windows: HashMap<i32, (Vec<(u64, u64)>, usize)>,
+    /// Cross-CPU functions nobody waits for ([`crate::cause_names::ASYNC_CROSS_CALLS`]).
+    async_calls: HashSet<u64>,
 }
 
 impl SubjectPass {
@@ -145,7 +147,14 @@ impl SubjectPass {
             joined: HashMap::new(),
             last_ts: 0,
             windows: HashMap::new(),
+            async_calls: HashSet::new(),
         }
+    }
+
+    /// Cross-CPU calls to these functions (addresses) are queued and not waited for.
+    pub fn with_async_calls(mut self, funcs: &[u64]) -> SubjectPass {
+        self.async_calls = funcs.iter().copied().collect();
+        self
     }
 
     /// Only the given windows of the given tasks, (task, start, end) on the trace's clock:
@@ -376,7 +385,7 @@ impl SubjectPass {
                     open_waits::close(&mut t.waits, end.lock_addr);
                 });
             }
-            EventKind::CsdQueueCpu(q) => {
+            EventKind::CsdQueueCpu(q) if !self.async_calls.contains(&q.func) => {
                 self.csd_waiters.insert(q.csd, pid);
                 self.update(pid, ts, |t| {
                     if t.pending.is_empty() {
