@@ -64,7 +64,10 @@ impl Summary {
 /// memory must not grow with the number of events (one per lock, not one per wait).
 #[derive(Debug, Clone)]
 pub struct StreamingSummary {
-    histogram: Histogram<u64>,
+    /// The values themselves while they are few (most locks of a trace are contended a
+    /// handful of times), then a histogram of them: a thousand locks cost kilobytes each
+    /// instead of a histogram each.
+    values: Values,
     n: u64,
     mean: f64,
     m2: f64,
@@ -76,7 +79,7 @@ pub struct StreamingSummary {
 impl Default for StreamingSummary {
     fn default() -> Self {
         StreamingSummary {
-            histogram: new_histogram(),
+            values: Values::Few(Vec::new()),
             n: 0,
             mean: 0.0,
             m2: 0.0,
@@ -89,11 +92,15 @@ impl Default for StreamingSummary {
 
 impl StreamingSummary {
     pub fn record(&mut self, value: u64) {
-        // `record` grows the histogram (auto-resize) where `saturating_record` would clamp
-        // to its current range; the cap keeps the hour-long saturation point.
-        let capped = value.clamp(1, HIGHEST_TRACKABLE_NS);
-        if self.histogram.record(capped).is_err() {
-            self.histogram.saturating_record(capped);
+        match &mut self.values {
+            Values::Few(few) if few.len() < FEW_VALUES => few.push(value),
+            Values::Few(few) => {
+                let mut histogram = new_histogram();
+                few.iter().for_each(|&v| record_in(&mut histogram, v));
+                record_in(&mut histogram, value);
+                self.values = Values::Many(histogram);
+            }
+            Values::Many(histogram) => record_in(histogram, value),
         }
         // Welford's update: stable for millions of samples with a large common offset.
         self.n += 1;
@@ -119,13 +126,20 @@ impl StreamingSummary {
         if self.n == 0 {
             return None;
         }
-        // The histogram reports a bucket's upper edge; the exact extremes bound every
-        // percentile so that p99 can never print above max.
-        let quantile = |q: f64| {
-            self.histogram
-                .value_at_quantile(q)
-                .clamp(self.min, self.max)
+        // Few values go through a histogram too, so a summary does not depend on how many
+        // values there were. The histogram reports a bucket's upper edge; the exact
+        // extremes bound every percentile so that p99 can never print above max.
+        let built;
+        let histogram = match &self.values {
+            Values::Many(histogram) => histogram,
+            Values::Few(few) => {
+                let mut h = new_histogram();
+                few.iter().for_each(|&v| record_in(&mut h, v));
+                built = h;
+                &built
+            }
         };
+        let quantile = |q: f64| histogram.value_at_quantile(q).clamp(self.min, self.max);
         Some(Summary {
             n: self.n,
             mean_ns: self.mean,
@@ -199,6 +213,24 @@ pub fn linear_fit(xs: &[f64], ys: &[f64]) -> Option<LinearFit> {
     })
 }
 
+/// Values a [`StreamingSummary`] keeps as they are before it switches to a histogram.
+const FEW_VALUES: usize = 256;
+
+#[derive(Debug, Clone)]
+enum Values {
+    Few(Vec<u64>),
+    Many(Histogram<u64>),
+}
+
+/// `record` grows the histogram (auto-resize) where `saturating_record` would clamp to its
+/// current range; the cap keeps the hour-long saturation point.
+fn record_in(histogram: &mut Histogram<u64>, value: u64) {
+    let capped = value.clamp(1, HIGHEST_TRACKABLE_NS);
+    if histogram.record(capped).is_err() {
+        histogram.saturating_record(capped);
+    }
+}
+
 /// A histogram covering 1 ns to one hour at three significant digits.
 pub fn new_histogram() -> Histogram<u64> {
     // Sized for values up to a millisecond and grown to the largest value recorded (up to
@@ -217,6 +249,30 @@ const INITIAL_TRACKABLE_NS: u64 = 1_000_000;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percentiles_are_the_histograms_whether_values_are_few_or_many() {
+        for count in [1u64, 7, FEW_VALUES as u64, FEW_VALUES as u64 + 1, 5_000] {
+            let values: Vec<u64> = (0..count)
+                .map(|i| 1_000 + (i * 7_919) % 3_000_000)
+                .collect();
+            let mut streaming = StreamingSummary::default();
+            let mut direct = new_histogram();
+            for &v in &values {
+                streaming.record(v);
+                record_in(&mut direct, v);
+            }
+            let s = streaming.summary().unwrap();
+            let (min, max) = (*values.iter().min().unwrap(), *values.iter().max().unwrap());
+            let at = |q: f64| direct.value_at_quantile(q).clamp(min, max);
+            assert_eq!(
+                (s.p50_ns, s.p90_ns, s.p99_ns, s.p999_ns),
+                (at(0.5), at(0.9), at(0.99), at(0.999)),
+                "{count} values"
+            );
+            assert_eq!((s.n, s.min_ns, s.max_ns), (count, min, max));
+        }
+    }
 
     fn within_tenth_of_percent(actual: u64, expected: u64) -> bool {
         let tolerance = (expected as f64 * 0.001).max(1.0);
