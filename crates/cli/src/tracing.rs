@@ -32,8 +32,7 @@ pub struct TraceArgs {
 /// lock holder sleeps.
 pub const SLEEP_STACK_EVENT: &str = "sched:sched_switch";
 
-/// The trace subdirectory of a run directory.
-pub const TRACE_DIR: &str = "trace";
+pub use vmscale_run::dir::TRACE_DIR;
 
 /// A recording that follows the scenario's measured phases; inert with --no-trace.
 pub struct TraceSession {

@@ -6,7 +6,17 @@ use std::path::{Path, PathBuf};
 use crate::owner::ProcessStamp;
 use crate::schema::{RunRecord, SCHEMA_VERSION};
 
+// What a run directory holds, named once here for every crate that writes or reads one.
+/// The run record.
 pub const RUN_FILE: &str = "run.json";
+/// The raw kernel trace (per-CPU ring-buffer pages, formats, kallsyms, meta.json).
+pub const TRACE_DIR: &str = "trace";
+/// The report as Markdown.
+pub const SUMMARY_FILE: &str = "summary.md";
+/// The report as one HTML page.
+pub const REPORT_FILE: &str = "report.html";
+/// Where `vmscale export --dat` writes the trace by default.
+pub const DAT_FILE: &str = "trace.dat";
 
 /// Run directories are built under this hidden prefix and renamed to their final name only
 /// when complete, so a directory with a plain name is always a finished run. The owner is
@@ -273,7 +283,7 @@ fn check_finished(dir: &Path) -> Result<(), LoadError> {
             reason,
         });
     }
-    if !dir.join(RUN_FILE).exists() && dir.join("trace").is_dir() {
+    if !dir.join(RUN_FILE).exists() && dir.join(TRACE_DIR).is_dir() {
         return Err(LoadError::Unfinished {
             path: shown,
             reason: "a trace/ directory without run.json: the run was killed before it ended"

@@ -56,7 +56,7 @@ pub fn sniff(path: &Path) -> std::io::Result<Input> {
         ));
     }
     if metadata.is_dir() {
-        return Ok(if path.join("run.json").is_file() {
+        return Ok(if path.join(vmscale_run::dir::RUN_FILE).is_file() {
             Input::RunDir
         } else if path.join("header_page").is_file() {
             Input::TraceDir

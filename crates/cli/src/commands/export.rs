@@ -96,7 +96,7 @@ fn export_dat(run: &Path, out: Option<PathBuf>, compression: Option<&str>) -> Re
     let Traced {
         run_dir, trace_dir, ..
     } = traced(run)?;
-    let target = out.unwrap_or_else(|| run_dir.join("trace.dat"));
+    let target = out.unwrap_or_else(|| run_dir.join(vmscale_run::dir::DAT_FILE));
     let written = write_through_temp(&target, |tmp| {
         write_dat(&trace_dir, tmp, compression)
             .map_err(|e| Failure::runtime(format!("cannot export {}: {e}", trace_dir.display())))

@@ -197,12 +197,12 @@ pub(crate) fn save(mut measured: Measured, output: &OutputArgs) -> Result<Measur
     use vmscale_run::dir::write_atomically;
     let dir = &measured.dir.path;
     write_atomically(
-        &dir.join("summary.md"),
+        &dir.join(vmscale_run::dir::SUMMARY_FILE),
         vmscale_report::render(&measured.record, vmscale_report::Format::Md).as_bytes(),
     )
     .map_err(|e| cannot_write(output, e))?;
     write_atomically(
-        &dir.join("report.html"),
+        &dir.join(vmscale_run::dir::REPORT_FILE),
         vmscale_report::html::render_html(&measured.record).as_bytes(),
     )
     .map_err(|e| cannot_write(output, e))?;

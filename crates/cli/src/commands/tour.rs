@@ -223,8 +223,9 @@ fn write_summary(
                 .unwrap_or_default();
             let (cause, summary) = first_finding(&m.record);
             format!(
-                "- **{}** ({cause}): {summary} ([details]({name}/summary.md))",
-                m.record.scenario
+                "- **{}** ({cause}): {summary} ([details]({name}/{}))",
+                m.record.scenario,
+                vmscale_run::dir::SUMMARY_FILE
             )
         })
         .collect();
@@ -237,7 +238,7 @@ fn write_summary(
             .map(|m| vmscale_report::render(&m.record, vmscale_report::Format::Md)),
     );
     write_atomically(
-        &tour_dir.path.join("summary.md"),
+        &tour_dir.path.join(vmscale_run::dir::SUMMARY_FILE),
         text.join("\n\n").as_bytes(),
     )
     .map_err(cannot_write)?;
@@ -247,7 +248,8 @@ fn write_summary(
             let name = m.dir.path.file_name()?.to_string_lossy().into_owned();
             let (cause, summary) = first_finding(&m.record);
             Some(format!(
-                "<tr><td><a href=\"{name}/report.html\">{}</a></td><td>{}</td><td>{}</td><td>{} points, {} warnings</td></tr>\n",
+                "<tr><td><a href=\"{name}/{}\">{}</a></td><td>{}</td><td>{}</td><td>{} points, {} warnings</td></tr>\n",
+                vmscale_run::dir::REPORT_FILE,
                 m.record.scenario,
                 vmscale_report::html::escape(cause),
                 vmscale_report::html::escape(&summary),
@@ -267,5 +269,9 @@ fn write_summary(
     let page = format!(
         "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>vmscale tour</title></head>\n<body style=\"font-family: sans-serif\"><h1>vmscale tour</h1>\n{banner}<table>\n<tr><th>scenario</th><th>cause</th><th>verdict</th><th></th></tr>\n{links}</table></body></html>\n"
     );
-    write_atomically(&tour_dir.path.join("report.html"), page.as_bytes()).map_err(cannot_write)
+    write_atomically(
+        &tour_dir.path.join(vmscale_run::dir::REPORT_FILE),
+        page.as_bytes(),
+    )
+    .map_err(cannot_write)
 }
