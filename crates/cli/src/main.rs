@@ -59,7 +59,7 @@ fn main() {
 
 /// Each scenario knob's help ends with the values it accepts, taken from the scenario's own
 /// declaration (the one its validation checks), so --help and the check cannot disagree.
-fn with_knob_ranges(cli: clap::Command) -> clap::Command {
+pub(crate) fn with_knob_ranges(cli: clap::Command) -> clap::Command {
     cli.mut_subcommand("run", |run| {
         vmscale_scenario::catalogue()
             .into_iter()

@@ -92,10 +92,10 @@ pub fn info() -> ScenarioInfo {
         summary: "per-call latency of KVM_IRQFD assign and release versus irqfds already registered, from many threads across VMs",
         sweep: "total",
         knobs: vec![
-            Knob { flag: "--total", default: DEFAULT_TOTAL, help: "irqfds to register (a list sweeps)", range: Some(TOTAL) },
-            Knob { flag: "--threads", default: "2", help: "threads registering at once", range: Some(THREADS) },
-            Knob { flag: "--vms", default: "1", help: "VMs the irqfds are spread over", range: Some(VMS) },
-            Knob { flag: "--release", default: "deassign", help: "deassign, close (eventfds, no deassign) or vm-close", range: None },
+            Knob { flag: "--total", range: Some(TOTAL) },
+            Knob { flag: "--threads", range: Some(THREADS) },
+            Knob { flag: "--vms", range: Some(VMS) },
+            Knob { flag: "--release", range: None },
         ],
     }
 }

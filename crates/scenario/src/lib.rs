@@ -18,12 +18,12 @@ pub mod zap;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// One knob as `vmscale list` shows it.
+/// A knob's accepted values, as the scenario checks them. Its flag, default and help are
+/// described once, in the command line's definitions, which `vmscale list` and `--help`
+/// read; the range is added to that help from here.
 #[derive(Debug, Clone)]
 pub struct Knob {
     pub flag: &'static str,
-    pub default: &'static str,
-    pub help: &'static str,
     /// Every numeric knob has one.
     pub range: Option<Range>,
 }
@@ -165,8 +165,6 @@ pub const RUNS: Range = Range::new(1, 1_000);
 /// The `--runs` knob as `vmscale list` shows it.
 pub const RUNS_KNOB: Knob = Knob {
     flag: "--runs",
-    default: "1",
-    help: "independent runs of the whole sweep (fresh VMs and threads each), merged per point with the run-to-run spread",
     range: Some(RUNS),
 };
 

@@ -109,10 +109,10 @@ pub fn info() -> ScenarioInfo {
         summary: "per-call latency of locking a buffer around every call (lock, map) versus a pool locked once, and the IPIs each sends",
         sweep: "busy",
         knobs: vec![
-            Knob { flag: "--calls", default: "20000", help: "calls per mode and point", range: Some(CALLS) },
-            Knob { flag: "--mode", default: "all", help: "lock, map, pool", range: None },
-            Knob { flag: "--busy", default: "0,1", help: "sibling threads spinning on other CPUs (a list sweeps)", range: Some(BUSY) },
-            Knob { flag: "--size-kib", default: "16", help: "size of the buffer each call locks", range: Some(SIZE_KIB) },
+            Knob { flag: "--calls", range: Some(CALLS) },
+            Knob { flag: "--mode", range: None },
+            Knob { flag: "--busy", range: Some(BUSY) },
+            Knob { flag: "--size-kib", range: Some(SIZE_KIB) },
         ],
     }
 }

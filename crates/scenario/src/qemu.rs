@@ -11,8 +11,6 @@ use crate::{Error, Knob};
 pub fn qemu_knob() -> Knob {
     Knob {
         flag: "--qemu",
-        default: vmscale_vmm::QEMU_BINARY,
-        help: "the QEMU to drive (default: qemu-system-x86_64 on PATH)",
         range: None,
     }
 }

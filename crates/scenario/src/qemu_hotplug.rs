@@ -65,11 +65,11 @@ pub fn info() -> ScenarioInfo {
         sweep: "vcpus",
         knobs: vec![
             crate::qemu::qemu_knob(),
-            Knob { flag: "--vcpus", default: DEFAULT_VCPUS, help: "vCPU counts to sweep (one QEMU each)", range: Some(VCPUS) },
-            Knob { flag: "--repeat", default: "50", help: "measured hotplugs per point (one DIMM each; with --warmup at most 256)", range: Some(REPEAT) },
-            Knob { flag: "--warmup", default: "2", help: "hotplugs run first and not counted", range: Some(WARMUP) },
-            Knob { flag: "--dimm-mib", default: "128", help: "size of each hotplugged DIMM (even)", range: Some(DIMM_MIB) },
-            Knob { flag: "--mem-mib", default: "128", help: "boot memory of each QEMU", range: Some(MEM_MIB) },
+            Knob { flag: "--vcpus", range: Some(VCPUS) },
+            Knob { flag: "--repeat", range: Some(REPEAT) },
+            Knob { flag: "--warmup", range: Some(WARMUP) },
+            Knob { flag: "--dimm-mib", range: Some(DIMM_MIB) },
+            Knob { flag: "--mem-mib", range: Some(MEM_MIB) },
         ],
     }
 }

@@ -59,10 +59,10 @@ pub fn info() -> ScenarioInfo {
         sweep: "vcpus",
         knobs: vec![
             crate::qemu::qemu_knob(),
-            Knob { flag: "--vcpus", default: DEFAULT_VCPUS, help: "vCPU counts to sweep (one QEMU each)", range: Some(VCPUS) },
-            Knob { flag: "--repeat", default: "10", help: "measured migrations per point", range: Some(REPEAT) },
-            Knob { flag: "--warmup", default: "1", help: "migrations run first and not counted", range: Some(WARMUP) },
-            Knob { flag: "--mem-mib", default: "256", help: "guest memory of each QEMU (what every migration sends)", range: Some(MEM_MIB) },
+            Knob { flag: "--vcpus", range: Some(VCPUS) },
+            Knob { flag: "--repeat", range: Some(REPEAT) },
+            Knob { flag: "--warmup", range: Some(WARMUP) },
+            Knob { flag: "--mem-mib", range: Some(MEM_MIB) },
         ],
     }
 }

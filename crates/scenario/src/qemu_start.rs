@@ -53,10 +53,10 @@ pub fn info() -> ScenarioInfo {
         sweep: "vcpus",
         knobs: vec![
             crate::qemu::qemu_knob(),
-            Knob { flag: "--vcpus", default: DEFAULT_VCPUS, help: "vCPU counts to sweep", range: Some(VCPUS) },
-            Knob { flag: "--mem-mib", default: DEFAULT_MEM_MIB, help: "guest memory sizes to sweep (a series each)", range: Some(MEM_MIB) },
-            Knob { flag: "--vms", default: "1", help: "QEMUs started and quit at once", range: Some(VMS) },
-            Knob { flag: "--repeat", default: "5", help: "rounds per point and memory size (each --vms samples)", range: Some(REPEAT) },
+            Knob { flag: "--vcpus", range: Some(VCPUS) },
+            Knob { flag: "--mem-mib", range: Some(MEM_MIB) },
+            Knob { flag: "--vms", range: Some(VMS) },
+            Knob { flag: "--repeat", range: Some(REPEAT) },
         ],
     }
 }

@@ -127,13 +127,13 @@ pub fn info() -> ScenarioInfo {
         summary: "time until M VMs are really gone (process reaped, memory returned), per release mode, and the per-VM slope",
         sweep: "vms",
         knobs: vec![
-            Knob { flag: "--vms", default: DEFAULT_VMS, help: "VM counts to sweep", range: Some(VMS) },
-            Knob { flag: "--vcpus", default: "1", help: "vCPUs per VM (halted)", range: Some(VCPUS) },
-            Knob { flag: "--mem-mib", default: "64", help: "guest memory per VM", range: Some(MEM_MIB) },
-            Knob { flag: "--untouched", default: "off", help: "leave guest memory untouched (not backed by the host)", range: None },
-            Knob { flag: "--mode", default: "all", help: "exit, close, threads, fork", range: None },
-            Knob { flag: "--repeat", default: "3", help: "releases measured per point and mode", range: Some(REPEAT) },
-            Knob { flag: "--vfio", default: "none", help: "BDF,... of devices bound to vfio-pci: release their fds instead of VMs", range: None },
+            Knob { flag: "--vms", range: Some(VMS) },
+            Knob { flag: "--vcpus", range: Some(VCPUS) },
+            Knob { flag: "--mem-mib", range: Some(MEM_MIB) },
+            Knob { flag: "--untouched", range: None },
+            Knob { flag: "--mode", range: None },
+            Knob { flag: "--repeat", range: Some(REPEAT) },
+            Knob { flag: "--vfio", range: None },
         ],
     }
 }

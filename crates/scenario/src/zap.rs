@@ -64,11 +64,11 @@ pub fn info() -> ScenarioInfo {
         summary: "the stall each running vCPU suffers (from inside the guest) when a memslot delete invalidates every MMU root, against a no-delete baseline",
         sweep: "vcpus",
         knobs: vec![
-            Knob { flag: "--vcpus", default: DEFAULT_VCPUS, help: "vCPU counts to sweep (up to KVM_CAP_MAX_VCPUS)", range: Some(VCPUS) },
-            Knob { flag: "--repeat", default: "50", help: "deletes per point", range: Some(REPEAT) },
-            Knob { flag: "--threshold-us", default: "5", help: "guest TSC gaps shorter than this are not stalls", range: Some(THRESHOLD_US) },
-            Knob { flag: "--no-baseline", default: "off", help: "skip the no-delete baseline", range: None },
-            Knob { flag: "--pin", default: "off", help: "MAIN[:VCPUS]: the measuring thread's CPU and the vCPUs' CPU list", range: None },
+            Knob { flag: "--vcpus", range: Some(VCPUS) },
+            Knob { flag: "--repeat", range: Some(REPEAT) },
+            Knob { flag: "--threshold-us", range: Some(THRESHOLD_US) },
+            Knob { flag: "--no-baseline", range: None },
+            Knob { flag: "--pin", range: None },
             crate::RUNS_KNOB,
         ],
     }
