@@ -330,6 +330,33 @@ fn list_shows_the_scenario_with_its_knobs_and_defaults() {
     ] {
         assert!(text.contains(needle), "'{needle}' missing from:\n{text}");
     }
+    // Each knob as `run <scenario> --help` describes it: default and the checked range.
+    let memslot = text.split("\nzap ").next().unwrap();
+    let runs = memslot
+        .lines()
+        .find(|l| l.trim_start().starts_with("--runs"))
+        .unwrap_or_else(|| panic!("no --runs in:\n{memslot}"));
+    assert!(
+        runs.contains("[1]") && runs.ends_with("(1 to 1000)"),
+        "{runs}"
+    );
+    let help = vmscale()
+        .args(["run", "memslot", "--help"])
+        .output()
+        .unwrap();
+    let help = stdout(&help);
+    for knob in memslot
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("--"))
+    {
+        let flag = knob.split_whitespace().next().unwrap();
+        assert!(
+            help.contains(&format!("--{flag}")),
+            "--{flag} not in --help:\n{help}"
+        );
+    }
+    // Options every scenario shares are not listed as its knobs.
+    assert!(!memslot.contains("--buffer-kib"), "{memslot}");
 }
 
 #[test]
