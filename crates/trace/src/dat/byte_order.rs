@@ -256,13 +256,15 @@ fn field_swap(field: &Field, long_size: usize) -> Option<FieldSwap> {
                 None if len > 0 && field.size.is_multiple_of(len) => field.size / len,
                 None => return None,
             };
-            (matches!(size, 2 | 4 | 8) && field.size.is_multiple_of(size)).then_some(
+            // `then`, not `then_some`: the count is only computed for a size that passed
+            // the check (a format may declare an element of size 0).
+            (matches!(size, 2 | 4 | 8) && field.size.is_multiple_of(size)).then(|| {
                 FieldSwap::Numbers {
                     offset: field.offset,
                     size,
                     count: field.size / size,
-                },
-            )
+                }
+            })
         }
         FieldLayout::Trailing => {
             element
@@ -406,6 +408,18 @@ mod tests {
         assert_eq!(element_size("unsigned int", 8), Some(4));
         assert_eq!(element_size("unsigned", 8), Some(4));
         assert_eq!(element_size("dev_t", 8), None);
+    }
+
+    #[test]
+    fn an_array_of_pointers_with_a_long_size_of_zero_is_left_alone() {
+        // A damaged header can say `long` is 0 bytes: the pointers' element size is then 0,
+        // which must not be divided by (found by the dat_reader fuzzer).
+        let format = crate::format::EventFormat::parse(
+            "name: x\nID: 1\n\tfield:void * ptrs[4];\toffset:8;\tsize:32;\tsigned:0;\n",
+        )
+        .unwrap();
+        assert_eq!(field_swap(&format.fields[0], 0), None);
+        assert!(field_swap(&format.fields[0], 8).is_some());
     }
 
     #[test]
