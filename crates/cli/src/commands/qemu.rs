@@ -88,22 +88,47 @@ fn plan(scenario: &'static str, knobs: serde_json::Value) -> RunPlan {
     }
 }
 
+/// Runs one QEMU scenario whose knobs have been validated: checks the QEMU binary, then
+/// measures with the run machinery shared by every scenario.
+fn measure_qemu<K: serde::Serialize>(
+    scenario: &'static str,
+    knobs: &K,
+    qemu: Option<&std::path::Path>,
+    output: &OutputArgs,
+    trace: &TraceArgs,
+    run: impl FnOnce(
+        &K,
+        &Bar,
+        &Cancel,
+        &mut dyn PhaseHook,
+    ) -> Result<Vec<vmscale_run::Point>, vmscale_scenario::Error>,
+) -> Result<Measured, Failure> {
+    vmscale_scenario::qemu::binary(qemu)?;
+    let plan = plan(
+        scenario,
+        serde_json::to_value(knobs).expect("knobs serialize"),
+    );
+    let measure =
+        |hook: &mut dyn PhaseHook, bar: &Bar, cancel: &Cancel| run(knobs, bar, cancel, hook);
+    let (dir, record) = execute(plan, output, trace, measure)?;
+    save(Measured { dir, record }, output)
+}
+
 pub(crate) fn measure_hotplug(
     knobs: QemuHotplugKnobs,
     output: &OutputArgs,
     trace: &TraceArgs,
 ) -> Result<Measured, Failure> {
     knobs.validate()?;
-    vmscale_scenario::qemu::binary(knobs.qemu.as_deref())?;
-    let plan = plan(
+    let qemu = knobs.qemu.clone();
+    measure_qemu(
         "qemu-hotplug",
-        serde_json::to_value(&knobs).expect("knobs serialize"),
-    );
-    let measure = |hook: &mut dyn PhaseHook, bar: &Bar, cancel: &Cancel| {
-        qemu_hotplug::run(&knobs, bar, cancel, hook)
-    };
-    let (dir, record) = execute(plan, output, trace, measure)?;
-    save(Measured { dir, record }, output)
+        &knobs,
+        qemu.as_deref(),
+        output,
+        trace,
+        |k, bar, cancel, hook| qemu_hotplug::run(k, bar, cancel, hook),
+    )
 }
 
 pub(crate) fn measure_start(
@@ -112,16 +137,15 @@ pub(crate) fn measure_start(
     trace: &TraceArgs,
 ) -> Result<Measured, Failure> {
     knobs.validate()?;
-    vmscale_scenario::qemu::binary(knobs.qemu.as_deref())?;
-    let plan = plan(
+    let qemu = knobs.qemu.clone();
+    measure_qemu(
         "qemu-start",
-        serde_json::to_value(&knobs).expect("knobs serialize"),
-    );
-    let measure = |hook: &mut dyn PhaseHook, bar: &Bar, cancel: &Cancel| {
-        qemu_start::run(&knobs, bar, cancel, hook)
-    };
-    let (dir, record) = execute(plan, output, trace, measure)?;
-    save(Measured { dir, record }, output)
+        &knobs,
+        qemu.as_deref(),
+        output,
+        trace,
+        |k, bar, cancel, hook| qemu_start::run(k, bar, cancel, hook),
+    )
 }
 
 pub(crate) fn measure_migrate(
@@ -130,16 +154,15 @@ pub(crate) fn measure_migrate(
     trace: &TraceArgs,
 ) -> Result<Measured, Failure> {
     knobs.validate()?;
-    vmscale_scenario::qemu::binary(knobs.qemu.as_deref())?;
-    let plan = plan(
+    let qemu = knobs.qemu.clone();
+    measure_qemu(
         "qemu-migrate",
-        serde_json::to_value(&knobs).expect("knobs serialize"),
-    );
-    let measure = |hook: &mut dyn PhaseHook, bar: &Bar, cancel: &Cancel| {
-        qemu_migrate::run(&knobs, bar, cancel, hook)
-    };
-    let (dir, record) = execute(plan, output, trace, measure)?;
-    save(Measured { dir, record }, output)
+        &knobs,
+        qemu.as_deref(),
+        output,
+        trace,
+        |k, bar, cancel, hook| qemu_migrate::run(k, bar, cancel, hook),
+    )
 }
 
 /// One QEMU scenario of the tour.
