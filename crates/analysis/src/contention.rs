@@ -52,8 +52,8 @@ struct LockAggregate {
     open_waits: u64,
     /// pid -> (waits, total ns)
     waiters: HashMap<i32, (u64, u64)>,
-    /// stack -> (waits, total ns)
-    stacks: HashMap<StackId, (u64, u64)>,
+    /// (stack, mode) -> (waits, total ns)
+    stacks: HashMap<(StackId, &'static str), (u64, u64)>,
     longest: Option<LongestWait>,
 }
 
@@ -178,7 +178,10 @@ impl ContentionPass {
         waiter.0 += 1;
         waiter.1 += waited;
         if let Some(stack) = wait.stack {
-            let s = lock.stacks.entry(stack).or_default();
+            let s = lock
+                .stacks
+                .entry((stack, naming::mode(wait.flags)))
+                .or_default();
             s.0 += 1;
             s.1 += waited;
         }
@@ -224,40 +227,47 @@ impl ContentionPass {
             self.comms.get(&pid).cloned().unwrap_or_else(|| "?".into())
         });
 
-        let mut stacks: Vec<WaitStack> = agg
+        let mut stacks: Vec<(&'static str, WaitStack)> = agg
             .stacks
             .iter()
-            .map(|(&id, &(waits, total))| WaitStack {
-                frames: self
-                    .stacks
-                    .frames(id)
-                    .iter()
-                    .take(MAX_FRAMES)
-                    .map(|&a| symbols.frame(a))
-                    .collect(),
-                waits,
-                total_wait_ns: total,
+            .map(|(&(id, mode), &(waits, total))| {
+                let stack = WaitStack {
+                    frames: self
+                        .stacks
+                        .frames(id)
+                        .iter()
+                        .take(MAX_FRAMES)
+                        .map(|&a| symbols.frame(a))
+                        .collect(),
+                    waits,
+                    total_wait_ns: total,
+                };
+                (mode, stack)
             })
             .collect();
-        stacks.sort_by(|a, b| {
+        // Ties broken by the frames, so two reports of one trace agree.
+        stacks.sort_by(|(_, a), (_, b)| {
             b.total_wait_ns
                 .cmp(&a.total_wait_ns)
                 .then(b.waits.cmp(&a.waits))
+                .then_with(|| a.frames.cmp(&b.frames))
         });
         stacks.truncate(TOP_STACKS);
 
-        // The mode in the name is the one most waits used.
-        let mode = agg
-            .modes
-            .iter()
-            .max_by_key(|(_, &n)| n)
-            .map(|(m, _)| *m)
-            .unwrap_or_else(|| naming::mode(flags));
+        // The name says where the longest-waited stack waited, so its mode is that stack's
+        // (a lock waited on for reading in one place and writing in another must not be
+        // called "write, in" the reading place); without stacks, the mode most waits used.
+        let mode = stacks.first().map(|(mode, _)| *mode).unwrap_or_else(|| {
+            agg.modes
+                .iter()
+                .max_by_key(|(_, &n)| n)
+                .map(|(m, _)| *m)
+                .unwrap_or_else(|| naming::mode(flags))
+        });
+        let stacks: Vec<WaitStack> = stacks.into_iter().map(|(_, stack)| stack).collect();
         let name = symbols.data_symbol(addr).unwrap_or_else(|| {
-            let frame = stacks
-                .first()
-                .and_then(|s| naming::distinctive_frame(&s.frames));
-            naming::lock_name(kind, mode, frame)
+            let frames = stacks.first().map(|s| s.frames.as_slice()).unwrap_or(&[]);
+            naming::lock_name(kind, mode, frames)
         });
         LockContention {
             lock_addr: addr,

@@ -844,8 +844,8 @@ fn lock_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Finding> {
             let mut evidence: Vec<String> =
                 (rank == 0).then(|| scope.clone()).into_iter().collect();
             evidence.push(format!(
-                "{} waits, {} in all, by {}",
-                l.waits.as_ref().map_or(0, |w| w.n),
+                "{}, {} in all, by {}",
+                vmscale_stats::units::plural(l.waits.as_ref().map_or(0, |w| w.n), "wait"),
                 duration(l.total_wait_ns),
                 waiters.join(", ")
             ));

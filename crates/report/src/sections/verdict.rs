@@ -5,9 +5,9 @@ use vmscale_run::RunRecord;
 
 use crate::document::{Block, Ranked, Section, Text};
 
-/// Evidence lines the text and Markdown renderings show per finding; JSON and HTML carry
-/// all of them.
-const EVIDENCE_SHOWN: usize = 2;
+/// Evidence lines the text and Markdown renderings show per finding (the first finding's
+/// scope, its counts and the stack it waited from); JSON and HTML carry all of them.
+const EVIDENCE_SHOWN: usize = 3;
 
 /// How much of each finding to keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
