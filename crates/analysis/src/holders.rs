@@ -9,6 +9,11 @@
 //! itself waiting on another lock; time between holders is a handoff, and time the trace
 //! cannot explain is unknown, with the reason.
 //!
+//! Where the kernel traces every acquisition and release of a lock (mmap_lock:*, for each
+//! mm's mmap_lock), the holds are those events' and nothing is inferred: a hold starts at
+//! its acquire_returned and ends at its released, and a hold whose acquisition came before
+//! the trace started is known only from its first traced event.
+//!
 //! Streaming: state is the open waits of each task (they nest, [`crate::open_waits`]), recent segments per lock, per-task spans back
 //! to the oldest open wait, and aggregates per lock, holder and sleeping stack.
 
@@ -19,7 +24,9 @@ use foldhash::{HashMap, HashMapExt, HashSet};
 use vmscale_run::findings::{ActivityShare, HeldAcrossSleep, Holder, HolderActivity, LockHolders};
 use vmscale_run::LockContention;
 use vmscale_trace::event::Event;
-use vmscale_trace::views::{contention_flags as flag, EventKind, IpiSendCpu, IpiSendCpumask};
+use vmscale_trace::views::{
+    contention_flags as flag, EventKind, IpiSendCpu, IpiSendCpumask, MmapLock, MmapLockStep,
+};
 
 use crate::naming;
 use crate::open_waits::{OpenWaits, Wait};
@@ -146,6 +153,8 @@ struct LockState {
     split: HashMap<Piece, u64>,
     holders: HashMap<i32, HolderAgg>,
     sleeps: HashMap<(i32, Option<StackId>), SleepAgg>,
+    /// Holds come from the kernel's acquire and release events, not from wakeups.
+    exact: bool,
 }
 
 /// A task's latest sleeping wait on a lock.
@@ -181,6 +190,22 @@ pub struct HoldersPass {
     /// Per CPU, the last task seen there that the timelines already know: a task once
     /// known stays known, so its next events on that CPU need no lookup.
     known_on_cpu: Vec<i32>,
+    mmap: ExactMmapLocks,
+}
+
+/// mmap_lock holds as the kernel's mmap_lock events give them.
+#[derive(Default)]
+struct ExactMmapLocks {
+    /// Task -> the mm whose lock it asked for and has not got yet.
+    asking: HashMap<i32, u64>,
+    /// (mm, task) -> when it got that mm's lock, and whether for writing.
+    held: HashMap<(u64, i32), (u64, bool)>,
+    /// mm -> the address contention events give its lock: learnt from a task that waited
+    /// on a lock between asking for an mm's mmap_lock and getting it.
+    lock_of: HashMap<u64, u64>,
+    /// When the first mmap_lock event came: a release without a traced acquisition was
+    /// held at least since then.
+    first_event: Option<u64>,
 }
 
 /// CPUs [`HoldersPass::known_on_cpu`] covers (the kernel's most); events of others are
@@ -334,6 +359,7 @@ impl HoldersPass {
             EventKind::SchedWakeup(w) | EventKind::SchedWakeupNew(w) => {
                 self.remember(w.pid, w.comm.as_bytes());
             }
+            EventKind::MmapLock(step) if pid != 0 => self.mmap_lock(pid, ts, step),
             // A function call on other CPUs (a TLB shootdown, a cross-CPU call), not a
             // reschedule: waking the next waiter sends those, and every hold ends in one.
             EventKind::IpiSendCpu(IpiSendCpu { callback, .. })
@@ -383,6 +409,14 @@ impl HoldersPass {
     fn begin(&mut self, pid: i32, ts: u64, lock: u64, flags: u32) {
         if pid == 0 {
             return;
+        }
+        // Waiting on an rwsem between asking for an mm's mmap_lock and getting it: that is
+        // the mm's mmap_lock, and its holds are the mmap_lock events' from now on.
+        if flags & (flag::READ | flag::WRITE) != 0 && flags & flag::SPIN == 0 {
+            if let Some(&mm) = self.mmap.asking.get(&pid) {
+                self.mmap.lock_of.insert(mm, lock);
+                self.locks.entry(lock).or_default().exact = true;
+            }
         }
         let floor = self.floor();
         match self.open.on(pid, lock) {
@@ -462,7 +496,8 @@ impl HoldersPass {
         let releaser = wait
             .waker
             .filter(|&(waker, at)| ret == 0 && waker != 0 && at >= wait.start);
-        if let Some((holder, released)) = releaser {
+        let exact = self.locks.get(&wait.lock).is_some_and(|s| s.exact);
+        if let Some((holder, released)) = releaser.filter(|_| !exact) {
             self.add_segment(wait.lock, holder, released, queue_start);
         }
         let tail = if ret != 0 {
@@ -591,6 +626,69 @@ impl HoldersPass {
         self.account_sleeps(lock, holder, start, released, start_known, true);
     }
 
+    fn mmap_lock(&mut self, pid: i32, ts: u64, event: MmapLock) {
+        self.mmap.first_event.get_or_insert(ts);
+        match event.step {
+            MmapLockStep::StartLocking => {
+                self.mmap.asking.insert(pid, event.mm);
+            }
+            MmapLockStep::AcquireReturned => {
+                self.mmap.asking.remove(&pid);
+                if event.success {
+                    self.mmap.held.insert((event.mm, pid), (ts, event.write));
+                }
+            }
+            MmapLockStep::Released => {
+                let acquired = self.mmap.held.remove(&(event.mm, pid));
+                let Some(&lock) = self.mmap.lock_of.get(&event.mm) else {
+                    return;
+                };
+                let (start, start_known, write) = match acquired {
+                    Some((at, write)) => (at, true, write),
+                    None => (self.mmap.first_event.unwrap_or(ts), false, event.write),
+                };
+                self.exact_hold(lock, pid, start, start_known, ts, !write);
+            }
+        }
+    }
+
+    /// A hold the kernel's events prove, `[start, end]`; only holds someone queued behind
+    /// are kept.
+    fn exact_hold(
+        &mut self,
+        lock: u64,
+        holder: i32,
+        start: u64,
+        start_known: bool,
+        end: u64,
+        shared: bool,
+    ) {
+        let queued_since = self.queued(lock).min();
+        if queued_since.is_none_or(|since| since > end) {
+            return;
+        }
+        let ipis = self.ipis_between(holder, start, end);
+        let state = self.locks.entry(lock).or_default();
+        state.segments.push(Segment {
+            holder,
+            start,
+            start_known,
+            end,
+        });
+        let agg = state.holders.entry(holder).or_default();
+        agg.holds += 1;
+        agg.shared_holds += u64::from(shared);
+        agg.ipis += ipis;
+        self.capture_hold(Hold {
+            lock,
+            holder,
+            start,
+            start_known,
+            end,
+        });
+        self.account_sleeps(lock, holder, start, end, start_known, true);
+    }
+
     /// Adds the holder's sleeps during `[from, to)` of a hold to the lock's sleep table.
     fn account_sleeps(
         &mut self,
@@ -629,7 +727,11 @@ impl HoldersPass {
         segments.sort_by_key(|s| (s.start, s.end));
         let mut pieces: Vec<(Option<i32>, Piece, u64)> = Vec::new();
         let mut cursor = wait.start;
-        let released_by = |t: u64, segments: &[Segment]| segments.iter().any(|s| s.end <= t);
+        // With every acquisition and release traced, time no hold covers is time the lock
+        // was between holders.
+        let exact = self.locks.get(&wait.lock).is_some_and(|s| s.exact);
+        let released_by =
+            |t: u64, segments: &[Segment]| exact || segments.iter().any(|s| s.end <= t);
         for segment in &segments {
             let a = segment.start.max(cursor);
             let b = segment.end.min(end);
@@ -815,6 +917,7 @@ impl HoldersPass {
             holders,
             activity: self.shares(&state.split, symbols, names),
             held_across_sleep: self.held_across_sleep(state, symbols),
+            exact_holds: state.exact,
         }
     }
 

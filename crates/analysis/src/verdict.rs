@@ -311,7 +311,20 @@ fn lock_cause(trace: &TraceSection, lock: Option<&LockContention>) -> (Cause, Op
         } else {
             doing
         };
-        if h.shared_holds > 0 {
+        if holders.exact_holds {
+            // Every acquisition and release was traced: the holds are the kernel's.
+            let mode = match h.shared_holds {
+                0 => "for writing".to_string(),
+                n if n == h.holds => "for reading, shared with any other readers".to_string(),
+                n => format!("for reading in {n} of them"),
+            };
+            format!(
+                "{}/{} held it {mode} in {} (every acquisition and release traced by mmap_lock events){doing}",
+                h.comm,
+                h.pid,
+                vmscale_stats::units::plural(h.holds, "hold")
+            )
+        } else if h.shared_holds > 0 {
             // A read hold is shared: other readers may have held it too, unseen.
             format!(
                 "{}/{} was among the readers holding it ({} of {} holds shared), so no single holder is named{doing}",
@@ -992,6 +1005,7 @@ mod tests {
                 waiters: 2,
                 waiter_wait_ns: across_sleep_ns,
             }],
+            exact_holds: false,
         }
     }
 

@@ -546,6 +546,38 @@ impl Recorded {
 }
 
 /// How long waiters waited behind the holder named `comm` of a lock.
+/// mmap_lock's holds come from the kernel's mmap_lock events on this kernel (they exist
+/// since 5.10), so each holder's holds have the mode it really took: the mincore readers
+/// shared it, and `writer` held it exclusively at least once.
+fn assert_exact_mmap_lock_holds(holders: &Value, writer: &str, d: &str) {
+    assert_eq!(holders["exact_holds"], true, "{d}");
+    let of = |prefix: &str| -> Vec<&Value> {
+        holders["holders"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|h| h["comm"].as_str().unwrap().starts_with(prefix))
+            .collect()
+    };
+    let readers = of("repro-mincore");
+    assert!(
+        !readers.is_empty(),
+        "no mincore reader among the holders\n{d}"
+    );
+    for reader in readers {
+        // Not every one: a thread's first malloc maps its arena, which takes it for writing.
+        let (shared, holds) = (reader["shared_holds"].as_u64(), reader["holds"].as_u64());
+        assert!(shared.unwrap() * 10 >= holds.unwrap() * 9, "{reader}\n{d}");
+    }
+    let writers = of(writer);
+    assert!(
+        writers
+            .iter()
+            .any(|w| w["shared_holds"].as_u64() < w["holds"].as_u64()),
+        "{writer} never held it exclusively\n{d}"
+    );
+}
+
 fn waited_behind(holders: &Value, comm: &str) -> u64 {
     holders["holders"]
         .as_array()
@@ -688,6 +720,7 @@ fn mmap_lock_convoy() {
     let holders = r.holders_of(&lock);
     assert!(activity_ns(holders, "asleep") <= lock.wait_ns / 10, "{d}");
     assert!(activity_ns(holders, "running") >= lock.wait_ns / 20, "{d}");
+    assert_exact_mmap_lock_holds(holders, "repro-mapper", &d);
 }
 
 #[test]
@@ -773,6 +806,7 @@ fn mmap_lock_held_sending_ipis() {
         .sum();
     assert!(sent_holding >= 100, "{d}");
     assert!(r.victim_calls("flush_tlb_func") >= 1_000, "{d}");
+    assert_exact_mmap_lock_holds(holders, "repro-mprotect", &d);
 }
 
 #[test]

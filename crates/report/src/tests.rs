@@ -1087,6 +1087,7 @@ fn explained_record() -> RunRecord {
             waiters: 3,
             waiter_wait_ns: 600_000_000,
         }],
+        exact_holds: false,
     };
     let unknown = LockHolders {
         lock_addr: 0xffff_8881_0000_2000,
@@ -1103,6 +1104,7 @@ fn explained_record() -> RunRecord {
             1_500_000,
         )],
         held_across_sleep: Vec::new(),
+        exact_holds: false,
     };
     let mut record = traced_record();
     record.trace.as_mut().unwrap().holders = vec![pipe, unknown];

@@ -188,6 +188,7 @@ fn trace() -> TraceSection {
                 wait_ns: 4_000_000,
             }],
             held_across_sleep: Vec::new(),
+            exact_holds: false,
         }],
         timeline: Some(timeline()),
         ..TraceSection::default()

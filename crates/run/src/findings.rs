@@ -383,6 +383,10 @@ pub struct LockHolders {
     pub activity: Vec<ActivityShare>,
     /// Holds during which the holder slept voluntarily while waiters queued, worst first.
     pub held_across_sleep: Vec<HeldAcrossSleep>,
+    /// The holds are the kernel's own acquire and release events (mmap_lock:*), not
+    /// inferred from who woke the waiters.
+    #[serde(default)]
+    pub exact_holds: bool,
 }
 
 /// One task that held the lock while others waited on it.

@@ -32,6 +32,8 @@ use crate::tracefs::{Error, Instance};
 pub struct RecordConfig {
     /// `system:event` names to enable.
     pub events: Vec<String>,
+    /// Events enabled too where this kernel has them, and left out where it does not.
+    pub optional_events: Vec<String>,
     /// Events that get a kernel stack recorded right after them.
     pub stack_events: Vec<String>,
     /// Per-CPU ring-buffer size.
@@ -73,10 +75,25 @@ pub fn default_events() -> Vec<String> {
     .collect()
 }
 
+/// Events recorded where the kernel has them: mmap_lock:* (5.10 and later) gives every
+/// acquisition and release of an mm's mmap_lock, so its holders are known exactly rather
+/// than inferred from wakeups.
+pub fn optional_events() -> Vec<String> {
+    [
+        "mmap_lock:mmap_lock_start_locking",
+        "mmap_lock:mmap_lock_acquire_returned",
+        "mmap_lock:mmap_lock_released",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
 impl Default for RecordConfig {
     fn default() -> Self {
         RecordConfig {
             events: default_events(),
+            optional_events: optional_events(),
             stack_events: vec!["lock:contention_begin".into()],
             buffer_kib: DEFAULT_BUFFER_KIB,
             syscall_tids: Vec::new(),
@@ -205,6 +222,15 @@ impl Recording {
         }
         for event in &config.events {
             instance.enable_event(event)?;
+        }
+        // What this kernel lacks is left out; the events list (meta.json, saved formats)
+        // then says what was really recorded.
+        let mut config = config;
+        for event in std::mem::take(&mut config.optional_events) {
+            if instance.event_dir(&event).is_ok() && !config.events.contains(&event) {
+                instance.enable_event(&event)?;
+                config.events.push(event);
+            }
         }
         for event in &config.stack_events {
             instance.add_stack_trigger(event)?;

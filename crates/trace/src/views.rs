@@ -38,6 +38,7 @@ pub enum EventKind<'a> {
     SysExit(SysExit),
     KernelStack(KernelStack<'a>),
     Print(Print<'a>),
+    MmapLock(MmapLock),
     /// Any other event (or a known one whose format differs): read it by field name.
     Other,
 }
@@ -55,6 +56,29 @@ pub struct ContentionBegin {
 pub struct ContentionEnd {
     pub lock_addr: u64,
     pub ret: i32,
+}
+
+/// What an mmap_lock event says happened to a task's hold of an mm's mmap_lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MmapLockStep {
+    /// mmap_lock:mmap_lock_start_locking: the task asks for it.
+    StartLocking,
+    /// mmap_lock:mmap_lock_acquire_returned: it has it (`success`) or gave up.
+    AcquireReturned,
+    /// mmap_lock:mmap_lock_released: it let go.
+    Released,
+}
+
+/// mmap_lock:* (include/trace/events/mmap_lock.h): every acquisition and release of an mm's
+/// mmap_lock, contended or not, by the task that makes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MmapLock {
+    pub step: MmapLockStep,
+    /// The `struct mm_struct *` whose lock it is.
+    pub mm: u64,
+    pub write: bool,
+    /// Only for [`MmapLockStep::AcquireReturned`]; true otherwise.
+    pub success: bool,
 }
 
 /// sched:sched_switch.
@@ -335,6 +359,13 @@ pub(crate) enum ViewLayout {
         ip: FieldRef,
         buf: FieldRef,
     },
+    MmapLock {
+        step: MmapLockStep,
+        mm: FieldRef,
+        write: FieldRef,
+        /// Only acquire_returned has it.
+        success: Option<FieldRef>,
+    },
     Other,
 }
 
@@ -484,6 +515,24 @@ impl ViewLayout {
                 ip: l.get("ip", Int),
                 buf: l.get("buf", Array),
             },
+            (
+                "mmap_lock",
+                name @ ("mmap_lock_start_locking"
+                | "mmap_lock_acquire_returned"
+                | "mmap_lock_released"),
+            ) => {
+                let step = match name {
+                    "mmap_lock_start_locking" => MmapLockStep::StartLocking,
+                    "mmap_lock_acquire_returned" => MmapLockStep::AcquireReturned,
+                    _ => MmapLockStep::Released,
+                };
+                ViewLayout::MmapLock {
+                    step,
+                    mm: l.get("mm", Int),
+                    write: l.get("write", Int),
+                    success: (step == MmapLockStep::AcquireReturned).then(|| l.get("success", Int)),
+                }
+            }
             _ => return (ViewLayout::Other, 0),
         };
         if l.ok {
@@ -607,6 +656,17 @@ impl ViewLayout {
                     message: text.strip_suffix(b"\n").unwrap_or(text),
                 })
             }
+            ViewLayout::MmapLock {
+                step,
+                mm,
+                write,
+                success,
+            } => EventKind::MmapLock(MmapLock {
+                step: *step,
+                mm: u(mm),
+                write: u(write) != 0,
+                success: success.as_ref().is_none_or(|f| u(f) != 0),
+            }),
             ViewLayout::Other => EventKind::Other,
         }
     }
