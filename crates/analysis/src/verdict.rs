@@ -313,16 +313,17 @@ fn lock_cause(trace: &TraceSection, lock: Option<&LockContention>) -> (Cause, Op
         };
         if holders.exact_holds {
             // Every acquisition and release was traced: the holds are the kernel's.
-            let mode = match h.shared_holds {
-                0 => "for writing".to_string(),
-                n if n == h.holds => "for reading, shared with any other readers".to_string(),
-                n => format!("for reading in {n} of them"),
+            let holds = vmscale_stats::units::plural(h.holds, "hold");
+            let how = match h.shared_holds {
+                0 => format!("for writing in {holds}"),
+                n if n == h.holds => {
+                    format!("for reading (shared with any other readers) in {holds}")
+                }
+                n => format!("in {holds}, {n} of them for reading (shared)"),
             };
             format!(
-                "{}/{} held it {mode} in {} (every acquisition and release traced by mmap_lock events){doing}",
-                h.comm,
-                h.pid,
-                vmscale_stats::units::plural(h.holds, "hold")
+                "{}/{} held it {how}; every acquisition and release was traced (mmap_lock events){doing}",
+                h.comm, h.pid
             )
         } else if h.shared_holds > 0 {
             // A read hold is shared: other readers may have held it too, unseen.
