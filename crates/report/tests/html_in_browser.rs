@@ -14,6 +14,7 @@ use vmscale_run::findings::{
     ActivityShare, CpuLane, Holder, HolderActivity, LockHolders, LockRole, LockSlice, RunSlice,
     StateSlice, TaskLane, TaskState, TimelineExcerpt,
 };
+use vmscale_run::verdict::{Cause, Finding};
 use vmscale_run::{
     HostFacts, IpiPhase, IpiSender, IpiSite, LockContention, Phase, Point, RunRecord, Series,
     ToolInfo, TraceSection, WaitStack, Waiter,
@@ -260,6 +261,31 @@ fn timeline() -> TimelineExcerpt {
     }
 }
 
+fn verdict() -> Vec<Finding> {
+    vec![
+        Finding {
+            summary: "pause-all grows linearly with N: 62% of its time went to waiting for kvm->slots_lock".into(),
+            cause: Cause::LockWait,
+            lock: Some("kvm->slots_lock".into()),
+            holder: Some("vmscale/43 held it in 400 holds, asleep (synchronize_srcu) for 91% of the waiting behind it".into()),
+            share: 0.62,
+            evidence: vec![
+                "subject: the timed windows of 2,000 samples".into(),
+                "waited from: __mutex_lock <- kvm_set_memory_region".into(),
+                "the fourth evidence line, which only JSON and HTML show".into(),
+            ],
+        },
+        Finding {
+            summary: "21% of its time was spent runnable but not on a CPU".into(),
+            cause: Cause::CpuStarvation,
+            lock: None,
+            holder: None,
+            share: 0.21,
+            evidence: vec!["16 vCPUs on 8 host CPUs".into()],
+        },
+    ]
+}
+
 fn record() -> RunRecord {
     let point = |n: u64| Point {
         n,
@@ -272,7 +298,7 @@ fn record() -> RunRecord {
     };
     RunRecord {
         schema_version: vmscale_run::SCHEMA_VERSION,
-        verdict: Vec::new(),
+        verdict: verdict(),
         tool: ToolInfo::current("0.1.0"),
         scenario: "pause".into(),
         sweep: "vcpus".into(),
@@ -397,6 +423,24 @@ fn the_report_renders_in_a_headless_browser() {
     );
     assert!(dom.contains("kvm-&gt;slots_lock"), "contention table");
     assert!(dom.contains("pause-all n=8"), "IPI table");
+    // The verdict comes first, right under the title, every detail of each finding in
+    // rank order, its tag and lock names escaped.
+    let body = after(&dom, "<body>");
+    let first_heading = body.find("<h2").expect("a section heading");
+    assert!(
+        body[first_heading..].starts_with("<h2 id=\"verdict\">Verdict</h2>"),
+        "the first section is not the verdict: {}",
+        &body[first_heading..first_heading + 80]
+    );
+    let verdict = &body[first_heading..];
+    let verdict = &verdict[..verdict.find("</ol>").expect("the findings list ends")];
+    let findings: Vec<&str> = verdict.split("<li><strong>").skip(1).collect();
+    assert_eq!(findings.len(), 2, "{verdict}");
+    assert!(findings[0].starts_with("lock-wait</strong>: pause-all grows linearly"));
+    assert!(findings[0].contains("waiting for kvm-&gt;slots_lock"));
+    assert!(findings[0].contains("holder: vmscale/43 held it in 400 holds"));
+    assert!(findings[0].contains("the fourth evidence line"));
+    assert!(findings[1].starts_with("cpu-starvation</strong>: 21% of its time"));
     // The series named like a script stays text: no script element reached the DOM.
     assert!(!dom.contains("<script"), "a script element was injected");
     assert!(dom.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
