@@ -95,12 +95,43 @@ pub struct Scope {
     pub vcpu_resume_windows: Vec<(u32, u64, u64)>,
     /// Series a VMM carried out ([`vmm`]): its threads and the samples' windows.
     pub vmm: Vec<vmm::VmmSeriesScope>,
+    /// Every task the trace shows is the subject (a system-wide recording), its time
+    /// grouped by process too; `subject` is then unused.
+    pub every_task: bool,
+    /// Task -> thread group id, for that grouping. [`analyse_scoped`] reads it from the
+    /// trace directory's `tgids` when the recorder saved one.
+    pub tgids: std::collections::HashMap<i32, i32>,
+}
+
+/// `pid tgid` pairs from a directory's [`vmscale_trace::recorder::TGIDS_FILE`]; empty when it has none. Lines that
+/// are not two numbers are skipped: the file only groups tasks, it proves nothing else.
+pub fn read_tgids(dir: &Path) -> std::collections::HashMap<i32, i32> {
+    let Ok(text) = std::fs::read_to_string(dir.join(vmscale_trace::recorder::TGIDS_FILE)) else {
+        return Default::default();
+    };
+    text.lines()
+        .filter_map(|line| {
+            let (pid, tgid) = line.trim().split_once(' ')?;
+            Some((pid.parse().ok()?, tgid.trim().parse().ok()?))
+        })
+        .filter(|&(pid, tgid): &(i32, i32)| pid > 0 && tgid > 0)
+        .collect()
 }
 
 /// [`analyse`] within `scope`.
 pub fn analyse_scoped(dir: &Path, scope: &Scope) -> Result<TraceAnalysis, DecodeError> {
     let (decoder, damage) = Decoder::open_damaged(dir)?;
     let (symbols, kallsyms) = integrity::load_kallsyms(dir);
+    let with_tgids;
+    let scope = if scope.every_task && scope.tgids.is_empty() {
+        with_tgids = Scope {
+            tgids: read_tgids(dir),
+            ..scope.clone()
+        };
+        &with_tgids
+    } else {
+        scope
+    };
     let mut analysis = analyse_excluding(&decoder, &symbols, scope)?;
     let label = dir
         .file_name()
@@ -123,8 +154,16 @@ pub fn analyse_excluding(
     scope: &Scope,
 ) -> Result<TraceAnalysis, DecodeError> {
     use vmscale_trace::EventKind;
-    let excluded: std::collections::HashSet<i32> =
+    let mut excluded: std::collections::HashSet<i32> =
         scope.excluded_tids.iter().map(|&t| t as i32).collect();
+    // An excluded process's threads go with it.
+    let threads: Vec<i32> = scope
+        .tgids
+        .iter()
+        .filter(|(_, tgid)| excluded.contains(tgid))
+        .map(|(&pid, _)| pid)
+        .collect();
+    excluded.extend(threads);
     let mut contention = ContentionPass::default();
     let mut ipis = ipi::IpiPass::default();
     let mut holders = HoldersPass::default();
@@ -132,10 +171,24 @@ pub fn analyse_excluding(
     let mut breakdown =
         BreakdownPass::timed(scope.timed_windows.clone()).with_async_calls(&async_calls);
     let mut spinlocks = SpinLocksPass::default();
-    let mut subject = (!scope.subject.is_empty()).then(|| {
-        subject::SubjectPass::new(scope.subject.iter().map(|&tid| tid as i32).collect())
-            .with_async_calls(&async_calls)
-    });
+    let mut subject = if scope.every_task {
+        Some(
+            subject::SubjectPass::every_task(excluded.iter().copied())
+                .with_processes(
+                    scope
+                        .tgids
+                        .iter()
+                        .map(|(&pid, &tgid)| (pid, tgid))
+                        .collect(),
+                )
+                .with_async_calls(&async_calls),
+        )
+    } else {
+        (!scope.subject.is_empty()).then(|| {
+            subject::SubjectPass::new(scope.subject.iter().map(|&tid| tid as i32).collect())
+                .with_async_calls(&async_calls)
+        })
+    };
     let mut vcpu_resume = (!scope.vcpu_resume_windows.is_empty()).then(|| {
         subject::SubjectPass::within(
             scope

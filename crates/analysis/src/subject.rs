@@ -127,6 +127,10 @@ pub struct SubjectPass {
     windows: HashMap<i32, (Vec<(u64, u64)>, usize)>,
     /// Cross-CPU functions nobody waits for ([`crate::cause_names::ASYNC_CROSS_CALLS`]).
     async_calls: HashSet<u64>,
+    /// Every task is the subject, except these ([`SubjectPass::every_task`]).
+    every_task: Option<HashSet<i32>>,
+    /// Task -> its thread group, where the trace says.
+    tgids: HashMap<i32, i32>,
 }
 
 impl SubjectPass {
@@ -148,7 +152,25 @@ impl SubjectPass {
             last_ts: 0,
             windows: HashMap::new(),
             async_calls: HashSet::new(),
+            every_task: None,
+            tgids: HashMap::new(),
         }
+    }
+
+    /// Every task the trace shows, from its first event to its exit, except `excluded`
+    /// (another run's tasks): what a system-wide recording explains. A pid that is reused
+    /// starts a new task.
+    pub fn every_task(excluded: impl IntoIterator<Item = i32>) -> SubjectPass {
+        let mut pass = SubjectPass::new(Vec::new());
+        pass.every_task = Some(excluded.into_iter().collect());
+        pass
+    }
+
+    /// Groups the subject's time by process too: task -> thread group id (the kernel's
+    /// saved_tgids).
+    pub fn with_processes(mut self, tgids: HashMap<i32, i32>) -> SubjectPass {
+        self.tgids = tgids;
+        self
     }
 
     /// Cross-CPU calls to these functions (addresses) are queued and not waited for.
@@ -401,7 +423,14 @@ impl SubjectPass {
 
     /// One of the tasks the subject starts with, not seen yet.
     fn is_new_root(&self, pid: i32) -> bool {
-        self.roots.contains(&pid) && !self.tasks.contains_key(&pid) && !self.exited.contains(&pid)
+        match &self.every_task {
+            Some(excluded) => pid > 0 && !excluded.contains(&pid) && !self.tasks.contains_key(&pid),
+            None => {
+                self.roots.contains(&pid)
+                    && !self.tasks.contains_key(&pid)
+                    && !self.exited.contains(&pid)
+            }
+        }
     }
 
     fn csd_ran(&mut self, csd: u64, ts: u64) {
@@ -426,7 +455,7 @@ impl SubjectPass {
         let end = self.last_ts;
         let alive: Vec<i32> = self.tasks.keys().copied().collect();
         let seen = alive.len() + self.exited.len();
-        if self.roots.is_empty() {
+        if self.roots.is_empty() && self.every_task.is_none() {
             return None;
         }
         let unseen = self
@@ -443,6 +472,7 @@ impl SubjectPass {
             .iter()
             .map(|l| (l.lock_addr, l.name.as_str()))
             .collect();
+        let every_task = self.every_task.is_some();
         let mut merged: HashMap<(ComponentKind, String), (u64, HashMap<i32, u64>)> = HashMap::new();
         for (&(pid, part), &ns) in &self.by_task {
             if ns == 0 {
@@ -459,6 +489,7 @@ impl SubjectPass {
                 kind,
                 detail,
                 total_ns,
+                processes: self.top_processes(&tasks),
                 tasks: self.top(tasks),
             })
             .collect();
@@ -469,14 +500,55 @@ impl SubjectPass {
                 .then(a.detail.cmp(&b.detail))
         });
         let joined = std::mem::take(&mut self.joined);
+        // Across every task of a host, a sleep without a contended lock is mostly a task
+        // with nothing to do: no cost the trace can prove.
+        let asleep_left_out_ns = if every_task {
+            parts
+                .iter()
+                .filter(|p| p.kind == ComponentKind::Asleep)
+                .map(|p| p.total_ns)
+                .sum()
+        } else {
+            0
+        };
         Some(SubjectTime {
             tasks: seen as u32,
             unseen,
-            total_ns: parts.iter().map(|p| p.total_ns).sum(),
+            total_ns: parts.iter().map(|p| p.total_ns).sum::<u64>() - asleep_left_out_ns,
             joined_ns: joined.values().sum(),
             joined: self.top(joined),
             parts,
+            every_task,
+            asleep_left_out_ns,
         })
+    }
+
+    /// `tasks`' time by process, most first; empty when the trace names no process.
+    fn top_processes(&self, tasks: &HashMap<i32, u64>) -> Vec<TaskTime> {
+        if self.tgids.is_empty() {
+            return Vec::new();
+        }
+        let mut by_process: HashMap<i32, (u64, (u64, i32))> = HashMap::new();
+        for (&pid, &ns) in tasks {
+            let tgid = self.tgids.get(&pid).copied().unwrap_or(pid);
+            let entry = by_process.entry(tgid).or_default();
+            entry.0 += ns;
+            // Its busiest task names a process whose main thread left no name.
+            entry.1 = entry.1.max((ns, pid));
+        }
+        let mut processes = self.top(
+            by_process
+                .iter()
+                .map(|(&tgid, &(ns, _))| (tgid, ns))
+                .collect(),
+        );
+        for process in &mut processes {
+            if !self.comms.contains_key(&process.pid) {
+                let busiest = by_process[&process.pid].1 .1;
+                process.comm = self.comm(busiest);
+            }
+        }
+        processes
     }
 
     fn top(&self, tasks: HashMap<i32, u64>) -> Vec<TaskTime> {

@@ -550,6 +550,7 @@ struct SubjectShare<'a> {
     detail: &'a str,
     ns: u64,
     tasks: &'a [TaskTime],
+    processes: &'a [TaskTime],
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -558,6 +559,15 @@ enum SubjectCause {
     /// On-CPU time split by the command's rusage.
     Kernel,
     User,
+}
+
+/// "qemu-system-x86 (pid 812) 1.2 s, ...": each process by its main thread's name.
+fn processes_list(processes: &[TaskTime]) -> String {
+    processes
+        .iter()
+        .map(|p| format!("{} (pid {}) {}", p.comm, p.pid, duration(p.ns)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn tasks_list(tasks: &[TaskTime]) -> String {
@@ -584,12 +594,20 @@ fn subject_findings(
 ) -> Vec<Finding> {
     let total = subject.total_ns;
     let command = command_name(record);
-    let whose = format!(
-        "the time of {command}'s {} task{} ({})",
-        subject.tasks,
-        if subject.tasks == 1 { "" } else { "s" },
-        duration(total)
-    );
+    let whose = if subject.every_task {
+        format!(
+            "the time of all {} traced tasks, sleeps left out ({})",
+            subject.tasks,
+            duration(total)
+        )
+    } else {
+        format!(
+            "the time of {command}'s {} task{} ({})",
+            subject.tasks,
+            if subject.tasks == 1 { "" } else { "s" },
+            duration(total)
+        )
+    };
     // Waiting for cross-CPU calls is spinning in the kernel: system time the trace already
     // placed. The rest of the charged system time is the kernel share of on-CPU time.
     let cross_ns: u64 = subject
@@ -620,14 +638,18 @@ fn subject_findings(
                         detail: "",
                         ns,
                         tasks: &part.tasks,
+                        processes: &part.processes,
                     });
                 }
             }
+            // Across every task of a host, a sleep without a lock is idle time, left out.
+            (ComponentKind::Asleep, _) if subject.every_task => {}
             (kind, _) => shares.push(SubjectShare {
                 kind: SubjectCause::Part(kind),
                 detail: &part.detail,
                 ns: part.total_ns,
                 tasks: &part.tasks,
+                processes: &part.processes,
             }),
         }
     }
@@ -643,7 +665,11 @@ fn subject_findings(
         .take(MAX_FINDINGS)
         .map(|(s, share)| {
             let pct = percent(share);
-            let mut evidence = vec![format!("most of it: {}", tasks_list(s.tasks))];
+            let mut evidence = Vec::new();
+            if !s.processes.is_empty() {
+                evidence.push(format!("by process: {}", processes_list(s.processes)));
+            }
+            evidence.push(format!("most of it: {}", tasks_list(s.tasks)));
             let (cause, lock, holder, summary) = match s.kind {
                 SubjectCause::Part(ComponentKind::Lock) => {
                     let entry = lock_entry(trace, s.detail);
@@ -764,7 +790,13 @@ fn subject_findings(
     }
     let pid = trace.command.as_ref().map_or(0, |c| c.pid);
     let attached = record.knobs["pid"].is_u64();
-    let mut head = vec![if attached {
+    let mut head = vec![if subject.every_task {
+        format!(
+            "subject: every task the trace shows ({}), each from its first traced event to its exit or the end of the recording ({})",
+            subject.tasks,
+            duration(total)
+        )
+    } else if attached {
         format!(
             "subject: {command} (pid {pid}): its threads and every task they created, each from its first traced event to its exit or the end of the recording ({})",
             duration(total)
@@ -779,6 +811,12 @@ fn subject_findings(
         head.push(format!(
             "not counted: {} of its threads left no event in the trace (asleep or on a CPU throughout: the trace cannot say which)",
             subject.unseen
+        ));
+    }
+    if subject.asleep_left_out_ns > 0 {
+        head.push(format!(
+            "left out: {} asleep without a contended lock (tasks with nothing to do, or waiting for an event: the trace cannot tell which)",
+            duration(subject.asleep_left_out_ns)
         ));
     }
     if subject.joined_ns > 0 {
@@ -1135,6 +1173,7 @@ mod tests {
                 parts: parts
                     .into_iter()
                     .map(|(kind, detail, total_ns)| SubjectPart {
+                        processes: Vec::new(),
                         kind,
                         detail: detail.into(),
                         total_ns,
@@ -1145,6 +1184,8 @@ mod tests {
                         }],
                     })
                     .collect(),
+                every_task: false,
+                asleep_left_out_ns: 0,
             }),
             ..TraceSection::default()
         }

@@ -17,8 +17,17 @@ pub fn analyse(
     points: &[vmscale_run::Point],
     warnings: &mut Vec<String>,
 ) -> TraceSection {
+    // Neither a command, a process nor a scenario's samples: a system-wide recording.
+    let every_task = command.is_none() && points.is_empty();
+    let mut excluded_tids = excluded_tids;
+    if every_task {
+        // vmscale's own tasks (its readers, its polling) are no part of what it explains;
+        // the trace's thread groups take its threads along.
+        excluded_tids.push(std::process::id());
+    }
     let mut section = TraceSection {
         excluded_tids,
+        every_task,
         command,
         dir: TRACE_DIR.into(),
         events: meta.events.clone(),
@@ -58,6 +67,8 @@ pub fn reanalyse(
             .unwrap_or_default(),
         vcpu_resume_windows: vmscale_run::schema::task_windows(points),
         vmm: vmm_scopes(points, section.command.as_ref()),
+        every_task: section.every_task,
+        tgids: Default::default(),
     };
     let analysis = vmscale_analysis::analyse_scoped(&run_dir.join(&section.dir), &scope);
     fill_findings(analysis, section, warnings);

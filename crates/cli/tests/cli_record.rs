@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -469,4 +470,86 @@ fn a_traced_run_exports_to_perfetto_and_writes_its_html_report() {
     one_line_failure(&e, 1, "has no kernel trace");
     let _ = std::fs::remove_dir_all(&out);
     let _ = std::fs::remove_dir_all(&untraced);
+}
+
+/// `record --duration` of no command: every task is the subject, grouped by process, with
+/// vmscale's own tasks and the tasks' idle sleeps left out.
+#[test]
+fn a_system_wide_recording_explains_every_task_by_process() {
+    let out = scratch("system-wide");
+    let _removed = RemovedOnDrop(out.clone());
+    // A process of two busy threads on the machine's CPUs: on-CPU time the trace must put
+    // in that process's name, whatever else runs.
+    let mut busy = Command::new("sh")
+        .args(["-c", "(while :; do :; done) & while :; do :; done"])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let busy_pid = busy.id() as i64;
+    let recording = vmscale()
+        .args(["record", "--duration", "1", "--format", "json", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let own_pid = recording.id() as i64;
+    let o = recording.wait_with_output().unwrap();
+    // The loop's subshell is a process of its own, in the group busy leads.
+    // SAFETY: kill only sends a signal, to the group of our unreaped child.
+    unsafe { libc::kill(-(busy.id() as i32), libc::SIGKILL) };
+    let _ = busy.wait();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let trace = &run["trace"];
+    assert_eq!(trace["every_task"], true, "{trace}");
+    let subject = &trace["subject"];
+    assert_eq!(subject["every_task"], true, "{subject}");
+    let parts = subject["parts"].as_array().unwrap();
+    let asleep: u64 = parts
+        .iter()
+        .filter(|p| p["kind"] == "asleep")
+        .map(|p| p["total_ns"].as_u64().unwrap())
+        .sum();
+    assert!(asleep > 0, "{subject}");
+    assert_eq!(subject["asleep_left_out_ns"].as_u64(), Some(asleep));
+    let all: u64 = parts.iter().map(|p| p["total_ns"].as_u64().unwrap()).sum();
+    assert_eq!(subject["total_ns"].as_u64(), Some(all - asleep));
+    // The busy process ran, under its own pid (a loaded machine gives it less than the
+    // CPU-second it asks for).
+    let on_cpu = parts
+        .iter()
+        .find(|p| p["kind"] == "on_cpu")
+        .expect("on-CPU time");
+    let busy_ns = on_cpu["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == busy_pid)
+        .map(|p| p["ns"].as_u64().unwrap());
+    assert!(
+        busy_ns.is_some_and(|ns| ns >= 100_000_000),
+        "busy process {busy_pid} not found with its on-CPU time: {on_cpu}"
+    );
+    // vmscale itself is not what it explains.
+    for part in parts {
+        for who in part["tasks"].as_array().unwrap().iter().chain(
+            part["processes"]
+                .as_array()
+                .map(|p| p.as_slice())
+                .unwrap_or(&[]),
+        ) {
+            assert_ne!(who["pid"], own_pid, "vmscale's own task in {part}");
+        }
+    }
+    // The verdict says what it explains, and blames no idle sleep.
+    let verdict = run["verdict"].as_array().unwrap();
+    assert!(
+        verdict[0]["evidence"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("subject: every task the trace shows"),
+        "{verdict:?}"
+    );
+    assert!(verdict.iter().all(|f| f["cause"] != "sleep"), "{verdict:?}");
 }

@@ -218,6 +218,7 @@ fn open_only_lock(name: &str) -> LockContention {
 fn trace_section() -> TraceSection {
     TraceSection {
         dir: "trace".into(),
+        every_task: false,
         excluded_tids: Vec::new(),
         lock_format_missing: false,
         span_ns: 0,

@@ -70,6 +70,10 @@ pub struct TraceSection {
     /// trace is read for. Recorded with the run; never replaced by an analysis.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<CommandUsage>,
+    /// A system-wide recording (`record --duration` of no command or process): every task
+    /// is what the trace is read for. Recorded with the run, like `command`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub every_task: bool,
     /// Where the command's tasks spent their time, from the trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject: Option<SubjectTime>,
@@ -170,6 +174,14 @@ pub struct SubjectTime {
     pub joined: Vec<TaskTime>,
     /// Largest first.
     pub parts: Vec<SubjectPart>,
+    /// The subject is every task the trace shows (`record --duration`), not one command.
+    /// Its time asleep without a contended lock is idle time as far as the trace can tell
+    /// (waiting for work or for an event): left out of `total_ns`, counted here, and its
+    /// parts stay in `parts` for the details.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub every_task: bool,
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub asleep_left_out_ns: u64,
 }
 
 /// One cause of the subject's time and the tasks that spent most of it.
@@ -181,6 +193,10 @@ pub struct SubjectPart {
     pub total_ns: u64,
     /// The tasks with most of it, most first.
     pub tasks: Vec<TaskTime>,
+    /// The same time by process (thread group; `pid` is its id, `comm` its main thread's
+    /// name), most first, where the trace says which process each task belongs to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<TaskTime>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -594,6 +610,10 @@ pub struct ModeWaits {
 }
 
 fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_u64(n: &u64) -> bool {
     *n == 0
 }
 

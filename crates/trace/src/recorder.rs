@@ -45,6 +45,9 @@ pub struct RecordConfig {
     pub syscall_ids: Vec<i64>,
 }
 
+/// The trace directory's `pid tgid` lines: which process each task belongs to.
+pub const TGIDS_FILE: &str = "tgids";
+
 /// The default per-CPU buffer: 16 MiB held every run here without overruns; 2 MiB with
 /// stacks on every event overran.
 pub const DEFAULT_BUFFER_KIB: u64 = 16 * 1024;
@@ -220,6 +223,11 @@ impl Recording {
         if instance.path().join("options/hash-ptr").exists() {
             instance.write("options/hash-ptr", "0")?;
         }
+        // The kernel then notes each task's thread group as it switches, so a system-wide
+        // recording can group tasks by process (saved_tgids, read at the end).
+        if instance.path().join("options/record-tgid").exists() {
+            instance.write("options/record-tgid", "1")?;
+        }
         for event in &config.events {
             instance.enable_event(event)?;
         }
@@ -350,10 +358,25 @@ impl Recording {
             windows: self.windows.clone(),
             pages,
         };
+        self.save_tgids()?;
         let path = self.dir.join("meta.json");
         let json = serde_json::to_vec_pretty(&meta).map_err(|e| io_at(&path)(e.into()))?;
         std::fs::write(&path, json).map_err(io_at(&path))?;
         Ok(meta)
+    }
+
+    /// The kernel's `pid tgid` table (the tracefs root's saved_tgids, filled while
+    /// record-tgid was on) as the trace directory's [`TGIDS_FILE`]. A kernel without it
+    /// leaves none: grouping by process is then not possible, nothing else is lost.
+    fn save_tgids(&self) -> Result<(), Error> {
+        let Some(root) = self.instance.path().parent().and_then(Path::parent) else {
+            return Ok(());
+        };
+        let Ok(table) = crate::tracefs::read_whole(&root.join("saved_tgids")) else {
+            return Ok(());
+        };
+        let path = self.dir.join(TGIDS_FILE);
+        std::fs::write(&path, table).map_err(io_at(&path))
     }
 
     fn stop_readers(&mut self) -> Vec<(u32, std::io::Result<u64>)> {
