@@ -4,11 +4,11 @@
 //! -t`: the number of events per CPU, and for every event its time to the nanosecond, CPU,
 //! pid, name and every field value.
 //!
-//! The files are looked for in `$VMSCALE_DAT_CORPUS`, then in tests/fixtures/dat-corpus/,
-//! then in `dat-corpus/` of the `shared/` directory beside the workspace. When none of them
-//! holds the corpus the test says so on stderr and passes, unless
-//! `VMSCALE_REQUIRE_DAT_CORPUS=1` makes a missing corpus a failure. A corpus directory that
-//! is there must hold every file, byte for byte (SHA-256).
+//! The files are checked in under tests/fixtures/dat-corpus/: version 6 files compressed
+//! with zstd (`NAME.dat.zst`), version 7 files (zstd inside already) as published. Each is
+//! written out to a scratch directory as published, byte for byte (SHA-256 checked), because
+//! trace-cmd reads a path. The test always runs: a missing file or a missing `trace-cmd` is a
+//! failure.
 
 #[path = "support/big_endian.rs"]
 mod big_endian;
@@ -18,8 +18,9 @@ mod dat_writer;
 mod report;
 
 use std::collections::HashMap;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use big_endian::{as_stored_big_endian, big_endian_writer};
@@ -43,15 +44,6 @@ struct Case {
 
 const CASES: &[Case] = &[
     Case {
-        file: "rpi-armv7-4.14.62-v6.dat",
-        sha256: "e9a26e03333bbffa54e53762f18f1cccf6887646fbc5ac8e61e388d652c801dc",
-        version: 6,
-        long_size: 4,
-        commit_size: 4,
-        time_stamp_line: false,
-        events: 4427,
-    },
-    Case {
         file: "buildroot-i686-4.13.9-v6.dat",
         sha256: "ee0fb734c201fc299803240a314b4a7aedc2a05a5271debf36150dbd2c6ddc04",
         version: 6,
@@ -59,15 +51,6 @@ const CASES: &[Case] = &[
         commit_size: 4,
         time_stamp_line: false,
         events: 293,
-    },
-    Case {
-        file: "wega-armv7-4.14.15-v6.dat",
-        sha256: "221c64e8e4d2ae5e76caeadcc5b115abe01d0a59f13a01a8bcba42cf07f11840",
-        version: 6,
-        long_size: 4,
-        commit_size: 4,
-        time_stamp_line: false,
-        events: 997,
     },
     Case {
         file: "lisa-armv7-exynos-v6.dat",
@@ -116,24 +99,48 @@ const CASES: &[Case] = &[
     },
 ];
 
-fn corpus_dir() -> Option<PathBuf> {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let candidates = [
-        std::env::var_os("VMSCALE_DAT_CORPUS").map(PathBuf::from),
-        Some(manifest.join("tests/fixtures/dat-corpus")),
-        Some(manifest.join("../../../shared/dat-corpus")),
-    ];
-    candidates
-        .into_iter()
-        .flatten()
-        .find(|dir| dir.join(CASES[0].file).is_file())
+fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dat-corpus")
 }
 
-fn sha256(path: &Path) -> String {
-    let output = Command::new("sha256sum")
-        .arg(path)
-        .output()
+/// The published bytes of `file`: `file.zst` decompressed when that is what is checked in,
+/// else `file` itself.
+fn published_bytes(file: &str) -> Vec<u8> {
+    let dir = corpus_dir();
+    let compressed = dir.join(format!("{file}.zst"));
+    if compressed.is_file() {
+        let input = std::fs::File::open(&compressed)
+            .unwrap_or_else(|e| panic!("{}: {e}", compressed.display()));
+        let mut decoder = ruzstd::decoding::StreamingDecoder::new(input)
+            .unwrap_or_else(|e| panic!("{}: not zstd: {e}", compressed.display()));
+        let mut bytes = Vec::new();
+        decoder
+            .read_to_end(&mut bytes)
+            .unwrap_or_else(|e| panic!("{}: damaged zstd: {e}", compressed.display()));
+        return bytes;
+    }
+    let plain = dir.join(file);
+    std::fs::read(&plain).unwrap_or_else(|e| {
+        panic!(
+            "{file}: neither {} nor {} can be read ({e}); see tests/fixtures/dat-corpus/README.md",
+            compressed.display(),
+            plain.display()
+        )
+    })
+}
+
+/// SHA-256 of `bytes`, by coreutils' sha256sum.
+fn sha256(bytes: &[u8]) -> String {
+    let mut child = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
         .expect("sha256sum runs");
+    let mut stdin = child.stdin.take().expect("sha256sum's stdin");
+    let input = bytes.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let output = child.wait_with_output().expect("sha256sum runs");
+    writer.join().unwrap().expect("bytes written to sha256sum");
     assert!(output.status.success());
     String::from_utf8_lossy(&output.stdout)
         .split_whitespace()
@@ -147,7 +154,12 @@ fn trace_cmd_report(dat: &Path) -> (bool, String, String) {
         .args(["report", "-R", "-t", "-i"])
         .arg(dat)
         .output()
-        .unwrap_or_else(|e| panic!("cannot run trace-cmd report (is trace-cmd installed?): {e}"));
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run trace-cmd report ({e}): this test compares with Debian's trace-cmd; \
+                 install it (apt-get install trace-cmd; scripts/test does)"
+            )
+        });
     (
         output.status.success(),
         String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -176,13 +188,12 @@ fn fields_of(dat: &DatFile) -> HashMap<String, Vec<String>> {
         .collect()
 }
 
-fn check(dir: &Path, case: &Case) {
-    let path = dir.join(case.file);
+fn check(scratch: &Path, case: &Case) {
     let label = case.file;
-    assert!(path.is_file(), "{label}: missing from {}", dir.display());
-    if !case.sha256.is_empty() {
-        assert_eq!(sha256(&path), case.sha256, "{label}: not the corpus file");
-    }
+    let bytes = published_bytes(case.file);
+    assert_eq!(sha256(&bytes), case.sha256, "{label}: not the corpus file");
+    let path = scratch.join(case.file);
+    std::fs::write(&path, &bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let dat = Arc::new(DatFile::open(&path).unwrap_or_else(|e| panic!("{label}: {e}")));
     assert_eq!(dat.version, case.version, "{label}: version");
     assert_eq!(dat.long_size, case.long_size, "{label}: long size");
@@ -314,21 +325,27 @@ fn check_big_endian(dat: &DatFile, little: &[Decoded], reported: &[report::Repor
     );
 }
 
-// The public files are not in the repository (see the README there): a test that passed
-// without them would prove nothing, so it runs only where they are given.
+/// Every file checked in is one of [`CASES`] (or the README), so none goes untested.
 #[test]
-#[ignore = "needs the public .dat corpus: VMSCALE_DAT_CORPUS=DIR VMSCALE_REQUIRE_DAT_CORPUS=1 cargo test -- --ignored"]
+fn the_corpus_directory_holds_the_cases_and_nothing_else() {
+    let mut names: Vec<String> = std::fs::read_dir(corpus_dir())
+        .expect("tests/fixtures/dat-corpus")
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name != "README.md")
+        .map(|name| name.trim_end_matches(".zst").to_string())
+        .collect();
+    names.sort();
+    let mut cases: Vec<String> = CASES.iter().map(|c| c.file.to_string()).collect();
+    cases.sort();
+    assert_eq!(names, cases);
+}
+
+#[test]
 fn every_corpus_file_decodes_as_trace_cmd_reports_it() {
-    let Some(dir) = corpus_dir() else {
-        let required = std::env::var("VMSCALE_REQUIRE_DAT_CORPUS").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "the .dat corpus is not there (see tests/fixtures/dat-corpus/README.md)"
-        );
-        eprintln!("the .dat corpus is not there: nothing compared (see tests/fixtures/dat-corpus/README.md)");
-        return;
-    };
+    let scratch = std::env::temp_dir().join(format!("vmscale-dat-corpus-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
     for case in CASES {
-        check(&dir, case);
+        check(&scratch, case);
     }
+    std::fs::remove_dir_all(&scratch).unwrap();
 }
