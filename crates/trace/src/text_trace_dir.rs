@@ -243,7 +243,7 @@ impl Writer<'_> {
         };
         let ts = match self.last_ts {
             Some(last) if printed_in_us && ts / 1000 == last / 1000 && ts <= last => {
-                last.saturating_add(1).min(ts / 1000 * 1000 + 999)
+                last.saturating_add(1).min((ts / 1000 * 1000).saturating_add(999))
             }
             _ => ts,
         };
