@@ -16,15 +16,20 @@ mod big_endian;
 mod dat_writer;
 #[path = "support/report.rs"]
 mod report;
+#[path = "support/trace_cmd.rs"]
+mod trace_cmd;
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use big_endian::{as_stored_big_endian, big_endian_writer};
-use report::{bare_hex_fields, compare_with_formats, parse_report, symbol_addresses, Decoded};
+use report::{
+    bare_hex_fields, compare_with_formats, decode_all, parse_report_of, symbol_addresses,
+    Comparison, Decoded, Reported,
+};
+use trace_cmd::report_raw;
 use vmscale_trace::dat::{DatFile, Endian};
 use vmscale_trace::Decoder;
 
@@ -149,43 +154,21 @@ fn sha256(bytes: &[u8]) -> String {
         .to_string()
 }
 
-fn trace_cmd_report(dat: &Path) -> (bool, String, String) {
-    let output = Command::new("trace-cmd")
-        .args(["report", "-R", "-t", "-i"])
-        .arg(dat)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot run trace-cmd report ({e}): this test compares with Debian's trace-cmd; \
-                 install it (apt-get install trace-cmd; scripts/test does)"
-            )
-        });
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
+/// `decoded` against trace-cmd's `reported`, with the file's symbols and the fields its
+/// formats print as bare hex.
+fn compare_in(
+    dat: &DatFile,
+    decoder: &Decoder,
+    decoded: &[Decoded],
+    reported: &[Reported],
+) -> Comparison {
+    let formats: Vec<_> = decoder.catalog().iter().map(|t| t.format.clone()).collect();
+    compare_with_formats(
+        decoded,
+        reported,
+        &symbol_addresses(&dat.metadata.kallsyms),
+        &bare_hex_fields(&formats),
     )
-}
-
-/// Field names of every format in the file, as trace-cmd prints them with `-R`.
-fn fields_of(dat: &DatFile) -> HashMap<String, Vec<String>> {
-    dat.metadata
-        .event_formats
-        .iter()
-        .chain(&dat.metadata.ftrace_formats)
-        .filter_map(|f| {
-            let format =
-                vmscale_trace::format::EventFormat::parse(&String::from_utf8_lossy(&f.text))
-                    .ok()?;
-            let names = format
-                .fields
-                .iter()
-                .filter(|x| !x.is_common())
-                .map(|x| x.name.clone())
-                .collect();
-            Some((f.name.clone(), names))
-        })
-        .collect()
 }
 
 fn check(scratch: &Path, case: &Case) {
@@ -213,116 +196,59 @@ fn check(scratch: &Path, case: &Case) {
         "{label}: time_stamp line"
     );
 
-    let (ok, text, stderr) = trace_cmd_report(&path);
-    assert!(ok, "{label}: trace-cmd report failed: {stderr}");
     let buffer = dat
         .data_buffer()
         .map(|b| b.name.clone())
         .unwrap_or_default();
-    let others: Vec<&str> = dat
-        .buffers
-        .iter()
-        .map(|b| b.name.as_str())
-        .filter(|&name| name != buffer)
-        .collect();
-    let reported = parse_report(&text, &buffer, &others, &fields_of(&dat));
+    let reported = parse_report_of(&dat, &report_raw(&path), &buffer);
     assert_eq!(reported.len(), case.events, "{label}: trace-cmd's events");
 
     let decoder =
         Decoder::from_dat(Arc::clone(&dat), None).unwrap_or_else(|e| panic!("{label}: {e}"));
-    let mut decoded = Vec::new();
-    let summary = decoder
-        .for_each(|event| decoded.push(Decoded::of(&event)))
-        .unwrap_or_else(|e| panic!("{label}: {e}"));
-    assert_eq!(summary.corrupt_pages(), 0, "{label}: {:?}", summary.errors);
-    let result = compare_with_formats(
-        &decoded,
-        &reported,
-        &symbol_addresses(&dat.metadata.kallsyms),
-        &bare_hex_fields(
-            &decoder
-                .catalog()
-                .iter()
-                .map(|t| t.format.clone())
-                .collect::<Vec<_>>(),
-        ),
-    );
-    println!(
-        "{label}: {} events ({:?}), {} field values compared with trace-cmd report, {} mismatches",
-        result.events,
-        result.by_name,
-        result.fields,
-        result.mismatches.len()
-    );
-    assert!(
-        result.mismatches.is_empty(),
-        "{label}: decoder and trace-cmd disagree:\n{}",
-        result
-            .mismatches
-            .iter()
-            .take(20)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    let (decoded, _) = decode_all(&decoder, label);
+    compare_in(&dat, &decoder, &decoded, &reported).assert_agrees(label);
     if case.events > 0 {
-        check_big_endian(&dat, &decoded, &reported, label);
+        check_big_endian(scratch, &dat, &decoded, &reported, label);
     }
 }
 
 /// The same recording as a big-endian version 6 file (its `long` size, header variants and
 /// formats kept): trace-cmd reports the same events from it, and vmscale reads them.
-fn check_big_endian(dat: &DatFile, little: &[Decoded], reported: &[report::Reported], label: &str) {
+fn check_big_endian(
+    scratch: &Path,
+    dat: &DatFile,
+    little: &[Decoded],
+    reported: &[Reported],
+    label: &str,
+) {
     let mut writer = big_endian_writer(dat);
     writer.version = 6;
     writer.codec = None;
-    let path =
-        std::env::temp_dir().join(format!("vmscale-corpus-be-{}-{label}", std::process::id()));
+    let path = scratch.join(format!("big-endian-{label}"));
     std::fs::write(&path, writer.to_bytes()).unwrap();
     let big = Arc::new(DatFile::open(&path).unwrap_or_else(|e| panic!("{label} big-endian: {e}")));
     assert_eq!(big.endian, Endian::Big);
     let decoder = Decoder::from_dat(Arc::clone(&big), None).unwrap();
-    let mut decoded = Vec::new();
-    decoder
-        .for_each(|event| decoded.push(Decoded::of(&event)))
-        .unwrap();
+    let big_label = format!("{label} as big-endian");
+    let (decoded, _) = decode_all(&decoder, &big_label);
     assert_eq!(
         format!("{decoded:?}"),
         format!("{little:?}"),
         "{label}: big-endian events differ from the original's"
     );
-    let (ok, text, stderr) = trace_cmd_report(&path);
-    assert!(ok, "{label} big-endian: trace-cmd report failed: {stderr}");
-    let _ = std::fs::remove_file(&path);
-    let big_reported = parse_report(&text, "", &[], &fields_of(&big));
+    let big_reported = parse_report_of(&big, &report_raw(&path), "");
     assert_eq!(
         big_reported.len(),
         reported.len(),
-        "{label} big-endian: trace-cmd's events"
+        "{big_label}: trace-cmd's events"
     );
-    let result = compare_with_formats(
+    compare_in(
+        &big,
+        &decoder,
         &as_stored_big_endian(&decoded, &big),
         &big_reported,
-        &symbol_addresses(&big.metadata.kallsyms),
-        &bare_hex_fields(
-            &decoder
-                .catalog()
-                .iter()
-                .map(|t| t.format.clone())
-                .collect::<Vec<_>>(),
-        ),
-    );
-    println!(
-        "{label} as big-endian: {} events, {} field values compared with trace-cmd report, {} mismatches",
-        result.events,
-        result.fields,
-        result.mismatches.len()
-    );
-    assert!(
-        result.mismatches.is_empty(),
-        "{label} big-endian: {}",
-        result.mismatches[..result.mismatches.len().min(10)].join("\n")
-    );
+    )
+    .assert_agrees(&big_label);
 }
 
 /// Every file checked in is one of [`CASES`] (or the README), so none goes untested.
