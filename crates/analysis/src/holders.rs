@@ -18,8 +18,10 @@ use foldhash::{HashMap, HashMapExt, HashSet};
 
 use vmscale_run::findings::{ActivityShare, HeldAcrossSleep, Holder, HolderActivity, LockHolders};
 use vmscale_run::LockContention;
-use vmscale_trace::event::Event;
-use vmscale_trace::views::{contention_flags as flag, EventKind, IpiSendCpu, IpiSendCpumask};
+use vmscale_trace::decode::event::Event;
+use vmscale_trace::decode::views::{
+    contention_flags as flag, EventKind, IpiSendCpu, IpiSendCpumask,
+};
 
 use crate::naming;
 use crate::open_waits::{OpenWaits, Wait};

@@ -6,8 +6,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{one_line_failure, scratch, vmscale, RemovedOnDrop};
+use vmscale_trace::dat::write::{write_dat, DatWriteOptions};
 use vmscale_trace::dat::Algorithm;
-use vmscale_trace::dat_write::{write_dat, DatWriteOptions};
 
 fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../trace/tests/fixtures/contention")

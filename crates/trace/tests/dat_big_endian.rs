@@ -19,8 +19,8 @@ use big_endian::{as_stored_big_endian, big_endian_writer};
 use dat_writer::Codec;
 use report::{compare, decode_all, fields_of, parse_report, symbol_addresses, Decoded};
 use trace_cmd::report_raw;
+use vmscale_trace::dat::write::{write_dat, DatWriteOptions};
 use vmscale_trace::dat::{DatFile, Endian};
-use vmscale_trace::dat_write::{write_dat, DatWriteOptions};
 use vmscale_trace::Decoder;
 
 fn scratch(name: &str) -> PathBuf {

@@ -181,12 +181,12 @@ fn check(scratch: &Path, case: &Case) {
     assert_eq!(dat.version, case.version, "{label}: version");
     assert_eq!(dat.long_size, case.long_size, "{label}: long size");
     assert_eq!(dat.endian, Endian::Little, "{label}: byte order");
-    let header_page = vmscale_trace::format::HeaderPage::parse(&String::from_utf8_lossy(
+    let header_page = vmscale_trace::decode::format::HeaderPage::parse(&String::from_utf8_lossy(
         dat.metadata.header_page.as_deref().unwrap_or_default(),
     ))
     .unwrap_or_else(|e| panic!("{label}: header_page: {e}"));
     assert_eq!(header_page.commit_size, case.commit_size, "{label}: commit");
-    let header_event = vmscale_trace::format::HeaderEvent::parse(&String::from_utf8_lossy(
+    let header_event = vmscale_trace::decode::format::HeaderEvent::parse(&String::from_utf8_lossy(
         dat.metadata.header_event.as_deref().unwrap_or_default(),
     ))
     .unwrap_or_else(|e| panic!("{label}: header_event: {e}"));

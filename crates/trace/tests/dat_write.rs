@@ -1,5 +1,5 @@
 //! vmscale's own recordings written as trace-cmd .dat files (version 7) by
-//! `vmscale_trace::dat_write`, then read back three ways: by vmscale's `DatFile` reader (the
+//! `vmscale_trace::dat::write`, then read back three ways: by vmscale's `DatFile` reader (the
 //! events must equal the directory's, byte for byte) and by Debian's `trace-cmd report`
 //! (every event's time, CPU, pid, name and fields must equal vmscale's decode of the
 //! directory, its task names must come from the written command lines, its clock must be
@@ -22,10 +22,11 @@ use report::{
     compare, decode_all, fields_of, parse_report, symbol_addresses, Decoded, Reported, Value,
 };
 use trace_cmd::trace_cmd;
+use vmscale_trace::dat::write::{write_dat, DatWriteError, DatWriteOptions, Written};
 use vmscale_trace::dat::{extract_to_trace_dir, Algorithm, DatFile};
-use vmscale_trace::dat_write::{write_dat, DatWriteError, DatWriteOptions, Written};
-use vmscale_trace::recorder::{RecordConfig, Recording, TraceMeta};
-use vmscale_trace::{tracefs, Decoder, EventKind, Kallsyms};
+use vmscale_trace::record::recorder::{RecordConfig, Recording, TraceMeta};
+use vmscale_trace::record::tracefs;
+use vmscale_trace::{Decoder, EventKind, Kallsyms};
 
 const OVERRUN_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/overrun");
 
@@ -632,8 +633,8 @@ fn copy_dir(from: &Path, to: &Path) {
 
 #[test]
 fn a_tsc_conversion_and_time_offset_apply_as_trace_cmd_applies_them() {
-    use vmscale_trace::clock::TimeConversion;
     use vmscale_trace::dat::Tsc2Nsec;
+    use vmscale_trace::decode::clock::TimeConversion;
     let live = live();
     // The recording as an extraction of `trace-cmd record --tsc2nsec --ts-offset` would
     // leave it: raw times in the pages, the conversion in meta.json. This machine's TSC

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use vmscale_trace::dat::DatFile;
-use vmscale_trace::format::{EventFormat, FieldLayout};
+use vmscale_trace::decode::format::{EventFormat, FieldLayout};
 use vmscale_trace::{DecodeSummary, Decoder};
 
 /// A field value as the decoder read it.
@@ -397,7 +397,7 @@ pub fn compare(
 /// raw value in that form, as bare hex digits (`offset=0284d000`).
 #[allow(dead_code)] // not every test that includes this file calls it
 pub fn bare_hex_fields(
-    formats: &[vmscale_trace::format::EventFormat],
+    formats: &[vmscale_trace::decode::format::EventFormat],
 ) -> HashSet<(String, String)> {
     let mut fields = HashSet::new();
     for format in formats {

@@ -7,7 +7,7 @@
 //! (`prev_state=256`, `flags=2`). Both are turned into the fields and values the kernel's print
 //! format gives, so that every form of one recording imports as the same events.
 
-use super::{Reject, SkipReason};
+use super::skip::{Reject, SkipReason};
 
 /// Which printer a body came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
