@@ -25,8 +25,8 @@ use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use vmscale_run::findings::{Component, ComponentKind, OperationBreakdown, PhaseBreakdown, Waker};
 use vmscale_run::LockContention;
 use vmscale_stats::StreamingSummary;
-use vmscale_trace::event::Event;
-use vmscale_trace::views::EventKind;
+use vmscale_trace::decode::event::Event;
+use vmscale_trace::decode::views::EventKind;
 
 use crate::cause_names;
 use crate::cause_names::function;

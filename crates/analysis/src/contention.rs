@@ -13,8 +13,8 @@ use foldhash::{HashMap, HashMapExt};
 
 use vmscale_run::{LockContention, WaitStack, Waiter};
 use vmscale_stats::{StreamingSummary, Summary};
-use vmscale_trace::event::Event;
-use vmscale_trace::views::EventKind;
+use vmscale_trace::decode::event::Event;
+use vmscale_trace::decode::views::EventKind;
 
 use crate::naming;
 use crate::open_waits::{OpenWaits, Wait};

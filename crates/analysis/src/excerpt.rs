@@ -15,8 +15,8 @@ use foldhash::{HashMap, HashMapExt};
 use vmscale_run::findings::{
     CpuLane, LockRole, LockSlice, RunSlice, StateSlice, TaskLane, TaskState, TimelineExcerpt,
 };
-use vmscale_trace::event::Event;
-use vmscale_trace::views::EventKind;
+use vmscale_trace::decode::event::Event;
+use vmscale_trace::decode::views::EventKind;
 
 use crate::holders::HoldersPass;
 use crate::open_waits::{self, Wait};

@@ -23,8 +23,8 @@ use foldhash::{HashMap, HashMapExt, HashSet};
 
 use vmscale_run::findings::{ActivityShare, HeldAcrossSleep, Holder, HolderActivity, LockHolders};
 use vmscale_run::LockContention;
-use vmscale_trace::event::Event;
-use vmscale_trace::views::{
+use vmscale_trace::decode::event::Event;
+use vmscale_trace::decode::views::{
     contention_flags as flag, EventKind, IpiSendCpu, IpiSendCpumask, MmapLock, MmapLockStep,
 };
 

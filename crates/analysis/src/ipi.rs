@@ -11,8 +11,8 @@ use foldhash::HashMap;
 
 use vmscale_run::findings::{IpiSyscall, IpiVictimWork};
 use vmscale_run::{IpiPhase, IpiSender, IpiSite};
-use vmscale_trace::event::Event;
-use vmscale_trace::views::EventKind;
+use vmscale_trace::decode::event::Event;
+use vmscale_trace::decode::views::EventKind;
 
 use crate::symbols::Symbols;
 use crate::task_slots::TaskSlots;

@@ -103,10 +103,11 @@ pub struct Scope {
     pub tgids: std::collections::HashMap<i32, i32>,
 }
 
-/// `pid tgid` pairs from a directory's [`vmscale_trace::recorder::TGIDS_FILE`]; empty when it has none. Lines that
+/// `pid tgid` pairs from a directory's [`vmscale_trace::record::recorder::TGIDS_FILE`]; empty when it has none. Lines that
 /// are not two numbers are skipped: the file only groups tasks, it proves nothing else.
 pub fn read_tgids(dir: &Path) -> std::collections::HashMap<i32, i32> {
-    let Ok(text) = std::fs::read_to_string(dir.join(vmscale_trace::recorder::TGIDS_FILE)) else {
+    let Ok(text) = std::fs::read_to_string(dir.join(vmscale_trace::record::recorder::TGIDS_FILE))
+    else {
         return Default::default();
     };
     text.lines()

@@ -1,7 +1,7 @@
 //! What to call a lock: its type and mode from the contention flags, and a name from a
 //! kallsyms data symbol or, failing that, from the stack that waits on it.
 
-use vmscale_trace::views::contention_flags as flag;
+use vmscale_trace::decode::views::contention_flags as flag;
 
 /// The lock type a contention_begin's flags describe (include/trace/events/lock.h and the
 /// call sites that pass them: queued spin/rwlocks, mutexes, rwsems, percpu-rwsems, rtmutex).

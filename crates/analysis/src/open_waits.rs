@@ -119,7 +119,7 @@ impl<W: Wait> OpenWaits<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vmscale_trace::views::contention_flags as flag;
+    use vmscale_trace::decode::views::contention_flags as flag;
 
     const MUTEX_SPINNING: u32 = flag::MUTEX | flag::SPIN;
     const RWSEM_WRITE: u32 = flag::WRITE;

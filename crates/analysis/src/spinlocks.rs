@@ -14,8 +14,8 @@ use foldhash::HashMap;
 use vmscale_run::findings::{ModeWaits, SpinLockWaits};
 use vmscale_run::LockContention;
 use vmscale_stats::StreamingSummary;
-use vmscale_trace::event::Event;
-use vmscale_trace::views::{contention_flags as flag, EventKind};
+use vmscale_trace::decode::event::Event;
+use vmscale_trace::decode::views::{contention_flags as flag, EventKind};
 
 use crate::naming;
 

@@ -20,8 +20,8 @@ use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use vmscale_run::findings::{ComponentKind, SubjectPart, SubjectTime, TaskTime};
 use vmscale_run::LockContention;
-use vmscale_trace::event::Event;
-use vmscale_trace::views::EventKind;
+use vmscale_trace::decode::event::Event;
+use vmscale_trace::decode::views::EventKind;
 
 use crate::cause_names;
 use crate::open_waits;

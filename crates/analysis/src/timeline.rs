@@ -211,7 +211,7 @@ impl Timelines {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vmscale_trace::views::contention_flags::{MUTEX, SPIN};
+    use vmscale_trace::decode::views::contention_flags::{MUTEX, SPIN};
 
     fn pieces(t: &Timelines, pid: i32, from: u64, to: u64) -> Vec<(String, u64)> {
         let mut v = Vec::new();

@@ -16,8 +16,8 @@ use vmscale_run::Point;
 use vmscale_scenario::memslot::{MemslotKnobs, Strategy};
 use vmscale_scenario::zap::ZapKnobs;
 use vmscale_scenario::{Cancel, NoProgress, PhaseHook};
-use vmscale_trace::recorder::{RecordConfig, Recording};
-use vmscale_trace::tracefs;
+use vmscale_trace::record::recorder::{RecordConfig, Recording};
+use vmscale_trace::record::tracefs;
 
 const REPEAT: usize = 30;
 const IOCTL: i64 = 16;

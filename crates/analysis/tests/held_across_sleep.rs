@@ -15,8 +15,8 @@ mod early_stop;
 mod userfault;
 
 use vmscale_run::findings::{HolderActivity, LockRole, TaskState};
-use vmscale_trace::recorder::{default_events, RecordConfig, Recording};
-use vmscale_trace::tracefs;
+use vmscale_trace::record::recorder::{default_events, RecordConfig, Recording};
+use vmscale_trace::record::tracefs;
 
 /// How long the holder sleeps in the fault with the waiters queued.
 const HOLD: Duration = Duration::from_millis(200);

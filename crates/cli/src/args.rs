@@ -325,7 +325,7 @@ pub struct RecordArgs {
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
     /// Per-CPU trace buffer, in KiB (64 to 1048576)
-    #[arg(long, default_value_t = vmscale_trace::recorder::DEFAULT_BUFFER_KIB, value_name = "KIB", value_parser = crate::tracing::buffer_kib)]
+    #[arg(long, default_value_t = vmscale_trace::record::recorder::DEFAULT_BUFFER_KIB, value_name = "KIB", value_parser = crate::tracing::buffer_kib)]
     pub buffer_kib: u64,
     /// Do not record kernel stacks (on lock contention, nor at context switches)
     #[arg(long)]

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use vmscale_run::TraceSection;
-use vmscale_trace::recorder::TraceMeta;
+use vmscale_trace::record::recorder::TraceMeta;
 
 use crate::tracing::TRACE_DIR;
 

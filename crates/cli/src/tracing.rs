@@ -4,7 +4,7 @@ use std::path::Path;
 
 use clap::Args;
 use vmscale_scenario::PhaseHook;
-use vmscale_trace::recorder::{RecordConfig, Recording, TraceMeta, DEFAULT_BUFFER_KIB};
+use vmscale_trace::record::recorder::{RecordConfig, Recording, TraceMeta, DEFAULT_BUFFER_KIB};
 
 use crate::failure::Failure;
 
@@ -45,7 +45,9 @@ pub fn current_tid() -> u32 {
     unsafe { libc::gettid() as u32 }
 }
 
-fn trace_failure(args: &TraceArgs) -> impl Fn(vmscale_trace::tracefs::Error) -> Failure + '_ {
+fn trace_failure(
+    args: &TraceArgs,
+) -> impl Fn(vmscale_trace::record::tracefs::Error) -> Failure + '_ {
     move |e| {
         if args.required {
             Failure::runtime(e.to_string())
@@ -70,10 +72,10 @@ impl TraceSession {
         } else if args.sleep_stacks && !config.stack_events.iter().any(|e| e == SLEEP_STACK_EVENT) {
             config.stack_events.push(SLEEP_STACK_EVENT.into());
         }
-        let mount = vmscale_trace::tracefs::mount_point().map_err(trace_failure(args))?;
+        let mount = vmscale_trace::record::tracefs::mount_point().map_err(trace_failure(args))?;
         // Instances of killed runs hold buffer memory until someone removes them; a live
         // run's are left alone. Failing to look is not a reason to refuse to trace.
-        if let Ok(removed) = vmscale_trace::tracefs::remove_stale_instances(&mount) {
+        if let Ok(removed) = vmscale_trace::record::tracefs::remove_stale_instances(&mount) {
             if !removed.is_empty() {
                 crate::console::note!(
                     "vmscale: removed tracefs instances of killed runs: {}",
@@ -95,7 +97,7 @@ impl TraceSession {
     }
 }
 
-fn hook_error(e: vmscale_trace::tracefs::Error) -> vmscale_scenario::Error {
+fn hook_error(e: vmscale_trace::record::tracefs::Error) -> vmscale_scenario::Error {
     vmscale_scenario::Error::Trace(e.to_string())
 }
 
@@ -128,7 +130,7 @@ impl PhaseHook for TraceSession {
 
 /// `--buffer-kib`, checked when the command line is parsed.
 pub fn buffer_kib(text: &str) -> Result<u64, String> {
-    use vmscale_trace::recorder::{MAX_BUFFER_KIB, MIN_BUFFER_KIB};
+    use vmscale_trace::record::recorder::{MAX_BUFFER_KIB, MIN_BUFFER_KIB};
     let kib: u64 = text.parse().map_err(|e| format!("{e}"))?;
     if (MIN_BUFFER_KIB..=MAX_BUFFER_KIB).contains(&kib) {
         Ok(kib)

@@ -1,13 +1,14 @@
 //! `vmscale report FILE.dat` on files that hold nothing to analyse: one line on stderr that
-//! names the file and says what is wrong, exit 1.
+//! names the file and says what is wrong, exit 1; and on every file of the trace crate's
+//! corpus of .dat files from other machines.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 
 use common::{one_line_failure, scratch, vmscale, RemovedOnDrop};
+use vmscale_trace::dat::write::{write_dat, DatWriteOptions};
 use vmscale_trace::dat::Algorithm;
-use vmscale_trace::dat_write::{write_dat, DatWriteOptions};
 
 fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../trace/tests/fixtures/contention")
@@ -104,5 +105,63 @@ fn damaged_zstd_metadata_is_named_in_words() {
     assert!(
         !err.contains('{') && !err.contains("Error("),
         "debug formatting in: {err}"
+    );
+}
+
+/// The trace crate's corpus (crates/trace/tests/fixtures/dat-corpus/README.md): version 6
+/// files checked in as `NAME.dat.zst`, version 7 files as published.
+fn corpus_file(name: &str, dir: &Path) -> PathBuf {
+    use std::io::Read;
+    let corpus =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../trace/tests/fixtures/dat-corpus");
+    let plain = corpus.join(name);
+    if plain.is_file() {
+        return plain;
+    }
+    let compressed = corpus.join(format!("{name}.zst"));
+    let input = std::fs::File::open(&compressed)
+        .unwrap_or_else(|e| panic!("{}: {e}", compressed.display()));
+    let mut bytes = Vec::new();
+    ruzstd::decoding::StreamingDecoder::new(input)
+        .unwrap_or_else(|e| panic!("{}: {e}", compressed.display()))
+        .read_to_end(&mut bytes)
+        .unwrap_or_else(|e| panic!("{}: {e}", compressed.display()));
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+#[test]
+fn every_corpus_file_reports_or_says_in_one_line_why_not() {
+    let dir = scratch("report-dat-corpus");
+    let _removed = RemovedOnDrop(dir.clone());
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in [
+        "buildroot-i686-4.13.9-v6.dat",
+        "lisa-armv7-exynos-v6.dat",
+        "lisa-arm64-juno-v6.dat",
+        "igt-x86_64-v6.dat",
+        "virtualbox-x86_64-5.15-v7-zstd.dat",
+    ] {
+        let o = vmscale()
+            .arg("report")
+            .arg(corpus_file(name, &dir))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{name}: {}", common::stderr(&o));
+        let out = common::stdout(&o);
+        assert!(out.starts_with("verdict for import"), "{name}: {out}");
+    }
+    // Formats and kallsyms, but no trace data: trace-cmd prints nothing either.
+    let name = "arch-x86_64-7.1-v7-zstd-no-data.dat";
+    let o = vmscale()
+        .arg("report")
+        .arg(corpus_file(name, &dir))
+        .output()
+        .unwrap();
+    one_line_failure(
+        &o,
+        1,
+        &format!("{name}: no events: the trace buffer holds no pages"),
     );
 }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use vmscale_trace::tracefs;
+use vmscale_trace::record::tracefs;
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 /// How long the holder sleeps in its page fault with the pipe mutex held.

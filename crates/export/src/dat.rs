@@ -7,10 +7,10 @@ use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 
+use vmscale_trace::dat::write::{DatWriteOptions, Written};
 use vmscale_trace::dat::Algorithm;
-use vmscale_trace::dat_write::{DatWriteOptions, Written};
 
-pub use vmscale_trace::dat_write::DatWriteError;
+pub use vmscale_trace::dat::write::DatWriteError;
 
 /// How an exported .dat file is compressed. zlib, trace-cmd's other codec, is left out:
 /// Debian's trace-cmd (and so KernelShark) cannot read it.
@@ -77,7 +77,7 @@ pub fn write_dat(
     let options = DatWriteOptions {
         compression: compression.algorithm(),
     };
-    vmscale_trace::dat_write::write_dat(trace_dir, out, &options)
+    vmscale_trace::dat::write::write_dat(trace_dir, out, &options)
 }
 
 #[cfg(test)]

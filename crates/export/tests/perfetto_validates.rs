@@ -6,8 +6,8 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use vmscale_export::perfetto::{export_perfetto, write_perfetto};
-use vmscale_trace::recorder::{RecordConfig, Recording};
-use vmscale_trace::tracefs;
+use vmscale_trace::record::recorder::{RecordConfig, Recording};
+use vmscale_trace::record::tracefs;
 
 /// Parses the trace on stdin with `perfetto_trace_pb2` and prints counts; exits non-zero
 /// with a reason when a check fails.

@@ -1,5 +1,7 @@
 //! Reading trace-cmd's `.dat` files (versions 6 and 7) and turning them into a trace
-//! directory (docs/trace-dir.md) that [`crate::Decoder`] reads like vmscale's own.
+//! directory (docs/trace-dir.md) that [`crate::Decoder`] reads like vmscale's own; and, in
+//! [`write`], writing a trace directory as a version 7 .dat file for trace-cmd and
+//! KernelShark.
 //!
 //! The container is described in docs/trace-cmd-dat.md. In short: a preamble (magic,
 //! version, byte order, long size, page size), descriptive blocks (ring-buffer headers,
@@ -26,13 +28,14 @@ mod error;
 mod extract;
 mod in_place;
 mod metadata;
-// The writer (crate::dat_write) shares the ids, flags and magic of the format.
+// The writer (crate::dat::write) shares the ids, flags and magic of the format.
 pub(crate) mod options;
 pub(crate) mod preamble;
 mod source;
 mod stack_scan;
 mod v6;
 mod v7;
+pub mod write;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -122,8 +125,8 @@ impl DatFile {
 
     /// How trace-cmd turns this file's raw times into the times it reports (TSC2NSEC, then
     /// DATE and OFFSET); [`crate::Decoder::from_dat`] applies the same.
-    pub fn time_conversion(&self) -> crate::clock::TimeConversion {
-        crate::clock::TimeConversion::new(
+    pub fn time_conversion(&self) -> crate::decode::clock::TimeConversion {
+        crate::decode::clock::TimeConversion::new(
             self.options.tsc2nsec,
             self.options.ts_offset_ns().unwrap_or(0),
         )

@@ -19,15 +19,30 @@ use vmscale_run::bounded;
 
 use serde::Deserialize;
 
-use crate::catalog::{CatalogError, DamagedFormat, EventCatalog, EventType};
-use crate::clock::{counts_nanoseconds, TimeConversion};
-use crate::cpu_stream::{Batch, CpuStream, CpuSummary, StreamSetup};
+pub mod catalog;
+pub mod clock;
+mod cpu_stream;
+pub mod error;
+pub mod event;
+pub mod field;
+pub mod format;
+pub mod kallsyms;
+pub mod merge;
+pub mod page;
+pub mod views;
+
+pub use cpu_stream::{CpuSummary, LossPoint};
+pub use error::DecodeError;
+
 use crate::dat::{Buffer, DatError, DatFile, Tsc2Nsec};
-use crate::event::Event;
-use crate::format::{EventFormat, FormatError, HeaderEvent, HeaderPage};
-use crate::kallsyms::{Kallsyms, KallsymsError};
-use crate::merge::{EventStream, Lane};
-use crate::page::{PageError, PageLayout};
+use catalog::{CatalogError, DamagedFormat, EventCatalog, EventType};
+use clock::{counts_nanoseconds, TimeConversion};
+use cpu_stream::{Batch, CpuStream, StreamSetup};
+use event::Event;
+use format::{EventFormat, FormatError, HeaderEvent, HeaderPage};
+use kallsyms::{Kallsyms, KallsymsError};
+use merge::{EventStream, Lane};
+use page::PageLayout;
 
 /// Largest page size accepted from meta.json (the kernel's sub-buffers are at most a few
 /// hundred KiB); it sizes a buffer, so it is bounded before use.
@@ -46,91 +61,6 @@ const BUFFERS_PER_THREAD: usize = BATCHES_IN_FLIGHT + 3;
 /// The merge holds at least one whole page of every CPU with data; a trace that would need
 /// more than this at once is refused rather than allocated.
 const MAX_PAGES_IN_MEMORY: usize = 256 << 20;
-
-/// A trace directory that cannot be decoded, or a part of it that did not decode.
-#[derive(Debug, thiserror::Error)]
-pub enum DecodeError {
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("{path}: {source}")]
-    Meta {
-        path: String,
-        source: serde_json::Error,
-    },
-    #[error("meta.json: page_size {0} is not a power of two between 64 and 16 MiB")]
-    PageSize(usize),
-    #[error(
-        "meta.json cannot be used and header_page gives a page size of {0} bytes, not a power \
-         of two between 64 and 16 MiB"
-    )]
-    InferredPageSize(usize),
-    #[error("meta.json: cpu {0} appears twice")]
-    DuplicateCpu(u32),
-    #[error("{path}: {source}")]
-    Header { path: String, source: FormatError },
-    #[error("header_page does not fit a page of {0} bytes")]
-    HeaderPageDoesNotFit(usize),
-    #[error(transparent)]
-    Catalog(#[from] CatalogError),
-    #[error("cpu {0} is not in this trace")]
-    NoSuchCpu(u32),
-    #[error("cpu{cpu}.raw page {page}: {source}")]
-    Page {
-        cpu: u32,
-        page: u64,
-        source: PageError,
-    },
-    #[error("cpu{cpu}.raw page {page}: record at data offset {offset} has {len} bytes, less than the common fields")]
-    ShortRecord {
-        cpu: u32,
-        page: u64,
-        offset: usize,
-        len: usize,
-    },
-    #[error("cpu{cpu}.raw ends in a partial page of {bytes} bytes")]
-    PartialPage { cpu: u32, bytes: usize },
-    #[error("cpu{cpu}.raw: {source}")]
-    Read { cpu: u32, source: std::io::Error },
-    #[error(transparent)]
-    Kallsyms(#[from] KallsymsError),
-    /// A .dat file decoded in place: its container, or its pages as they are read.
-    #[error(transparent)]
-    Dat(#[from] DatError),
-    /// Part of one CPU's pages in a .dat file could not be read: a damaged compressed
-    /// chunk (the pages after it are still decoded), or damage after which nothing more
-    /// of that CPU's data can be found (`rest_lost`). The other CPUs go on.
-    #[error("cpu{cpu}: {source}{}", if *rest_lost { "; the rest of this CPU's data is lost" } else { "; its pages were skipped" })]
-    CpuDataLost {
-        cpu: u32,
-        source: DatError,
-        rest_lost: bool,
-    },
-    #[error(
-        "{cpus} CPUs with {page_size}-byte pages need more than {limit} bytes of pages at once"
-    )]
-    TooManyPages {
-        cpus: usize,
-        page_size: usize,
-        limit: usize,
-    },
-}
-
-impl DecodeError {
-    /// True when the stream cannot go on (a failed read); false for damage confined to a
-    /// page, after which decoding continues.
-    pub fn is_fatal(&self) -> bool {
-        !matches!(
-            self,
-            DecodeError::Page { .. }
-                | DecodeError::ShortRecord { .. }
-                | DecodeError::PartialPage { .. }
-                | DecodeError::CpuDataLost { .. }
-        )
-    }
-}
 
 /// The part of meta.json decoding needs; the rest belongs to the recorder.
 #[derive(Debug, Clone, Deserialize)]

@@ -1,34 +1,29 @@
-//! Kernel tracing for vmscale.
+//! Kernel tracing for vmscale, in four rooms and a door:
 //!
-//! Recording side: [`tracefs`] owns a private tracefs instance (never the global one) and
-//! [`recorder`] drains its per-CPU binary ring buffers into a trace directory.
-//! Decoding side: the trace directory (see docs/trace-dir.md) is decoded into typed,
-//! time-ordered events by the decoder modules.
+//! - [`record`]: a private tracefs instance (never the global one) and the recorder that
+//!   drains its per-CPU binary ring buffers into a trace directory (docs/trace-dir.md);
+//! - [`decode`]: event formats, ring-buffer pages, per-CPU streams merged into one
+//!   time-ordered stream of typed events, with the catalog, clocks and kallsyms they need;
+//! - [`dat`]: trace-cmd's .dat files, read in place or extracted, and written;
+//! - [`text`]: ftrace and trace-cmd text, parsed, and the synthetic trace directory made
+//!   from it;
+//! - [`input`]: what is this file? (a run directory, a trace directory, a run.json, a .dat
+//!   or text), told by content.
+//!
+//! Each room's errors live in the room: `record::tracefs::Error`, `decode::error`
+//! (with the format, page, catalog and kallsyms errors in their own modules), `dat::DatError`
+//! and `dat::write::DatWriteError`, `text::import::SkipReason` and `text::trace_dir::TextDirError`.
 
-pub mod recorder;
-pub mod tracefs;
-
-pub mod catalog;
-pub mod clock;
-mod cpu_stream;
 pub mod dat;
-pub mod dat_write;
 pub mod decode;
-pub mod event;
-pub mod field;
-pub mod format;
 pub mod input;
-pub mod kallsyms;
-pub mod merge;
-pub mod page;
-pub mod text_import;
-pub mod text_trace_dir;
-pub mod views;
+pub mod record;
+pub mod text;
 
-pub use catalog::{EventCatalog, EventType};
-pub use cpu_stream::{CpuSummary, LossPoint};
+pub use decode::catalog::{EventCatalog, EventType};
+pub use decode::event::Event;
+pub use decode::kallsyms::{Kallsyms, Symbol};
+pub use decode::merge::EventStream;
+pub use decode::views::EventKind;
 pub use decode::{CpuFile, DecodeError, DecodeSummary, Decoder, DirDamage, MetaDamage};
-pub use event::Event;
-pub use kallsyms::{Kallsyms, Symbol};
-pub use merge::EventStream;
-pub use views::EventKind;
+pub use decode::{CpuSummary, LossPoint};

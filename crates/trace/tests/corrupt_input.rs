@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use vmscale_trace::page::{Page, PageError, PageLayout};
+use vmscale_trace::decode::page::{Page, PageError, PageLayout};
 use vmscale_trace::{DecodeError, Decoder};
 
 fn fixture(name: &str) -> PathBuf {

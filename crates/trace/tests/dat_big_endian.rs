@@ -9,17 +9,18 @@ mod big_endian;
 mod dat_writer;
 #[path = "support/report.rs"]
 mod report;
+#[path = "support/trace_cmd.rs"]
+mod trace_cmd;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 
 use big_endian::{as_stored_big_endian, big_endian_writer};
 use dat_writer::Codec;
-use report::{compare, parse_report, symbol_addresses, Decoded};
+use report::{compare, decode_all, fields_of, parse_report, symbol_addresses, Decoded};
+use trace_cmd::report_raw;
+use vmscale_trace::dat::write::{write_dat, DatWriteOptions};
 use vmscale_trace::dat::{DatFile, Endian};
-use vmscale_trace::dat_write::{write_dat, DatWriteOptions};
 use vmscale_trace::Decoder;
 
 fn scratch(name: &str) -> PathBuf {
@@ -30,11 +31,7 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 fn decode(decoder: &Decoder) -> Vec<Decoded> {
-    let mut events = Vec::new();
-    let summary = decoder
-        .for_each(|event| events.push(Decoded::of(&event)))
-        .unwrap();
-    assert_eq!(summary.corrupt_pages(), 0, "{:?}", summary.errors);
+    let (events, summary) = decode_all(decoder, "");
     assert_eq!(summary.unknown_events(), 0);
     events
 }
@@ -48,41 +45,6 @@ fn same(a: &[Decoded], b: &[Decoded], label: &str) {
             "{label}"
         );
     }
-}
-
-fn fields_of(dat: &DatFile) -> HashMap<String, Vec<String>> {
-    dat.metadata
-        .event_formats
-        .iter()
-        .chain(&dat.metadata.ftrace_formats)
-        .map(|f| {
-            let format =
-                vmscale_trace::format::EventFormat::parse(&String::from_utf8_lossy(&f.text))
-                    .unwrap();
-            let names = format
-                .fields
-                .iter()
-                .filter(|x| !x.is_common())
-                .map(|x| x.name.clone())
-                .collect();
-            (f.name.clone(), names)
-        })
-        .collect()
-}
-
-fn trace_cmd_report(dat: &Path) -> String {
-    let output = Command::new("trace-cmd")
-        .args(["report", "-R", "-t", "-i"])
-        .arg(dat)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run trace-cmd report (is trace-cmd installed?): {e}"));
-    assert!(
-        output.status.success(),
-        "trace-cmd report -i {} failed: {}",
-        dat.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 #[test]
@@ -117,24 +79,14 @@ fn a_big_endian_file_reads_as_trace_cmd_reads_it() {
 
         // trace-cmd reads the big-endian file as vmscale does. It prints arrays as the
         // bytes stored in the file, so numeric arrays are compared in the file's order.
-        let reported = parse_report(&trace_cmd_report(&path), "", &[], &fields_of(&dat));
+        let reported = parse_report(&report_raw(&path), "", &[], &fields_of(&dat));
         let stored = as_stored_big_endian(&in_place, &dat);
-        let result = compare(
+        compare(
             &stored,
             &reported,
             &symbol_addresses(&dat.metadata.kallsyms),
-        );
-        println!(
-            "{label}: {} events, {} fields compared with trace-cmd report, {} mismatches",
-            result.events,
-            result.fields,
-            result.mismatches.len()
-        );
-        assert!(
-            result.mismatches.is_empty(),
-            "{label}: {}",
-            result.mismatches[..result.mismatches.len().min(10)].join("\n")
-        );
+        )
+        .assert_agrees(label);
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

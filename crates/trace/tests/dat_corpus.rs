@@ -4,11 +4,11 @@
 //! -t`: the number of events per CPU, and for every event its time to the nanosecond, CPU,
 //! pid, name and every field value.
 //!
-//! The files are looked for in `$VMSCALE_DAT_CORPUS`, then in tests/fixtures/dat-corpus/,
-//! then in `dat-corpus/` of the `shared/` directory beside the workspace. When none of them
-//! holds the corpus the test says so on stderr and passes, unless
-//! `VMSCALE_REQUIRE_DAT_CORPUS=1` makes a missing corpus a failure. A corpus directory that
-//! is there must hold every file, byte for byte (SHA-256).
+//! The files are checked in under tests/fixtures/dat-corpus/: version 6 files compressed
+//! with zstd (`NAME.dat.zst`), version 7 files (zstd inside already) as published. Each is
+//! written out to a scratch directory as published, byte for byte (SHA-256 checked), because
+//! trace-cmd reads a path. The test always runs: a missing file or a missing `trace-cmd` is a
+//! failure.
 
 #[path = "support/big_endian.rs"]
 mod big_endian;
@@ -16,14 +16,20 @@ mod big_endian;
 mod dat_writer;
 #[path = "support/report.rs"]
 mod report;
+#[path = "support/trace_cmd.rs"]
+mod trace_cmd;
 
-use std::collections::HashMap;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use big_endian::{as_stored_big_endian, big_endian_writer};
-use report::{bare_hex_fields, compare_with_formats, parse_report, symbol_addresses, Decoded};
+use report::{
+    bare_hex_fields, compare_with_formats, decode_all, parse_report_of, symbol_addresses,
+    Comparison, Decoded, Reported,
+};
+use trace_cmd::report_raw;
 use vmscale_trace::dat::{DatFile, Endian};
 use vmscale_trace::Decoder;
 
@@ -43,15 +49,6 @@ struct Case {
 
 const CASES: &[Case] = &[
     Case {
-        file: "rpi-armv7-4.14.62-v6.dat",
-        sha256: "e9a26e03333bbffa54e53762f18f1cccf6887646fbc5ac8e61e388d652c801dc",
-        version: 6,
-        long_size: 4,
-        commit_size: 4,
-        time_stamp_line: false,
-        events: 4427,
-    },
-    Case {
         file: "buildroot-i686-4.13.9-v6.dat",
         sha256: "ee0fb734c201fc299803240a314b4a7aedc2a05a5271debf36150dbd2c6ddc04",
         version: 6,
@@ -59,15 +56,6 @@ const CASES: &[Case] = &[
         commit_size: 4,
         time_stamp_line: false,
         events: 293,
-    },
-    Case {
-        file: "wega-armv7-4.14.15-v6.dat",
-        sha256: "221c64e8e4d2ae5e76caeadcc5b115abe01d0a59f13a01a8bcba42cf07f11840",
-        version: 6,
-        long_size: 4,
-        commit_size: 4,
-        time_stamp_line: false,
-        events: 997,
     },
     Case {
         file: "lisa-armv7-exynos-v6.dat",
@@ -116,24 +104,48 @@ const CASES: &[Case] = &[
     },
 ];
 
-fn corpus_dir() -> Option<PathBuf> {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let candidates = [
-        std::env::var_os("VMSCALE_DAT_CORPUS").map(PathBuf::from),
-        Some(manifest.join("tests/fixtures/dat-corpus")),
-        Some(manifest.join("../../../shared/dat-corpus")),
-    ];
-    candidates
-        .into_iter()
-        .flatten()
-        .find(|dir| dir.join(CASES[0].file).is_file())
+fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dat-corpus")
 }
 
-fn sha256(path: &Path) -> String {
-    let output = Command::new("sha256sum")
-        .arg(path)
-        .output()
+/// The published bytes of `file`: `file.zst` decompressed when that is what is checked in,
+/// else `file` itself.
+fn published_bytes(file: &str) -> Vec<u8> {
+    let dir = corpus_dir();
+    let compressed = dir.join(format!("{file}.zst"));
+    if compressed.is_file() {
+        let input = std::fs::File::open(&compressed)
+            .unwrap_or_else(|e| panic!("{}: {e}", compressed.display()));
+        let mut decoder = ruzstd::decoding::StreamingDecoder::new(input)
+            .unwrap_or_else(|e| panic!("{}: not zstd: {e}", compressed.display()));
+        let mut bytes = Vec::new();
+        decoder
+            .read_to_end(&mut bytes)
+            .unwrap_or_else(|e| panic!("{}: damaged zstd: {e}", compressed.display()));
+        return bytes;
+    }
+    let plain = dir.join(file);
+    std::fs::read(&plain).unwrap_or_else(|e| {
+        panic!(
+            "{file}: neither {} nor {} can be read ({e}); see tests/fixtures/dat-corpus/README.md",
+            compressed.display(),
+            plain.display()
+        )
+    })
+}
+
+/// SHA-256 of `bytes`, by coreutils' sha256sum.
+fn sha256(bytes: &[u8]) -> String {
+    let mut child = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
         .expect("sha256sum runs");
+    let mut stdin = child.stdin.take().expect("sha256sum's stdin");
+    let input = bytes.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let output = child.wait_with_output().expect("sha256sum runs");
+    writer.join().unwrap().expect("bytes written to sha256sum");
     assert!(output.status.success());
     String::from_utf8_lossy(&output.stdout)
         .split_whitespace()
@@ -142,57 +154,39 @@ fn sha256(path: &Path) -> String {
         .to_string()
 }
 
-fn trace_cmd_report(dat: &Path) -> (bool, String, String) {
-    let output = Command::new("trace-cmd")
-        .args(["report", "-R", "-t", "-i"])
-        .arg(dat)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run trace-cmd report (is trace-cmd installed?): {e}"));
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
+/// `decoded` against trace-cmd's `reported`, with the file's symbols and the fields its
+/// formats print as bare hex.
+fn compare_in(
+    dat: &DatFile,
+    decoder: &Decoder,
+    decoded: &[Decoded],
+    reported: &[Reported],
+) -> Comparison {
+    let formats: Vec<_> = decoder.catalog().iter().map(|t| t.format.clone()).collect();
+    compare_with_formats(
+        decoded,
+        reported,
+        &symbol_addresses(&dat.metadata.kallsyms),
+        &bare_hex_fields(&formats),
     )
 }
 
-/// Field names of every format in the file, as trace-cmd prints them with `-R`.
-fn fields_of(dat: &DatFile) -> HashMap<String, Vec<String>> {
-    dat.metadata
-        .event_formats
-        .iter()
-        .chain(&dat.metadata.ftrace_formats)
-        .filter_map(|f| {
-            let format =
-                vmscale_trace::format::EventFormat::parse(&String::from_utf8_lossy(&f.text))
-                    .ok()?;
-            let names = format
-                .fields
-                .iter()
-                .filter(|x| !x.is_common())
-                .map(|x| x.name.clone())
-                .collect();
-            Some((f.name.clone(), names))
-        })
-        .collect()
-}
-
-fn check(dir: &Path, case: &Case) {
-    let path = dir.join(case.file);
+fn check(scratch: &Path, case: &Case) {
     let label = case.file;
-    assert!(path.is_file(), "{label}: missing from {}", dir.display());
-    if !case.sha256.is_empty() {
-        assert_eq!(sha256(&path), case.sha256, "{label}: not the corpus file");
-    }
+    let bytes = published_bytes(case.file);
+    assert_eq!(sha256(&bytes), case.sha256, "{label}: not the corpus file");
+    let path = scratch.join(case.file);
+    std::fs::write(&path, &bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let dat = Arc::new(DatFile::open(&path).unwrap_or_else(|e| panic!("{label}: {e}")));
     assert_eq!(dat.version, case.version, "{label}: version");
     assert_eq!(dat.long_size, case.long_size, "{label}: long size");
     assert_eq!(dat.endian, Endian::Little, "{label}: byte order");
-    let header_page = vmscale_trace::format::HeaderPage::parse(&String::from_utf8_lossy(
+    let header_page = vmscale_trace::decode::format::HeaderPage::parse(&String::from_utf8_lossy(
         dat.metadata.header_page.as_deref().unwrap_or_default(),
     ))
     .unwrap_or_else(|e| panic!("{label}: header_page: {e}"));
     assert_eq!(header_page.commit_size, case.commit_size, "{label}: commit");
-    let header_event = vmscale_trace::format::HeaderEvent::parse(&String::from_utf8_lossy(
+    let header_event = vmscale_trace::decode::format::HeaderEvent::parse(&String::from_utf8_lossy(
         dat.metadata.header_event.as_deref().unwrap_or_default(),
     ))
     .unwrap_or_else(|e| panic!("{label}: header_event: {e}"));
@@ -202,133 +196,82 @@ fn check(dir: &Path, case: &Case) {
         "{label}: time_stamp line"
     );
 
-    let (ok, text, stderr) = trace_cmd_report(&path);
-    assert!(ok, "{label}: trace-cmd report failed: {stderr}");
     let buffer = dat
         .data_buffer()
         .map(|b| b.name.clone())
         .unwrap_or_default();
-    let others: Vec<&str> = dat
-        .buffers
-        .iter()
-        .map(|b| b.name.as_str())
-        .filter(|&name| name != buffer)
-        .collect();
-    let reported = parse_report(&text, &buffer, &others, &fields_of(&dat));
+    let reported = parse_report_of(&dat, &report_raw(&path), &buffer);
     assert_eq!(reported.len(), case.events, "{label}: trace-cmd's events");
 
     let decoder =
         Decoder::from_dat(Arc::clone(&dat), None).unwrap_or_else(|e| panic!("{label}: {e}"));
-    let mut decoded = Vec::new();
-    let summary = decoder
-        .for_each(|event| decoded.push(Decoded::of(&event)))
-        .unwrap_or_else(|e| panic!("{label}: {e}"));
-    assert_eq!(summary.corrupt_pages(), 0, "{label}: {:?}", summary.errors);
-    let result = compare_with_formats(
-        &decoded,
-        &reported,
-        &symbol_addresses(&dat.metadata.kallsyms),
-        &bare_hex_fields(
-            &decoder
-                .catalog()
-                .iter()
-                .map(|t| t.format.clone())
-                .collect::<Vec<_>>(),
-        ),
-    );
-    println!(
-        "{label}: {} events ({:?}), {} field values compared with trace-cmd report, {} mismatches",
-        result.events,
-        result.by_name,
-        result.fields,
-        result.mismatches.len()
-    );
-    assert!(
-        result.mismatches.is_empty(),
-        "{label}: decoder and trace-cmd disagree:\n{}",
-        result
-            .mismatches
-            .iter()
-            .take(20)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    let (decoded, _) = decode_all(&decoder, label);
+    compare_in(&dat, &decoder, &decoded, &reported).assert_agrees(label);
     if case.events > 0 {
-        check_big_endian(&dat, &decoded, &reported, label);
+        check_big_endian(scratch, &dat, &decoded, &reported, label);
     }
 }
 
 /// The same recording as a big-endian version 6 file (its `long` size, header variants and
 /// formats kept): trace-cmd reports the same events from it, and vmscale reads them.
-fn check_big_endian(dat: &DatFile, little: &[Decoded], reported: &[report::Reported], label: &str) {
+fn check_big_endian(
+    scratch: &Path,
+    dat: &DatFile,
+    little: &[Decoded],
+    reported: &[Reported],
+    label: &str,
+) {
     let mut writer = big_endian_writer(dat);
     writer.version = 6;
     writer.codec = None;
-    let path =
-        std::env::temp_dir().join(format!("vmscale-corpus-be-{}-{label}", std::process::id()));
+    let path = scratch.join(format!("big-endian-{label}"));
     std::fs::write(&path, writer.to_bytes()).unwrap();
     let big = Arc::new(DatFile::open(&path).unwrap_or_else(|e| panic!("{label} big-endian: {e}")));
     assert_eq!(big.endian, Endian::Big);
     let decoder = Decoder::from_dat(Arc::clone(&big), None).unwrap();
-    let mut decoded = Vec::new();
-    decoder
-        .for_each(|event| decoded.push(Decoded::of(&event)))
-        .unwrap();
+    let big_label = format!("{label} as big-endian");
+    let (decoded, _) = decode_all(&decoder, &big_label);
     assert_eq!(
         format!("{decoded:?}"),
         format!("{little:?}"),
         "{label}: big-endian events differ from the original's"
     );
-    let (ok, text, stderr) = trace_cmd_report(&path);
-    assert!(ok, "{label} big-endian: trace-cmd report failed: {stderr}");
-    let _ = std::fs::remove_file(&path);
-    let big_reported = parse_report(&text, "", &[], &fields_of(&big));
+    let big_reported = parse_report_of(&big, &report_raw(&path), "");
     assert_eq!(
         big_reported.len(),
         reported.len(),
-        "{label} big-endian: trace-cmd's events"
+        "{big_label}: trace-cmd's events"
     );
-    let result = compare_with_formats(
+    compare_in(
+        &big,
+        &decoder,
         &as_stored_big_endian(&decoded, &big),
         &big_reported,
-        &symbol_addresses(&big.metadata.kallsyms),
-        &bare_hex_fields(
-            &decoder
-                .catalog()
-                .iter()
-                .map(|t| t.format.clone())
-                .collect::<Vec<_>>(),
-        ),
-    );
-    println!(
-        "{label} as big-endian: {} events, {} field values compared with trace-cmd report, {} mismatches",
-        result.events,
-        result.fields,
-        result.mismatches.len()
-    );
-    assert!(
-        result.mismatches.is_empty(),
-        "{label} big-endian: {}",
-        result.mismatches[..result.mismatches.len().min(10)].join("\n")
-    );
+    )
+    .assert_agrees(&big_label);
 }
 
-// The public files are not in the repository (see the README there): a test that passed
-// without them would prove nothing, so it runs only where they are given.
+/// Every file checked in is one of [`CASES`] (or the README), so none goes untested.
 #[test]
-#[ignore = "needs the public .dat corpus: VMSCALE_DAT_CORPUS=DIR VMSCALE_REQUIRE_DAT_CORPUS=1 cargo test -- --ignored"]
+fn the_corpus_directory_holds_the_cases_and_nothing_else() {
+    let mut names: Vec<String> = std::fs::read_dir(corpus_dir())
+        .expect("tests/fixtures/dat-corpus")
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name != "README.md")
+        .map(|name| name.trim_end_matches(".zst").to_string())
+        .collect();
+    names.sort();
+    let mut cases: Vec<String> = CASES.iter().map(|c| c.file.to_string()).collect();
+    cases.sort();
+    assert_eq!(names, cases);
+}
+
+#[test]
 fn every_corpus_file_decodes_as_trace_cmd_reports_it() {
-    let Some(dir) = corpus_dir() else {
-        let required = std::env::var("VMSCALE_REQUIRE_DAT_CORPUS").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "the .dat corpus is not there (see tests/fixtures/dat-corpus/README.md)"
-        );
-        eprintln!("the .dat corpus is not there: nothing compared (see tests/fixtures/dat-corpus/README.md)");
-        return;
-    };
+    let scratch = std::env::temp_dir().join(format!("vmscale-dat-corpus-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
     for case in CASES {
-        check(&dir, case);
+        check(&scratch, case);
     }
+    std::fs::remove_dir_all(&scratch).unwrap();
 }

@@ -12,6 +12,8 @@ mod big_endian;
 mod dat_writer;
 #[path = "support/report.rs"]
 mod report;
+#[path = "support/trace_cmd.rs"]
+mod trace_cmd;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -24,7 +26,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use big_endian::big_endian_writer;
 use dat_writer::{Codec, DatWriter};
-use report::{compare, parse_report, symbol_addresses, Decoded, Value};
+use report::{compare, parse_report_of, symbol_addresses, Decoded, Value};
+use trace_cmd::report_raw;
 use vmscale_trace::dat::{extract_buffer_to_trace_dir, extract_to_trace_dir, DatError, DatFile};
 use vmscale_trace::{Decoder, EventKind};
 
@@ -530,21 +533,6 @@ fn check_view(event: &vmscale_trace::Event<'_>, fields: &[(String, Value)]) {
     }
 }
 
-fn trace_cmd_report(dat: &Path) -> String {
-    let output = Command::new("trace-cmd")
-        .args(["report", "-R", "-t", "-i"])
-        .arg(dat)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run trace-cmd report (is trace-cmd installed?): {e}"));
-    assert!(
-        output.status.success(),
-        "trace-cmd report -i {} failed: {}",
-        dat.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
 fn crosscheck(kind: Kind) {
     let label = kind.name();
     let recorded = recording(kind);
@@ -602,58 +590,10 @@ fn crosscheck_buffer(
     let decoded = decode(dir, label);
     assert!(!decoded.is_empty(), "{label}: nothing decoded");
 
-    let fields_of: HashMap<String, Vec<String>> = dat
-        .metadata
-        .event_formats
-        .iter()
-        .chain(&dat.metadata.ftrace_formats)
-        .map(|f| {
-            let format =
-                vmscale_trace::format::EventFormat::parse(&String::from_utf8_lossy(&f.text))
-                    .unwrap();
-            let names = format
-                .fields
-                .iter()
-                .filter(|x| !x.is_common())
-                .map(|x| x.name.clone())
-                .collect();
-            (f.name.clone(), names)
-        })
-        .collect();
-    let others: Vec<&str> = dat
-        .buffers
-        .iter()
-        .map(|b| b.name.as_str())
-        .filter(|&name| name != buffer)
-        .collect();
-    let reported = parse_report(
-        &trace_cmd_report(&recorded.dat),
-        buffer,
-        &others,
-        &fields_of,
-    );
+    let reported = parse_report_of(dat, &report_raw(&recorded.dat), buffer);
     let symbols = symbol_addresses(&dat.metadata.kallsyms);
     let result = compare(&decoded, &reported, &symbols);
-    println!(
-        "{label}: {} events ({:?}), {} field values compared with trace-cmd report \
-         ({} arrays end with their record), {} mismatches",
-        result.events,
-        result.by_name,
-        result.fields,
-        result.clipped_arrays,
-        result.mismatches.len()
-    );
-    assert!(
-        result.mismatches.is_empty(),
-        "{label}: decoder and trace-cmd disagree:\n{}",
-        result
-            .mismatches
-            .iter()
-            .take(20)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    result.assert_agrees(label);
     (decoded, result)
 }
 
@@ -782,7 +722,7 @@ fn trace_cmd_convert(input: &Path, output: &Path, args: &[&str]) {
 /// The event lines of `trace-cmd report`, without the buffer-name prefix.
 fn report_lines(dat: &Path, buffer: &str) -> Vec<String> {
     let prefix = format!("{buffer}:");
-    trace_cmd_report(dat)
+    report_raw(dat)
         .lines()
         .filter(|l| !l.starts_with("cpus="))
         .map(|l| match buffer.is_empty() {

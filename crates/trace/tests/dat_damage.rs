@@ -11,9 +11,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use dat_writer::{Codec, DatWriter};
+use vmscale_trace::dat::write::{write_dat, DatWriteOptions};
 use vmscale_trace::dat::DatFile;
-use vmscale_trace::dat_write::{write_dat, DatWriteOptions};
-use vmscale_trace::page::{Page, PageLayout};
+use vmscale_trace::decode::page::{Page, PageLayout};
 use vmscale_trace::{DecodeSummary, Decoder};
 
 const PAGE: usize = 4096;

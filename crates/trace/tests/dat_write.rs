@@ -1,5 +1,5 @@
 //! vmscale's own recordings written as trace-cmd .dat files (version 7) by
-//! `vmscale_trace::dat_write`, then read back three ways: by vmscale's `DatFile` reader (the
+//! `vmscale_trace::dat::write`, then read back three ways: by vmscale's `DatFile` reader (the
 //! events must equal the directory's, byte for byte) and by Debian's `trace-cmd report`
 //! (every event's time, CPU, pid, name and fields must equal vmscale's decode of the
 //! directory, its task names must come from the written command lines, its clock must be
@@ -18,12 +18,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use report::{compare, parse_report, symbol_addresses, Decoded, Reported, Value};
+use report::{
+    compare, decode_all, fields_of, parse_report, symbol_addresses, Decoded, Reported, Value,
+};
 use trace_cmd::trace_cmd;
+use vmscale_trace::dat::write::{write_dat, DatWriteError, DatWriteOptions, Written};
 use vmscale_trace::dat::{extract_to_trace_dir, Algorithm, DatFile};
-use vmscale_trace::dat_write::{write_dat, DatWriteError, DatWriteOptions, Written};
-use vmscale_trace::recorder::{RecordConfig, Recording, TraceMeta};
-use vmscale_trace::{tracefs, Decoder, EventKind, Kallsyms};
+use vmscale_trace::record::recorder::{RecordConfig, Recording, TraceMeta};
+use vmscale_trace::record::tracefs;
+use vmscale_trace::{Decoder, EventKind, Kallsyms};
 
 const OVERRUN_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/overrun");
 
@@ -143,13 +146,7 @@ fn raw_events(dir: &Path) -> Vec<RawEvent> {
 
 /// Every event with its non-common fields, the way `trace-cmd report -R` prints them.
 fn decoded_events(dir: &Path) -> Vec<Decoded> {
-    let decoder = Decoder::open(dir).unwrap();
-    let mut events = Vec::new();
-    let summary = decoder
-        .for_each(|event| events.push(Decoded::of(&event)))
-        .unwrap();
-    assert_eq!(summary.corrupt_pages(), 0, "{:?}", summary.errors);
-    events
+    decode_all(&Decoder::open(dir).unwrap(), &dir.display().to_string()).0
 }
 
 /// The latest comm of every pid that sched events name, as the writer collects them.
@@ -265,27 +262,6 @@ fn split_dropped(report: &str) -> (Vec<String>, String) {
     )
 }
 
-/// Event name -> its non-common field names, in format order, from the written file.
-fn fields_of(dat: &DatFile) -> HashMap<String, Vec<String>> {
-    dat.metadata
-        .event_formats
-        .iter()
-        .chain(&dat.metadata.ftrace_formats)
-        .map(|f| {
-            let format =
-                vmscale_trace::format::EventFormat::parse(&String::from_utf8_lossy(&f.text))
-                    .unwrap();
-            let names = format
-                .fields
-                .iter()
-                .filter(|x| !x.is_common())
-                .map(|x| x.name.clone())
-                .collect();
-            (f.name.clone(), names)
-        })
-        .collect()
-}
-
 /// trace-cmd prints some pointers as a bare symbol name (`%ps`: csd's `func`, print's
 /// `ip`) and NULL as `(nil)`, which `report::compare` does not read. A bare name is taken
 /// when the decoded address lies inside a symbol of that name, and is then compared as
@@ -334,18 +310,7 @@ fn crosscheck(dir: &Path, dat: &Path, label: &str) -> (BTreeMap<String, usize>, 
     let kallsyms = Decoder::open(dir).unwrap().kallsyms().unwrap();
     resolve_bare_symbols(&decoded, &mut reported, &kallsyms);
     let result = compare(&decoded, &reported, &symbols);
-    println!(
-        "{label}: {} events ({:?}), {} field values compared with trace-cmd report, {} mismatches",
-        result.events,
-        result.by_name,
-        result.fields,
-        result.mismatches.len()
-    );
-    assert!(
-        result.mismatches.is_empty(),
-        "{label}: trace-cmd disagrees with the directory:\n{}",
-        result.mismatches[..result.mismatches.len().min(20)].join("\n")
-    );
+    result.assert_agrees(label);
     assert!(result.events > 0, "{label}: no events");
     (result.by_name, dropped)
 }
@@ -668,8 +633,8 @@ fn copy_dir(from: &Path, to: &Path) {
 
 #[test]
 fn a_tsc_conversion_and_time_offset_apply_as_trace_cmd_applies_them() {
-    use vmscale_trace::clock::TimeConversion;
     use vmscale_trace::dat::Tsc2Nsec;
+    use vmscale_trace::decode::clock::TimeConversion;
     let live = live();
     // The recording as an extraction of `trace-cmd record --tsc2nsec --ts-offset` would
     // leave it: raw times in the pages, the conversion in meta.json. This machine's TSC

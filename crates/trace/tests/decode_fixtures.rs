@@ -319,7 +319,7 @@ fn stack_frames_symbolize_to_the_functions_the_kernel_printed() {
 fn fixture_meta_is_what_the_recorder_writes() {
     for name in ["contention", "overrun"] {
         let text = std::fs::read_to_string(fixture(name).join("meta.json")).unwrap();
-        let meta: vmscale_trace::recorder::TraceMeta = serde_json::from_str(&text).unwrap();
+        let meta: vmscale_trace::record::recorder::TraceMeta = serde_json::from_str(&text).unwrap();
         let decoder = Decoder::open(fixture(name)).unwrap();
         assert_eq!(decoder.cpus(), meta.cpus.as_slice());
         assert_eq!(decoder.page_layout().page_size, meta.page_size);

@@ -3,9 +3,9 @@
 
 use std::path::PathBuf;
 
-use vmscale_trace::format::{EventFormat, FieldLayout, HeaderEvent, HeaderPage};
-use vmscale_trace::page::PageLayout;
-use vmscale_trace::tracefs;
+use vmscale_trace::decode::format::{EventFormat, FieldLayout, HeaderEvent, HeaderPage};
+use vmscale_trace::decode::page::PageLayout;
+use vmscale_trace::record::tracefs;
 use vmscale_trace::{EventCatalog, EventType};
 
 fn events_dir() -> PathBuf {

@@ -3,8 +3,9 @@
 
 use std::collections::HashSet;
 
-use vmscale_trace::recorder::{RecordConfig, Recording};
-use vmscale_trace::{tracefs, Decoder, EventKind};
+use vmscale_trace::record::recorder::{RecordConfig, Recording};
+use vmscale_trace::record::tracefs;
+use vmscale_trace::{Decoder, EventKind};
 
 const SYS_WAIT4: i64 = 61;
 

@@ -2,8 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use vmscale_trace::recorder::{RecordConfig, Recording};
-use vmscale_trace::tracefs::{self, Instance};
+use vmscale_trace::record::recorder::{RecordConfig, Recording};
+use vmscale_trace::record::tracefs::{self, Instance};
 
 fn mount() -> PathBuf {
     tracefs::mount_point().unwrap_or_else(|e| panic!("these tests need tracefs as root: {e}"))
@@ -143,7 +143,7 @@ fn recording_writes_the_trace_directory_and_leaves_nothing_behind() {
         reused.exists() && legacy_dead.exists(),
         "create removed something"
     );
-    let removed = vmscale_trace::tracefs::remove_stale_instances(&mount).unwrap();
+    let removed = vmscale_trace::record::tracefs::remove_stale_instances(&mount).unwrap();
     assert!(!reused.exists(), "stale instance of a reused pid survived");
     assert!(
         !legacy_dead.exists(),

@@ -9,10 +9,10 @@
 
 use std::path::{Path, PathBuf};
 
-use vmscale_trace::text_import::{
+use vmscale_trace::text::import::{
     event_system, import_text, Form, SkipReason, TextEvent, TextImport, TextReader,
 };
-use vmscale_trace::text_trace_dir::{write_trace_dir, DirSink, MemorySink};
+use vmscale_trace::text::trace_dir::{write_trace_dir, DirSink, MemorySink};
 use vmscale_trace::{Decoder, EventKind};
 
 fn fixture(name: &str) -> PathBuf {
@@ -287,7 +287,7 @@ fn a_report_of_two_instances_reads_both_and_says_what_it_is() {
         let items: Vec<_> = reader.by_ref().collect();
         let events = items
             .iter()
-            .filter(|i| matches!(i, vmscale_trace::text_import::Item::Event(_)))
+            .filter(|i| matches!(i, vmscale_trace::text::import::Item::Event(_)))
             .count();
         assert_eq!(events, a + b, "{file}");
         assert_eq!(reader.header_cpus(), Some(2));

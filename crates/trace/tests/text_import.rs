@@ -10,11 +10,11 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use common::kernel_text;
-use vmscale_trace::text_import::{
+use vmscale_trace::decode::views::contention_flags;
+use vmscale_trace::text::import::{
     import_text, CallStart, GraphCall, Item, SkipReason, TextClock, TextEvent, TextReader,
 };
-use vmscale_trace::text_trace_dir::{write_trace_dir, DirSink, MemorySink, Sink};
-use vmscale_trace::views::contention_flags;
+use vmscale_trace::text::trace_dir::{write_trace_dir, DirSink, MemorySink, Sink};
 use vmscale_trace::{Decoder, EventKind};
 
 fn fixture(name: &str) -> PathBuf {
@@ -252,7 +252,7 @@ fn every_rendering_of_one_recording_imports_the_same_events() {
 fn trace_dir_of(
     text: &str,
     name: &str,
-) -> (PathBuf, vmscale_trace::text_trace_dir::TextDirSummary) {
+) -> (PathBuf, vmscale_trace::text::trace_dir::TextDirSummary) {
     let dir = std::env::temp_dir().join(format!(
         "vmscale-text-import-test-{name}-{}",
         std::process::id()
@@ -768,6 +768,6 @@ fn hostile_texts_cost_only_their_length() {
     // The mask of every CPU is 1 KiB in the record, whatever the text repeats.
     assert_eq!(
         sink.files["cpu1.raw"].len(),
-        vmscale_trace::text_trace_dir::PAGE_SIZE
+        vmscale_trace::text::trace_dir::PAGE_SIZE
     );
 }

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use vmscale_trace::page::{Page, PageLayout};
+use vmscale_trace::decode::page::{Page, PageLayout};
 use vmscale_trace::{Decoder, EventKind};
 
 const REPEATS: u64 = 6_000;

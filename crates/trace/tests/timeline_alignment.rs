@@ -2,12 +2,12 @@
 //! just before a trace_marker write must land within 10 us before the kernel's timestamp
 //! of that marker. Needs root and tracefs; fails without.
 
-use vmscale_trace::recorder::{RecordConfig, Recording};
+use vmscale_trace::record::recorder::{RecordConfig, Recording};
 use vmscale_trace::{Decoder, EventKind};
 
 #[test]
 fn markers_land_within_ten_microseconds_of_the_userspace_clock() {
-    let mount = vmscale_trace::tracefs::mount_point()
+    let mount = vmscale_trace::record::tracefs::mount_point()
         .unwrap_or_else(|e| panic!("needs tracefs as root: {e}"));
     let dir = std::env::temp_dir().join(format!("vmscale-align-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use vmscale_trace::text_import::TextReader;
-use vmscale_trace::text_trace_dir::{write_trace_dir, DirSink};
+use vmscale_trace::text::import::TextReader;
+use vmscale_trace::text::trace_dir::{write_trace_dir, DirSink};
 use vmscale_trace::Decoder;
 
 /// `comm-pid [cpu] secs: event: body`, the kernel's default event line, at `us` µs past

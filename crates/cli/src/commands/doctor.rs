@@ -67,7 +67,7 @@ pub fn doctor(cleanup: bool, out: &Path) -> Result<(), Failure> {
 /// cleanup never ran) and the live runs tracing now; removes the leftovers only with
 /// `--cleanup`. An unreadable `instances/` is an error, never "none".
 fn stale_instances(cleanup: bool) -> Result<(), Failure> {
-    use vmscale_trace::tracefs;
+    use vmscale_trace::record::tracefs;
     if !tracefs_mounted() {
         return outln!("instances  tracefs is not mounted: no vmscale instance can exist");
     }
@@ -225,7 +225,7 @@ fn check_tracefs() -> Check {
     }
     // An instance of our own is all vmscale ever writes to; prove one can be made (it is
     // removed again when the guard drops).
-    match vmscale_trace::tracefs::Instance::create(Path::new(TRACEFS)) {
+    match vmscale_trace::record::tracefs::Instance::create(Path::new(TRACEFS)) {
         Ok(_instance) => Check::new(
             "tracefs",
             Verdict::Ok,

@@ -5,7 +5,7 @@ use vmscale_scenario::qemu_hotplug::{self, QemuHotplugKnobs};
 use vmscale_scenario::qemu_migrate::{self, QemuMigrateKnobs};
 use vmscale_scenario::qemu_start::{self, QemuStartKnobs};
 use vmscale_scenario::{Cancel, PhaseHook};
-use vmscale_trace::recorder::{default_events, RecordConfig};
+use vmscale_trace::record::recorder::{default_events, RecordConfig};
 
 use crate::args::{OutputArgs, QemuHotplugArgs, QemuMigrateArgs, QemuStartArgs};
 use crate::commands::run::{execute, save, show, Measured, OnSignal, RunPlan};

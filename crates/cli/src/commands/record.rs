@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use vmscale_scenario::PhaseHook;
-use vmscale_trace::recorder::{default_events, RecordConfig};
+use vmscale_trace::record::recorder::{default_events, RecordConfig};
 
 use vmscale_run::findings::CommandUsage;
 

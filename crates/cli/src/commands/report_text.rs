@@ -5,7 +5,7 @@
 //! Whatever the file is called, its content decides: any text that is neither JSON nor
 //! binary goes to the text importer, which says what the text looks like and why it could
 //! not be read when it gives nothing to analyse. The text is streamed into a scratch trace
-//! directory (`vmscale_trace::text_trace_dir`), which the same decoder and analyses as every
+//! directory (`vmscale_trace::text::trace_dir`), which the same decoder and analyses as every
 //! recorded run read; the report says what the text could not give (time resolution,
 //! skipped lines and why) and lists the slowest function_graph calls and the functions the
 //! function tracer saw most.
@@ -15,8 +15,8 @@ use std::io::{BufReader, Read};
 use std::path::Path;
 
 use vmscale_run::{RunRecord, TraceSection};
-use vmscale_trace::text_import::TextReader;
-use vmscale_trace::text_trace_dir::{write_trace_dir, DirSink, TextDirSummary};
+use vmscale_trace::text::import::TextReader;
+use vmscale_trace::text::trace_dir::{write_trace_dir, DirSink, TextDirSummary};
 
 use crate::commands::report::{import_record, ImportedHost};
 use crate::failure::Failure;

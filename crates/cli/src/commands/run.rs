@@ -6,7 +6,7 @@ use vmscale_kvm::GuestProgram;
 use vmscale_run::dir::utc_now;
 use vmscale_run::{HostFacts, LoadMeter, Point, RunDir, RunRecord, ToolInfo, SCHEMA_VERSION};
 use vmscale_scenario::{Cancel, PhaseHook};
-use vmscale_trace::recorder::{default_events, RecordConfig};
+use vmscale_trace::record::recorder::{default_events, RecordConfig};
 
 use crate::args::OutputArgs;
 use crate::failure::Failure;

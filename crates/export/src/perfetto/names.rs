@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use vmscale_run::RunRecord;
-use vmscale_trace::views::contention_flags;
+use vmscale_trace::decode::views::contention_flags;
 use vmscale_trace::Kallsyms;
 
 /// A static lock is a data symbol or a field of one; past this distance the nearest

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use prost::Message;
-use vmscale_trace::views::contention_flags;
+use vmscale_trace::decode::views::contention_flags;
 use vmscale_trace::Kallsyms;
 
 use super::convert::Converter;

@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use vmscale_trace::format::{EventFormat, HeaderEvent, HeaderPage};
-use vmscale_trace::page::PageLayout;
+use vmscale_trace::decode::format::{EventFormat, HeaderEvent, HeaderPage};
+use vmscale_trace::decode::page::PageLayout;
 use vmscale_trace::EventType;
 
 fuzz_target!(|data: &[u8]| {
@@ -24,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     for field in &format.fields {
-        let field = vmscale_trace::field::FieldRef::new(field);
+        let field = vmscale_trace::decode::field::FieldRef::new(field);
         let _ = (field.u64(record), field.i64(record), field.c_str(record));
         let _ = field.element(record, 8, 3);
     }

@@ -10,8 +10,8 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use vmscale_trace::dat::byte_order::Convert;
 use vmscale_trace::dat::Endian;
-use vmscale_trace::format::EventFormat;
-use vmscale_trace::page::{Page, PageLayout};
+use vmscale_trace::decode::format::EventFormat;
+use vmscale_trace::decode::page::{Page, PageLayout};
 use vmscale_trace::{EventCatalog, EventKind, EventType};
 
 /// The formats of the events the analyses view, as this kernel declares them.

@@ -8,7 +8,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use vmscale_trace::text_import::{
+use vmscale_trace::text::import::{
     import_text, Form, Item, TextReader, MAX_CPUS, MAX_FRAMES, MAX_LINE,
 };
 

@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use vmscale_trace::format::EventFormat;
-use vmscale_trace::page::{Page, PageLayout};
-use vmscale_trace::text_import::TextReader;
-use vmscale_trace::text_trace_dir::{write_trace_dir, MemorySink, PAGE_SIZE, SLOWEST_CALLS};
+use vmscale_trace::decode::format::EventFormat;
+use vmscale_trace::decode::page::{Page, PageLayout};
+use vmscale_trace::text::import::TextReader;
+use vmscale_trace::text::trace_dir::{write_trace_dir, MemorySink, PAGE_SIZE, SLOWEST_CALLS};
 use vmscale_trace::{EventCatalog, EventType, Kallsyms};
 
 /// The formats every directory gets (they do not depend on the text): parsed once.

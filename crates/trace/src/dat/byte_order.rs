@@ -21,14 +21,14 @@ use std::collections::HashMap;
 use std::io::Read;
 
 use super::source::Endian;
-use crate::catalog::EventCatalog;
-use crate::format::{Field, FieldLayout};
-use crate::page::PageLayout;
+use crate::decode::catalog::EventCatalog;
+use crate::decode::format::{Field, FieldLayout};
+use crate::decode::page::PageLayout;
 
 /// `type_len` values with a meaning of their own (header_event).
 const TYPE_PADDING: u32 = 29;
 const TIME_DELTA_BITS: u32 = 27;
-/// The flags in `commit` (see crate::page).
+/// The flags in `commit` (see crate::decode::page).
 const COMMIT_LENGTH_MASK: u64 = (1 << 30) - 1;
 const RB_MISSED_EVENTS: u64 = 1 << 31;
 const RB_MISSED_STORED: u64 = 1 << 30;
@@ -414,7 +414,7 @@ mod tests {
     fn an_array_of_pointers_with_a_long_size_of_zero_is_left_alone() {
         // A damaged header can say `long` is 0 bytes: the pointers' element size is then 0,
         // which must not be divided by (found by the dat_reader fuzzer).
-        let format = crate::format::EventFormat::parse(
+        let format = crate::decode::format::EventFormat::parse(
             "name: x\nID: 1\n\tfield:void * ptrs[4];\toffset:8;\tsize:32;\tsigned:0;\n",
         )
         .unwrap();
@@ -425,7 +425,7 @@ mod tests {
     #[test]
     fn a_string_location_word_is_converted_and_its_bytes_are_not() {
         let field = |text: &str| {
-            let format = crate::format::EventFormat::parse(&format!(
+            let format = crate::decode::format::EventFormat::parse(&format!(
                 "name: x\nID: 1\n\tfield:{text};\toffset:12;\tsize:4;\tsigned:0;\n"
             ))
             .unwrap();

@@ -16,7 +16,7 @@ use super::buffer::Buffer;
 use super::error::DatError;
 use super::stack_scan::StackScan;
 use super::DatFile;
-use crate::recorder::{LostEvents, TraceMeta};
+use crate::record::recorder::{LostEvents, TraceMeta};
 
 /// What an extraction wrote.
 #[derive(Debug, Clone)]

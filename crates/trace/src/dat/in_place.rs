@@ -14,9 +14,9 @@ use super::metadata::FormatFile;
 use super::source::Endian;
 use super::stack_scan::StackScan;
 use super::DatFile;
-use crate::catalog::{EventCatalog, EventType};
-use crate::format::{EventFormat, HeaderPage};
-use crate::page::PageLayout;
+use crate::decode::catalog::{EventCatalog, EventType};
+use crate::decode::format::{EventFormat, HeaderPage};
+use crate::decode::page::PageLayout;
 use std::sync::Arc;
 
 impl DatFile {

@@ -6,9 +6,9 @@
 
 use std::io::Write;
 
-use crate::field::read_uint;
-use crate::format::HeaderPage;
-use crate::page::{Page, PageLayout};
+use crate::decode::field::read_uint;
+use crate::decode::format::HeaderPage;
+use crate::decode::page::{Page, PageLayout};
 
 /// A writer that passes everything through and looks for one record type on the way.
 pub struct StackScan<W: Write> {

@@ -4,13 +4,13 @@
 
 use vmscale_trace::dat::byte_order::{element_size, Convert};
 use vmscale_trace::dat::{DatFile, Endian};
-use vmscale_trace::format::{EventFormat, HeaderPage};
-use vmscale_trace::page::PageLayout;
+use vmscale_trace::decode::format::{EventFormat, HeaderPage};
+use vmscale_trace::decode::page::PageLayout;
 use vmscale_trace::{EventCatalog, EventType};
 
 use std::collections::HashMap;
 
-use vmscale_trace::format::FieldLayout;
+use vmscale_trace::decode::format::FieldLayout;
 
 use super::dat_writer::DatWriter;
 use super::report::{Decoded, Value};
@@ -57,9 +57,10 @@ pub fn as_stored_big_endian(events: &[Decoded], dat: &DatFile) -> Vec<Decoded> {
         .iter()
         .chain(&dat.metadata.ftrace_formats)
     {
-        let parsed =
-            vmscale_trace::format::EventFormat::parse(&String::from_utf8_lossy(&format.text))
-                .unwrap();
+        let parsed = vmscale_trace::decode::format::EventFormat::parse(&String::from_utf8_lossy(
+            &format.text,
+        ))
+        .unwrap();
         for field in &parsed.fields {
             // Elements as the kernel's type says (the test writer converted by the same
             // rule); fixed arrays of other types by their declared length.

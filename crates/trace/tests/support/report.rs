@@ -3,7 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use vmscale_trace::format::FieldLayout;
+use vmscale_trace::dat::DatFile;
+use vmscale_trace::decode::format::{EventFormat, FieldLayout};
+use vmscale_trace::{DecodeSummary, Decoder};
 
 /// A field value as the decoder read it.
 #[derive(Debug, Clone, PartialEq)]
@@ -303,6 +305,53 @@ fn mismatch(
     }
 }
 
+/// Every event `decoder` yields, as [`Decoded::of`] gives it, with the summary; fails on any
+/// corrupt page.
+#[allow(dead_code)] // not every test that includes this file calls it
+pub fn decode_all(decoder: &Decoder, label: &str) -> (Vec<Decoded>, DecodeSummary) {
+    let mut events = Vec::new();
+    let summary = decoder
+        .for_each(|event| events.push(Decoded::of(&event)))
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    assert_eq!(summary.corrupt_pages(), 0, "{label}: {:?}", summary.errors);
+    (events, summary)
+}
+
+/// Event name -> its non-common field names in format order, for every format in `dat`:
+/// the names `trace-cmd report -R` prints before each value.
+#[allow(dead_code)] // not every test that includes this file calls it
+pub fn fields_of(dat: &DatFile) -> HashMap<String, Vec<String>> {
+    dat.metadata
+        .event_formats
+        .iter()
+        .chain(&dat.metadata.ftrace_formats)
+        .map(|f| {
+            let format = EventFormat::parse(&String::from_utf8_lossy(&f.text))
+                .unwrap_or_else(|e| panic!("format of {}: {e}", f.name));
+            let names = format
+                .fields
+                .iter()
+                .filter(|x| !x.is_common())
+                .map(|x| x.name.clone())
+                .collect();
+            (f.name.clone(), names)
+        })
+        .collect()
+}
+
+/// [`parse_report`] of `text`, trace-cmd's report of `dat`, for the lines of `buffer` (`""`:
+/// the top-level one), with the other buffers of `dat` and its formats' field names.
+#[allow(dead_code)] // not every test that includes this file calls it
+pub fn parse_report_of(dat: &DatFile, text: &str, buffer: &str) -> Vec<Reported> {
+    let others: Vec<&str> = dat
+        .buffers
+        .iter()
+        .map(|b| b.name.as_str())
+        .filter(|&name| name != buffer)
+        .collect();
+    parse_report(text, buffer, &others, &fields_of(dat))
+}
+
 /// What a cross-check compared.
 #[derive(Debug, Default)]
 pub struct Comparison {
@@ -312,6 +361,26 @@ pub struct Comparison {
     /// Array values the record ends inside (see [`Value::Bytes`]).
     pub clipped_arrays: usize,
     pub mismatches: Vec<String>,
+}
+
+impl Comparison {
+    /// Prints what was compared and fails on any mismatch, listing the first 20.
+    pub fn assert_agrees(&self, label: &str) {
+        println!(
+            "{label}: {} events ({:?}), {} field values compared with trace-cmd report \
+             ({} arrays end with their record), {} mismatches",
+            self.events,
+            self.by_name,
+            self.fields,
+            self.clipped_arrays,
+            self.mismatches.len()
+        );
+        assert!(
+            self.mismatches.is_empty(),
+            "{label}: vmscale and trace-cmd disagree:\n{}",
+            self.mismatches[..self.mismatches.len().min(20)].join("\n")
+        );
+    }
 }
 
 #[allow(dead_code)] // not every test that includes this file calls it
@@ -328,7 +397,7 @@ pub fn compare(
 /// raw value in that form, as bare hex digits (`offset=0284d000`).
 #[allow(dead_code)] // not every test that includes this file calls it
 pub fn bare_hex_fields(
-    formats: &[vmscale_trace::format::EventFormat],
+    formats: &[vmscale_trace::decode::format::EventFormat],
 ) -> HashSet<(String, String)> {
     let mut fields = HashSet::new();
     for format in formats {

@@ -8,7 +8,8 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::graph_line::{GraphBody, GraphLine};
-use super::{CallStart, GraphCall, Item, Reject, SkipReason, Skipped};
+use super::skip::{Reject, SkipReason, Skipped};
+use super::{CallStart, GraphCall, Item};
 
 /// Calls in progress kept per task (the kernel's own limit is lower).
 pub const MAX_DEPTH: usize = 128;

@@ -355,7 +355,7 @@ impl HeaderEvent {
         })
     }
 
-    /// Fails unless this is the encoding [`crate::page`] decodes.
+    /// Fails unless this is the encoding [`crate::decode::page`] decodes.
     pub fn check_supported(&self) -> Result<(), FormatError> {
         let expected = Self::SUPPORTED;
         let mut pairs = vec![

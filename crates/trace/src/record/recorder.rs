@@ -25,7 +25,7 @@ use std::thread::JoinHandle;
 
 use serde::{Deserialize, Serialize};
 
-use crate::tracefs::{Error, Instance};
+use crate::record::tracefs::{Error, Instance};
 
 /// What to record.
 #[derive(Debug, Clone)]
@@ -372,7 +372,7 @@ impl Recording {
         let Some(root) = self.instance.path().parent().and_then(Path::parent) else {
             return Ok(());
         };
-        let Ok(table) = crate::tracefs::read_whole(&root.join("saved_tgids")) else {
+        let Ok(table) = crate::record::tracefs::read_whole(&root.join("saved_tgids")) else {
             return Ok(());
         };
         let path = self.dir.join(TGIDS_FILE);
@@ -466,7 +466,7 @@ fn save_formats(instance: &Instance, dir: &Path, config: &RecordConfig) -> Resul
             .split_once(':')
             .expect("event_dir validated the shape");
         let source = instance.event_dir(event)?.join("format");
-        let text = crate::tracefs::read_whole(&source).map_err(io_at(&source))?;
+        let text = crate::record::tracefs::read_whole(&source).map_err(io_at(&source))?;
         let target_dir = dir.join("formats").join(system);
         std::fs::create_dir_all(&target_dir).map_err(io_at(&target_dir))?;
         let target = target_dir.join(name);

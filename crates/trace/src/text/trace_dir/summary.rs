@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use vmscale_stats::units::{exact_duration, noun_for, plural};
 
-use crate::text_import::{CallStart, Forms, GraphCall, SkipReason, Skipped, TextClock};
+use crate::text::import::{CallStart, Forms, GraphCall, SkipReason, Skipped, TextClock};
 
 /// Line numbers kept per skip reason.
 const FIRST_LINES: usize = 5;
@@ -275,7 +275,7 @@ impl TextDirSummary {
             out.push(format!(
                 "{} stack frames are missing: beyond {} per stack, or past the 8 of each stack that trace-cmd report -R prints",
                 self.dropped_frames,
-                crate::text_import::MAX_FRAMES
+                crate::text::import::MAX_FRAMES
             ));
         }
         if self.symbols_dropped > 0 {

@@ -14,7 +14,8 @@
 //! `==========>` / `<==========` in the duration column. A context switch is its own line,
 //! ` CPU) COMM-PID => COMM-PID`.
 
-use super::{Reject, SkipReason, MAX_CPUS};
+use super::skip::{Reject, SkipReason};
+use super::MAX_CPUS;
 
 /// The columns of one function_graph line, borrowed from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 //! (`prev_state=256`, `flags=2`). Both are turned into the fields and values the kernel's print
 //! format gives, so that every form of one recording imports as the same events.
 
-use super::{Reject, SkipReason};
+use super::skip::{Reject, SkipReason};
 
 /// Which printer a body came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,10 +68,7 @@ fn field(name: &str, value: impl Into<String>) -> (String, String) {
 fn parse_contention(body: &str, key: &str) -> Result<Fields, Reject> {
     let bad = || Reject::new(SkipReason::Body, body);
     let (addr, rest) = body.trim().split_once(' ').ok_or_else(bad)?;
-    let addr = addr.strip_prefix("0x").unwrap_or(addr);
-    if addr.is_empty() || !addr.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(bad());
-    }
+    let addr = lock_addr(addr).ok_or_else(bad)?;
     let value = rest
         .trim()
         .strip_prefix('(')
@@ -82,28 +79,25 @@ fn parse_contention(body: &str, key: &str) -> Result<Fields, Reject> {
     Ok(vec![field("lock_addr", addr), field(key, value)])
 }
 
+/// A lock address as the kernel prints it (`%p` with hash-ptr off): hex digits, without the
+/// `0x` that trace-cmd puts before them.
+fn lock_addr(addr: &str) -> Option<&str> {
+    let addr = addr.strip_prefix("0x").unwrap_or(addr);
+    (!addr.is_empty() && addr.bytes().all(|b| b.is_ascii_hexdigit())).then_some(addr)
+}
+
 /// `lock_addr=0xffff8881cea69378 flags=2` (or `ret=0`): the address as the kernel prints it
 /// (`%p` with hash-ptr off, no `0x`) and the flags by name as `__print_flags` writes them.
 fn raw_contention(body: &str) -> Result<(Fields, BodyForm), Reject> {
     let bad = || Reject::new(SkipReason::Body, body);
-    let pairs = parse_pairs(body);
-    let get = |name: &str| {
-        pairs
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    };
-    let addr = get("lock_addr").ok_or_else(bad)?;
-    let addr = addr.strip_prefix("0x").unwrap_or(addr);
-    if addr.is_empty() || !addr.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(bad());
-    }
+    let pairs = Pairs::of(body);
+    let addr = lock_addr(pairs.get("lock_addr").ok_or_else(bad)?).ok_or_else(bad)?;
     let mut fields = vec![field("lock_addr", addr)];
-    if let Some(flags) = get("flags") {
+    if let Some(flags) = pairs.get("flags") {
         let bits: u32 = flags.parse().map_err(|_| bad())?;
         fields.push(field("flags", contention_flag_names(bits)));
     } else {
-        fields.push(field("ret", get("ret").ok_or_else(bad)?));
+        fields.push(field("ret", pairs.get("ret").ok_or_else(bad)?));
     }
     Ok((fields, BodyForm::Raw))
 }
@@ -282,15 +276,8 @@ fn function(body: &str) -> Result<(Fields, BodyForm), Reject> {
 /// `NR 0 (a, b, c, d, e, f)`, the six arguments as little-endian 64-bit words in hex.
 fn raw_sys_enter(body: &str) -> Result<(Fields, BodyForm), Reject> {
     let bad = || Reject::new(SkipReason::Body, body);
-    let pairs = parse_pairs(body);
-    let get = |name: &str| {
-        pairs
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    };
-    let id: i64 = get("id").and_then(|id| id.parse().ok()).ok_or_else(bad)?;
-    let bytes = array_bytes(get("args").ok_or_else(bad)?).ok_or_else(bad)?;
+    let (pairs, id) = raw_syscall(body)?;
+    let bytes = array_bytes(pairs.get("args").ok_or_else(bad)?).ok_or_else(bad)?;
     if bytes.len() < 48 {
         return Err(bad());
     }
@@ -310,21 +297,25 @@ fn raw_sys_enter(body: &str) -> Result<(Fields, BodyForm), Reject> {
 /// `id=1 ret=2` as `NR 1 = 2`.
 fn raw_sys_exit(body: &str) -> Result<(Fields, BodyForm), Reject> {
     let bad = || Reject::new(SkipReason::Body, body);
-    let pairs = parse_pairs(body);
-    let get = |name: &str| {
-        pairs
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    };
-    let id: i64 = get("id").and_then(|id| id.parse().ok()).ok_or_else(bad)?;
-    let ret: i64 = get("ret")
+    let (pairs, id) = raw_syscall(body)?;
+    let ret: i64 = pairs
+        .get("ret")
         .and_then(|ret| ret.parse().ok())
         .ok_or_else(bad)?;
     Ok((
         vec![field("text", format!("NR {id} = {ret}"))],
         BodyForm::Raw,
     ))
+}
+
+/// The pairs of a raw_syscalls body, and its syscall number (`id=`).
+fn raw_syscall(body: &str) -> Result<(Pairs, i64), Reject> {
+    let pairs = Pairs::of(body);
+    let id = pairs
+        .get("id")
+        .and_then(|id| id.parse().ok())
+        .ok_or_else(|| Reject::new(SkipReason::Body, body))?;
+    Ok((pairs, id))
 }
 
 /// `ARRAY[8b, eb, 3d]`: the bytes libtraceevent prints for an array field. At most 64 KiB of
@@ -348,6 +339,22 @@ fn as_pair(token: &str) -> Option<(&str, &str)> {
     token
         .split_once('=')
         .filter(|(name, _)| is_field_name(name))
+}
+
+/// The `name=value` pairs of a body, looked up by name (the first of a name).
+struct Pairs(Fields);
+
+impl Pairs {
+    fn of(body: &str) -> Pairs {
+        Pairs(parse_pairs(body))
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 /// `a=1 b=x y c=2`: a token that is not `name=value` continues the previous value (comms

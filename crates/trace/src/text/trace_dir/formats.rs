@@ -1,5 +1,5 @@
 //! The event formats of a trace directory made from text: one per event the analyses read,
-//! with the fields their views look up (crate::views) at offsets of vmscale's choosing, plus
+//! with the fields their views look up (crate::decode::views) at offsets of vmscale's choosing, plus
 //! the page and event headers of the ring-buffer encoding [`super::pages`] writes.
 
 /// One field after the common ones.
@@ -272,7 +272,7 @@ pub(crate) const HEADER_EVENT: &str = "\
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::{EventFormat, HeaderEvent, HeaderPage};
+    use crate::decode::format::{EventFormat, HeaderEvent, HeaderPage};
     use crate::EventType;
 
     #[test]

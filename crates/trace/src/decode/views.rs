@@ -7,8 +7,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::field::{until_nul, FieldRef};
-use crate::format::{EventFormat, FieldLayout};
+use crate::decode::field::{until_nul, FieldRef};
+use crate::decode::format::{EventFormat, FieldLayout};
 
 /// Bits of `lock:contention_begin`'s `flags` (LCB_F_* in include/trace/events/lock.h).
 pub mod contention_flags {
@@ -147,7 +147,9 @@ pub struct SysEnter<'a> {
 impl SysEnter<'_> {
     /// The six argument registers (0 where the record does not hold one).
     pub fn args(&self) -> [u64; 6] {
-        std::array::from_fn(|index| crate::field::read_u64(self.args, index * 8).unwrap_or(0))
+        std::array::from_fn(|index| {
+            crate::decode::field::read_u64(self.args, index * 8).unwrap_or(0)
+        })
     }
 }
 
@@ -190,7 +192,7 @@ impl<'a> KernelStack<'a> {
     }
 
     pub fn get(&self, index: usize) -> Option<u64> {
-        crate::field::read_u64(self.frames, index.checked_mul(8)?)
+        crate::decode::field::read_u64(self.frames, index.checked_mul(8)?)
     }
 
     /// The return addresses, innermost frame first.

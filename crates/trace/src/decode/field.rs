@@ -3,7 +3,7 @@
 //! Records are little-endian (x86-64 and every other machine this tool records on). A field
 //! that does not fit inside the record reads as `None`; nothing here panics or allocates.
 
-use crate::format::{Field, FieldLayout};
+use crate::decode::format::{Field, FieldLayout};
 
 /// A field resolved once from its format, for cheap reads from many records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

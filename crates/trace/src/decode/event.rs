@@ -1,7 +1,7 @@
 //! One decoded event, borrowing its record from the reader's page buffer.
 
-use crate::catalog::EventType;
-use crate::views::EventKind;
+use crate::decode::catalog::EventType;
+use crate::decode::views::EventKind;
 
 /// An event of the merged stream. It borrows the record bytes, so it lives until the
 /// stream is advanced; copy out what must outlive that.
@@ -35,14 +35,14 @@ impl<'a> Event<'a> {
         }
     }
 
-    /// The same event at another time (the decoder's [`crate::clock::TimeConversion`]).
+    /// The same event at another time (the decoder's [`crate::decode::clock::TimeConversion`]).
     #[inline]
     pub(crate) fn at(self, ts: u64) -> Event<'a> {
         Event { ts, ..self }
     }
 
     /// Time in ns on the trace clock (CLOCK_MONOTONIC for `mono`), after any conversion
-    /// the trace file asks for ([`crate::clock`]).
+    /// the trace file asks for ([`crate::decode::clock`]).
     #[inline]
     pub fn ts(&self) -> u64 {
         self.ts
@@ -95,7 +95,7 @@ impl<'a> Event<'a> {
     }
 
     /// A field by name as an unsigned integer (looks the name up: resolve a
-    /// [`crate::field::FieldRef`] once via [`EventType::field`] for hot loops).
+    /// [`crate::decode::field::FieldRef`] once via [`EventType::field`] for hot loops).
     pub fn u64(&self, field: &str) -> Option<u64> {
         self.event_type.field(field)?.u64(self.record)
     }

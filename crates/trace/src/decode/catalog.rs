@@ -3,9 +3,9 @@
 use std::path::Path;
 use vmscale_run::bounded;
 
-use crate::field::FieldRef;
-use crate::format::{EventFormat, FormatError};
-use crate::views::{EventKind, ViewLayout};
+use crate::decode::field::FieldRef;
+use crate::decode::format::{EventFormat, FormatError};
+use crate::decode::views::{EventKind, ViewLayout};
 
 /// A trace's `formats/` tree that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -97,13 +97,13 @@ impl CommonLayout {
             offset: 0,
             size: 2,
             signed: false,
-            layout: crate::format::FieldLayout::Scalar,
+            layout: crate::decode::format::FieldLayout::Scalar,
         },
         common_pid: FieldRef {
             offset: 4,
             size: 4,
             signed: true,
-            layout: crate::format::FieldLayout::Scalar,
+            layout: crate::decode::format::FieldLayout::Scalar,
         },
         len: 8,
     };
@@ -285,10 +285,10 @@ fn common_layout(event: &EventType) -> Result<CommonLayout, CatalogError> {
     };
     let common_type = event.field("common_type").ok_or(moved("common_type"))?;
     let common_pid = event.field("common_pid").ok_or(moved("common_pid"))?;
-    if common_type.size != 2 || common_type.layout != crate::format::FieldLayout::Scalar {
+    if common_type.size != 2 || common_type.layout != crate::decode::format::FieldLayout::Scalar {
         return Err(moved("common_type"));
     }
-    if common_pid.size != 4 || common_pid.layout != crate::format::FieldLayout::Scalar {
+    if common_pid.size != 4 || common_pid.layout != crate::decode::format::FieldLayout::Scalar {
         return Err(moved("common_pid"));
     }
     let len = event

@@ -25,8 +25,8 @@
 //! Every length read from the page is checked against the data the page holds: a corrupt
 //! page gives a [`PageError`] and decoding of that page stops. Nothing here allocates.
 
-use crate::field::{read_u32, read_u64, read_uint};
-use crate::format::HeaderPage;
+use crate::decode::field::{read_u32, read_u64, read_uint};
+use crate::decode::format::HeaderPage;
 
 /// `type_len` values (`header_event`).
 const TYPE_LEN_MAX_DATA: u32 = 28;

@@ -20,7 +20,8 @@
 //! where events print `NAME: BODY`; such lines come out as an event named `function` whose
 //! body is that text.
 
-use super::{Reject, SkipReason, TextClock, MAX_CPUS};
+use super::skip::{Reject, SkipReason};
+use super::{TextClock, MAX_CPUS};
 
 /// The columns of one event line, borrowed from the line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -31,8 +31,8 @@ use std::path::{Path, PathBuf};
 pub use summary::{SkipTally, TextDirSummary, SLOWEST_CALLS};
 pub use symbols::MAX_SYMBOLS;
 
-use crate::recorder::{LostEvents, TraceMeta};
-use crate::text_import::{Item, Reject, SkipReason, TextClock, TextEvent, TextStack};
+use crate::record::recorder::{LostEvents, TraceMeta};
+use crate::text::import::{Item, Reject, SkipReason, TextClock, TextEvent, TextStack};
 use pages::CpuPages;
 use symbols::Symbols;
 
@@ -127,7 +127,7 @@ pub struct TextDirError {
 /// The page size of the pages written (the x86-64 page).
 pub const PAGE_SIZE: usize = pages::PAGE_SIZE;
 
-/// Writes the trace directory of `items` (from [`crate::text_import::TextReader`]) into
+/// Writes the trace directory of `items` (from [`crate::text::import::TextReader`]) into
 /// `sink` and says what it holds.
 pub fn write_trace_dir(
     items: impl Iterator<Item = Item>,
@@ -242,9 +242,9 @@ impl Writer<'_> {
             TextClock::Counter => false,
         };
         let ts = match self.last_ts {
-            Some(last) if printed_in_us && ts / 1000 == last / 1000 && ts <= last => {
-                last.saturating_add(1).min(ts / 1000 * 1000 + 999)
-            }
+            Some(last) if printed_in_us && ts / 1000 == last / 1000 && ts <= last => last
+                .saturating_add(1)
+                .min((ts / 1000 * 1000).saturating_add(999)),
             _ => ts,
         };
         self.last_ts = Some(self.last_ts.map_or(ts, |last| last.max(ts)));
@@ -380,7 +380,7 @@ impl Writer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::text_import::TextReader;
+    use crate::text::import::TextReader;
 
     #[test]
     fn a_small_text_becomes_a_directory_the_decoder_reads() {

@@ -129,7 +129,7 @@ impl CpuPages {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::page::{Page, PageLayout};
+    use crate::decode::page::{Page, PageLayout};
 
     fn decode(bytes: &[u8]) -> Vec<(u64, Vec<u8>)> {
         bytes

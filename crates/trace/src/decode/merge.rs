@@ -8,11 +8,11 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::mpsc::{Receiver, Sender};
 
-use crate::catalog::EventCatalog;
-use crate::clock::TimeConversion;
-use crate::cpu_stream::{Batch, CpuStream, CpuSummary};
-use crate::decode::DecodeError;
-use crate::event::Event;
+use crate::decode::catalog::EventCatalog;
+use crate::decode::clock::TimeConversion;
+use crate::decode::cpu_stream::{Batch, CpuStream, CpuSummary};
+use crate::decode::error::DecodeError;
+use crate::decode::event::Event;
 
 /// Where a lane's batches come from.
 pub(crate) enum Feed<'d> {

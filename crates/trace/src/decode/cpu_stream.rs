@@ -9,8 +9,8 @@
 use std::collections::VecDeque;
 use std::io::Read;
 
-use crate::decode::DecodeError;
-use crate::page::{Missed, Page, PageLayout, RecordCursor};
+use crate::decode::error::DecodeError;
+use crate::decode::page::{Missed, Page, PageLayout, RecordCursor};
 
 /// The first read of a stream: the buffer grows from here (doubling) only while data keeps
 /// filling it, so a CPU with little or no data costs little memory.

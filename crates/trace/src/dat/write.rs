@@ -26,9 +26,10 @@ use crate::dat::options::{
 };
 use crate::dat::preamble::MAGIC;
 use crate::dat::{Algorithm, FLAG_COMPRESSED, MAX_CPUS, METADATA_LIMIT};
-use crate::decode::{DecodeError, Decoder};
-use crate::recorder::LostEvents;
-use crate::views::EventKind;
+use crate::decode::error::DecodeError;
+use crate::decode::views::EventKind;
+use crate::decode::Decoder;
+use crate::record::recorder::LostEvents;
 
 /// Pages per compressed chunk of trace data: small enough that a reader decompresses little
 /// to reach one page, large enough for the codec to find repetition.

@@ -3,8 +3,8 @@
 
 use super::formats::{Kind, COMMON_LEN};
 use super::symbols::Symbols;
-use crate::text_import::{TextEvent, TextStack, MAX_CPUS};
-use crate::views::contention_flags;
+use crate::decode::views::contention_flags;
+use crate::text::import::{TextEvent, TextStack, MAX_CPUS};
 
 /// Why an event's fields could not be written: the field and its text.
 pub(crate) type FieldError = String;
