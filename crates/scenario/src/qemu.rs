@@ -1,11 +1,53 @@
-//! What the three QEMU scenarios share: which QEMU, how a sample of QMP commands is timed,
-//! and the notes that say which QEMU a series measured.
+//! What the three QEMU scenarios share: which QEMU, how they are traced, and the notes that
+//! say which QEMU a series measured.
 
 use std::path::{Path, PathBuf};
 
 use vmscale_vmm::Qemu;
 
-use crate::{Error, Knob};
+use crate::{Error, Knob, Syscalls, TraceNeeds};
+
+/// The ioctl system call (x86-64): kept from every task, since the threads QEMU creates
+/// mid-run (a migration thread) cannot be named before they exist.
+const SYS_IOCTL: i64 = 16;
+
+/// The tracing every QEMU scenario needs: the measuring thread's system calls (the QMP
+/// round trips) and QEMU's (named once QEMU runs), every ioctl (QEMU's later threads' KVM
+/// calls among them; the analysis keeps QEMU's own), and thread creation, which ties
+/// threads QEMU creates later to it.
+pub fn trace_needs() -> TraceNeeds {
+    TraceNeeds {
+        syscalls: Syscalls::MeasuringThreadAnd(vec![SYS_IOCTL]),
+        extra_events: vec!["sched:sched_process_fork"],
+    }
+}
+
+/// What every QEMU scenario checks before anything starts: its knobs, then the QEMU binary
+/// (a missing QEMU is a usage error, exit 2). The record describes the host's KVM when
+/// /dev/kvm opens.
+pub(crate) fn prepare(
+    validate: impl FnOnce() -> Result<(), Error>,
+    qemu: Option<&Path>,
+) -> Result<crate::Prepared<PathBuf>, Error> {
+    validate()?;
+    let binary = binary(qemu)?;
+    Ok(crate::Prepared {
+        host: binary,
+        kvm: vmscale_kvm::KvmSystem::open().ok().map(|s| s.facts()),
+    })
+}
+
+/// The tour leaves the QEMU scenarios out when no QEMU is installed, and says how to get one.
+pub(crate) fn tour_requirement() -> Result<(), String> {
+    if installed() {
+        Ok(())
+    } else {
+        Err(format!(
+            "no {} on PATH, so the qemu scenarios are left out (apt-get install qemu-system-x86)",
+            vmscale_vmm::QEMU_BINARY
+        ))
+    }
+}
 
 /// `--qemu PATH`, the same in every QEMU scenario.
 pub fn qemu_knob() -> Knob {

@@ -109,6 +109,48 @@ impl QemuHotplugKnobs {
     }
 }
 
+/// The `qemu-hotplug` scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct QemuHotplug;
+
+impl crate::Scenario for QemuHotplug {
+    type Knobs = QemuHotplugKnobs;
+    /// The QEMU binary.
+    type Host = PathBuf;
+
+    fn info(&self) -> ScenarioInfo {
+        info()
+    }
+
+    fn tour_knobs(&self) -> Result<QemuHotplugKnobs, String> {
+        crate::qemu::tour_requirement()?;
+        Ok(QemuHotplugKnobs {
+            vcpus: vec![1, 2, 4],
+            repeat: 30,
+            ..QemuHotplugKnobs::default()
+        })
+    }
+
+    fn tracing(&self) -> crate::TraceNeeds {
+        crate::qemu::trace_needs()
+    }
+
+    fn prepare(&self, knobs: &QemuHotplugKnobs) -> Result<crate::Prepared<PathBuf>, Error> {
+        crate::qemu::prepare(|| knobs.validate(), knobs.qemu.as_deref())
+    }
+
+    fn run(
+        &self,
+        knobs: &QemuHotplugKnobs,
+        _: &PathBuf,
+        progress: &dyn Progress,
+        cancel: &Cancel,
+        hook: &mut dyn PhaseHook,
+    ) -> Result<Vec<Point>, Error> {
+        run(knobs, progress, cancel, hook)
+    }
+}
+
 /// Runs the sweep: one QEMU per vCPU count, one DIMM per sample.
 pub fn run(
     knobs: &QemuHotplugKnobs,

@@ -81,6 +81,48 @@ impl QemuMigrateKnobs {
     }
 }
 
+/// The `qemu-migrate` scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct QemuMigrate;
+
+impl crate::Scenario for QemuMigrate {
+    type Knobs = QemuMigrateKnobs;
+    /// The QEMU binary.
+    type Host = PathBuf;
+
+    fn info(&self) -> ScenarioInfo {
+        info()
+    }
+
+    fn tour_knobs(&self) -> Result<QemuMigrateKnobs, String> {
+        crate::qemu::tour_requirement()?;
+        Ok(QemuMigrateKnobs {
+            vcpus: vec![1, 2, 4],
+            repeat: 3,
+            ..QemuMigrateKnobs::default()
+        })
+    }
+
+    fn tracing(&self) -> crate::TraceNeeds {
+        crate::qemu::trace_needs()
+    }
+
+    fn prepare(&self, knobs: &QemuMigrateKnobs) -> Result<crate::Prepared<PathBuf>, Error> {
+        crate::qemu::prepare(|| knobs.validate(), knobs.qemu.as_deref())
+    }
+
+    fn run(
+        &self,
+        knobs: &QemuMigrateKnobs,
+        _: &PathBuf,
+        progress: &dyn Progress,
+        cancel: &Cancel,
+        hook: &mut dyn PhaseHook,
+    ) -> Result<Vec<Point>, Error> {
+        run(knobs, progress, cancel, hook)
+    }
+}
+
 pub fn run(
     knobs: &QemuMigrateKnobs,
     progress: &dyn Progress,

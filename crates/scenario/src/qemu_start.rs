@@ -83,6 +83,49 @@ impl QemuStartKnobs {
     }
 }
 
+/// The `qemu-start` scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct QemuStart;
+
+impl crate::Scenario for QemuStart {
+    type Knobs = QemuStartKnobs;
+    /// The QEMU binary.
+    type Host = PathBuf;
+
+    fn info(&self) -> ScenarioInfo {
+        info()
+    }
+
+    fn tour_knobs(&self) -> Result<QemuStartKnobs, String> {
+        crate::qemu::tour_requirement()?;
+        Ok(QemuStartKnobs {
+            vcpus: vec![1, 2, 4],
+            vms: 2,
+            repeat: 3,
+            ..QemuStartKnobs::default()
+        })
+    }
+
+    fn tracing(&self) -> crate::TraceNeeds {
+        crate::qemu::trace_needs()
+    }
+
+    fn prepare(&self, knobs: &QemuStartKnobs) -> Result<crate::Prepared<PathBuf>, Error> {
+        crate::qemu::prepare(|| knobs.validate(), knobs.qemu.as_deref())
+    }
+
+    fn run(
+        &self,
+        knobs: &QemuStartKnobs,
+        _: &PathBuf,
+        progress: &dyn Progress,
+        cancel: &Cancel,
+        hook: &mut dyn PhaseHook,
+    ) -> Result<Vec<Point>, Error> {
+        run(knobs, progress, cancel, hook)
+    }
+}
+
 pub fn run(
     knobs: &QemuStartKnobs,
     progress: &dyn Progress,
