@@ -1,6 +1,7 @@
 //! `vmscale run qemu-hotplug`, `qemu-start` and `qemu-migrate`: the scenarios that drive a
 //! real QEMU. The scenarios own QEMU; this module only turns flags into their knobs.
 
+use vmscale_scenario::qemu::QemuSweep;
 use vmscale_scenario::qemu_hotplug::{QemuHotplug, QemuHotplugKnobs};
 use vmscale_scenario::qemu_migrate::{QemuMigrate, QemuMigrateKnobs};
 use vmscale_scenario::qemu_start::{QemuStart, QemuStartKnobs};
@@ -11,10 +12,12 @@ use crate::failure::Failure;
 
 pub fn hotplug(args: &QemuHotplugArgs) -> Result<(), Failure> {
     let knobs = QemuHotplugKnobs {
-        qemu: args.qemu.clone(),
-        vcpus: args.vcpus.clone(),
-        repeat: args.repeat,
-        warmup: args.warmup,
+        sweep: QemuSweep {
+            qemu: args.qemu.clone(),
+            vcpus: args.vcpus.clone(),
+            repeat: args.repeat,
+            warmup: args.warmup,
+        },
         dimm_mib: args.dimm_mib,
         mem_mib: args.mem_mib,
     };
@@ -34,10 +37,12 @@ pub fn start(args: &QemuStartArgs) -> Result<(), Failure> {
 
 pub fn migrate(args: &QemuMigrateArgs) -> Result<(), Failure> {
     let knobs = QemuMigrateKnobs {
-        qemu: args.qemu.clone(),
-        vcpus: args.vcpus.clone(),
-        repeat: args.repeat,
-        warmup: args.warmup,
+        sweep: QemuSweep {
+            qemu: args.qemu.clone(),
+            vcpus: args.vcpus.clone(),
+            repeat: args.repeat,
+            warmup: args.warmup,
+        },
         mem_mib: args.mem_mib,
     };
     command(QemuMigrate, knobs, &args.output, &args.trace)
