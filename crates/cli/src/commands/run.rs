@@ -107,7 +107,7 @@ pub(crate) fn execute<M: Into<Measurement>>(
         warnings.extend(vmscale_run::runs::disagreements(scenario, sweep, &points));
         let trace = trace_meta.map(|meta| {
             warnings.extend(meta.lost_warnings());
-            crate::trace_analysis::analyse(
+            vmscale_analysis::run_section::analyse(
                 &dir.path,
                 &meta,
                 neighbours.foreign_tids,
@@ -116,7 +116,7 @@ pub(crate) fn execute<M: Into<Measurement>>(
                 &mut warnings,
             )
         });
-        Ok(crate::trace_analysis::concluded(RunRecord {
+        Ok(vmscale_analysis::run_section::concluded(RunRecord {
             schema_version: SCHEMA_VERSION,
             verdict: Vec::new(),
             tool: ToolInfo::current(env!("CARGO_PKG_VERSION")),
