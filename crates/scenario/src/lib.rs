@@ -394,3 +394,35 @@ impl Cancel<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_registered_scenario_has_its_own_name_and_a_valid_tour() {
+        let names: Vec<&str> = registry().iter().map(|s| s.info().name).collect();
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "{names:?}");
+        // The tour's sweeps pass the checks a run applies (QEMU ones only where QEMU is
+        // installed; otherwise the reason names the package).
+        use Scenario as _;
+        memslot::Memslot.tour_knobs().unwrap().validate().unwrap();
+        zap::Zap.tour_knobs().unwrap().validate().unwrap();
+        teardown::Teardown.tour_knobs().unwrap().validate().unwrap();
+        mlock::Mlock.tour_knobs().unwrap().validate().unwrap();
+        irqfd::Irqfd.tour_knobs().unwrap().validate().unwrap();
+        match qemu_hotplug::QemuHotplug.tour_knobs() {
+            Ok(knobs) => knobs.validate().unwrap(),
+            Err(why) => assert!(why.contains("apt-get install qemu-system-x86"), "{why}"),
+        }
+        if let Ok(knobs) = qemu_start::QemuStart.tour_knobs() {
+            knobs.validate().unwrap();
+        }
+        if let Ok(knobs) = qemu_migrate::QemuMigrate.tour_knobs() {
+            knobs.validate().unwrap();
+        }
+    }
+}
