@@ -13,6 +13,7 @@ mod integrity;
 pub mod ipi;
 pub mod naming;
 mod open_waits;
+pub mod run_section;
 pub mod spinlocks;
 mod stacks;
 pub mod subject;

@@ -357,7 +357,7 @@ pub struct QemuHotplugArgs {
     #[arg(long, value_name = "PATH")]
     pub qemu: Option<PathBuf>,
     /// vCPU counts to sweep (one QEMU each)
-    #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::qemu_hotplug::DEFAULT_VCPUS)]
+    #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::qemu::DEFAULT_VCPUS)]
     pub vcpus: Vec<usize>,
     /// Measured hotplugs per point, one DIMM each (with --warmup at most 256, QEMU's slots)
     #[arg(long, default_value_t = vmscale_scenario::qemu_hotplug::DEFAULT_REPEAT)]
@@ -383,7 +383,7 @@ pub struct QemuStartArgs {
     #[arg(long, value_name = "PATH")]
     pub qemu: Option<PathBuf>,
     /// vCPU counts to sweep
-    #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::qemu_start::DEFAULT_VCPUS)]
+    #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::qemu::DEFAULT_VCPUS)]
     pub vcpus: Vec<usize>,
     /// Guest memory sizes to sweep, in MiB (a series each)
     #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::qemu_start::DEFAULT_MEM_MIB)]
@@ -406,7 +406,7 @@ pub struct QemuMigrateArgs {
     #[arg(long, value_name = "PATH")]
     pub qemu: Option<PathBuf>,
     /// vCPU counts to sweep (one QEMU each)
-    #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::qemu_migrate::DEFAULT_VCPUS)]
+    #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::qemu::DEFAULT_VCPUS)]
     pub vcpus: Vec<usize>,
     /// Measured migrations per point
     #[arg(long, default_value_t = vmscale_scenario::qemu_migrate::DEFAULT_REPEAT)]

@@ -7,7 +7,6 @@ mod console;
 mod failure;
 mod interrupt;
 mod progress;
-mod trace_analysis;
 mod tracing;
 
 use args::{Cli, Command, RunScenario};

@@ -20,6 +20,7 @@
 //! sections, which bin the raw samples by the x recorded beside them; a series without
 //! samples shows as missing values rather than zeros.
 
+pub mod compare;
 mod counters;
 mod csv;
 mod document;

@@ -202,6 +202,56 @@ impl Phases {
     }
 }
 
+/// The `irqfd` scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct Irqfd;
+
+impl crate::Scenario for Irqfd {
+    type Knobs = IrqfdKnobs;
+    type Host = KvmSystem;
+
+    fn info(&self) -> ScenarioInfo {
+        info()
+    }
+
+    fn tour_knobs(&self) -> Result<IrqfdKnobs, String> {
+        Ok(IrqfdKnobs {
+            total: vec![10_000],
+            threads: 2,
+            vms: 1,
+            release: Release::Deassign,
+        })
+    }
+
+    /// The calls come from holder threads created mid-run.
+    fn tracing(&self) -> crate::TraceNeeds {
+        crate::TraceNeeds {
+            syscalls: crate::Syscalls::Off,
+            ..crate::TraceNeeds::default()
+        }
+    }
+
+    fn prepare(&self, knobs: &IrqfdKnobs) -> Result<crate::Prepared<KvmSystem>, Error> {
+        knobs.validate()?;
+        let system = KvmSystem::open()?;
+        Ok(crate::Prepared {
+            kvm: Some(system.facts()),
+            host: system,
+        })
+    }
+
+    fn run(
+        &self,
+        knobs: &IrqfdKnobs,
+        system: &KvmSystem,
+        progress: &dyn Progress,
+        cancel: &Cancel,
+        hook: &mut dyn PhaseHook,
+    ) -> Result<Vec<Point>, Error> {
+        run(system, knobs, progress, cancel, hook)
+    }
+}
+
 pub fn run(
     system: &KvmSystem,
     knobs: &IrqfdKnobs,

@@ -1,12 +1,15 @@
-//! vmscale's scenarios. Each one drives real KVM at every point of its sweep and returns raw
-//! samples; it never reads a report and never formats output.
+//! vmscale's scenarios. Each one drives real KVM (or a real VMM) at every point of its sweep
+//! and returns raw samples; it never reads a report and never formats output.
 //!
-//! One file per scenario. A scenario declares its knobs (for `vmscale list`) and returns
-//! [`vmscale_run::Point`]s; the caller wraps them into a run record.
+//! One file per scenario, each implementing [`Scenario`]: what it is, its knobs, how it runs
+//! and what it adds to the run record. [`registry`] lists them; `vmscale list`, `tour` and
+//! `--help` read it, so a new scenario is one file here plus one line there (and its
+//! command-line flags in the front end).
 
 pub mod irqfd;
 pub mod memslot;
 pub mod mlock;
+pub mod overcommit;
 pub mod placement;
 pub mod qemu;
 pub mod qemu_hotplug;
@@ -17,6 +20,9 @@ pub mod teardown;
 pub mod zap;
 
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::Serialize;
+use vmscale_run::{KvmFacts, Point, RunRecord};
 
 /// A knob's accepted values, as the scenario checks them. Its flag, default and help are
 /// described once, in the command line's definitions, which `vmscale list` and `--help`
@@ -73,18 +79,201 @@ pub struct ScenarioInfo {
     pub knobs: Vec<Knob>,
 }
 
-/// Every scenario this build has.
-pub fn catalogue() -> Vec<ScenarioInfo> {
+/// Every scenario this build has, in the order `list` shows and `tour` runs them. Adding a
+/// scenario is one line here.
+pub fn registry() -> Vec<&'static dyn Registered> {
     vec![
-        memslot::info(),
-        zap::info(),
-        teardown::info(),
-        mlock::info(),
-        irqfd::info(),
-        qemu_hotplug::info(),
-        qemu_start::info(),
-        qemu_migrate::info(),
+        &memslot::Memslot,
+        &zap::Zap,
+        &teardown::Teardown,
+        &mlock::Mlock,
+        &irqfd::Irqfd,
+        &qemu_hotplug::QemuHotplug,
+        &qemu_start::QemuStart,
+        &qemu_migrate::QemuMigrate,
     ]
+}
+
+/// What `vmscale list` shows of every scenario, in [`registry`] order.
+pub fn catalogue() -> Vec<ScenarioInfo> {
+    registry().iter().map(|s| s.info()).collect()
+}
+
+/// One scenario. The front end parses its flags into [`Scenario::Knobs`] and hands them,
+/// with the scenario, to the run path every scenario shares ([`Job`]):
+/// [`prepare`](Scenario::prepare) before anything is created, [`run`](Scenario::run) with
+/// tracing around its measured phases, then the trace's analyses, then
+/// [`annotate`](Scenario::annotate), then the reports. Data flows one way: a scenario sees
+/// its own samples and the findings drawn from them, never a report.
+pub trait Scenario: Copy + Sync + 'static {
+    /// Its knobs, as run.json records them.
+    type Knobs: Serialize + 'static;
+    /// What [`Scenario::prepare`] opens for the run: the KVM system, a binary to run.
+    type Host: 'static;
+
+    /// Name, the case it reproduces, one line of description, what it sweeps, its knobs'
+    /// accepted ranges.
+    fn info(&self) -> ScenarioInfo;
+
+    /// The small sweep `vmscale tour` runs, or one line saying why this host leaves the
+    /// scenario out and how to change that.
+    fn tour_knobs(&self) -> Result<Self::Knobs, String>;
+
+    /// Which system calls the trace needs, and events beyond the usual set.
+    fn tracing(&self) -> TraceNeeds {
+        TraceNeeds::default()
+    }
+
+    /// Checks the knobs, and the host against them, before anything is created, so an
+    /// impossible request is a one-line usage error that leaves nothing behind.
+    fn prepare(&self, knobs: &Self::Knobs) -> Result<Prepared<Self::Host>, Error>;
+
+    /// Measures the whole sweep: one [`Point`] per swept value. Calls `hook` around every
+    /// measured phase and `progress` as samples complete, and stops between samples once
+    /// `cancel` says so.
+    fn run(
+        &self,
+        knobs: &Self::Knobs,
+        host: &Self::Host,
+        progress: &dyn Progress,
+        cancel: &Cancel,
+        hook: &mut dyn PhaseHook,
+    ) -> Result<Vec<Point>, Error>;
+
+    /// What the scenario adds to the finished record, once the trace's findings and the
+    /// verdict are in: notes on its series, warnings on what its numbers mean on this host.
+    /// `measuring_tid` is the thread that ran [`Scenario::run`].
+    fn annotate(
+        &self,
+        _knobs: &Self::Knobs,
+        _host: &Self::Host,
+        _record: &mut RunRecord,
+        _measuring_tid: u32,
+    ) {
+    }
+}
+
+/// What [`Scenario::prepare`] found: what the run needs, and the KVM the record describes
+/// (`None` when /dev/kvm could not be opened and the scenario does not need it).
+pub struct Prepared<H> {
+    pub host: H,
+    pub kvm: Option<KvmFacts>,
+}
+
+/// Whose system calls the trace keeps, besides the usual lock, scheduler and IPI events.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TraceNeeds {
+    pub syscalls: Syscalls,
+    /// `system:event` names beyond the usual set.
+    pub extra_events: Vec<&'static str>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Syscalls {
+    /// Those of the thread that runs [`Scenario::run`]: the measured calls are its own.
+    #[default]
+    MeasuringThread,
+    /// None: the measured calls come from threads or processes created later, whose calls
+    /// cannot be filtered in advance, and every task's would swamp the buffers.
+    Off,
+    /// The measuring thread's, plus these system calls (by number) from every task: a
+    /// VMM's threads, some created mid-run, are found by what they call.
+    MeasuringThreadAnd(Vec<i64>),
+}
+
+/// A scenario with its knobs, as the front end runs it. Object-safe, so `run <scenario>`
+/// and `tour` share one run path.
+pub trait Job {
+    fn info(&self) -> ScenarioInfo;
+    /// The knobs as run.json records them.
+    fn knobs(&self) -> serde_json::Value;
+    fn tracing(&self) -> TraceNeeds;
+    /// [`Scenario::prepare`]; gives the KVM facts for the record.
+    fn prepare(&mut self) -> Result<Option<KvmFacts>, Error>;
+    /// [`Scenario::run`]; only after [`Job::prepare`] succeeded.
+    fn run(
+        &self,
+        progress: &dyn Progress,
+        cancel: &Cancel,
+        hook: &mut dyn PhaseHook,
+    ) -> Result<Vec<Point>, Error>;
+    /// [`Scenario::annotate`]; only after [`Job::prepare`] succeeded.
+    fn annotate(&self, record: &mut RunRecord, measuring_tid: u32);
+}
+
+/// `scenario` with `knobs`, ready to be prepared and run.
+pub fn job<S: Scenario>(scenario: S, knobs: S::Knobs) -> Box<dyn Job> {
+    Box::new(Configured {
+        scenario,
+        knobs,
+        host: None,
+    })
+}
+
+struct Configured<S: Scenario> {
+    scenario: S,
+    knobs: S::Knobs,
+    host: Option<S::Host>,
+}
+
+impl<S: Scenario> Configured<S> {
+    fn host(&self) -> &S::Host {
+        self.host
+            .as_ref()
+            .expect("the run path prepares a job before it runs or annotates it")
+    }
+}
+
+impl<S: Scenario> Job for Configured<S> {
+    fn info(&self) -> ScenarioInfo {
+        self.scenario.info()
+    }
+
+    fn knobs(&self) -> serde_json::Value {
+        serde_json::to_value(&self.knobs).expect("knobs serialize")
+    }
+
+    fn tracing(&self) -> TraceNeeds {
+        self.scenario.tracing()
+    }
+
+    fn prepare(&mut self) -> Result<Option<KvmFacts>, Error> {
+        let Prepared { host, kvm } = self.scenario.prepare(&self.knobs)?;
+        self.host = Some(host);
+        Ok(kvm)
+    }
+
+    fn run(
+        &self,
+        progress: &dyn Progress,
+        cancel: &Cancel,
+        hook: &mut dyn PhaseHook,
+    ) -> Result<Vec<Point>, Error> {
+        self.scenario
+            .run(&self.knobs, self.host(), progress, cancel, hook)
+    }
+
+    fn annotate(&self, record: &mut RunRecord, measuring_tid: u32) {
+        self.scenario
+            .annotate(&self.knobs, self.host(), record, measuring_tid)
+    }
+}
+
+/// A scenario as the registry holds it, whatever its knobs' type.
+pub trait Registered: Sync {
+    fn info(&self) -> ScenarioInfo;
+    /// The scenario with its tour knobs, or why this host leaves it out of the tour.
+    fn tour(&self) -> Result<Box<dyn Job>, String>;
+}
+
+impl<S: Scenario> Registered for S {
+    fn info(&self) -> ScenarioInfo {
+        Scenario::info(self)
+    }
+
+    fn tour(&self) -> Result<Box<dyn Job>, String> {
+        Ok(job(*self, self.tour_knobs()?))
+    }
 }
 
 /// Receives progress as samples complete; the front end decides how (or whether) to show it.
@@ -144,6 +333,9 @@ pub enum Error {
     /// The VMM a scenario drives (QEMU) is missing or failed.
     #[error(transparent)]
     Vmm(#[from] vmscale_vmm::Error),
+    /// The host lacks something the run needs (and the request itself was fine).
+    #[error("{0}")]
+    Host(String),
     #[error("interrupted")]
     Interrupted,
 }
@@ -173,8 +365,8 @@ pub const RUNS_KNOB: Knob = Knob {
 /// slow drift of the host lands on every point alike instead of on the last ones.
 pub(crate) fn independent_runs(
     runs: usize,
-    mut sweep: impl FnMut() -> Result<Vec<vmscale_run::Point>, Error>,
-) -> Result<Vec<vmscale_run::Point>, Error> {
+    mut sweep: impl FnMut() -> Result<Vec<Point>, Error>,
+) -> Result<Vec<Point>, Error> {
     RUNS.check("--runs", runs as u64)?;
     let done = (0..runs).map(|_| sweep()).collect::<Result<Vec<_>, _>>()?;
     Ok(vmscale_run::runs::merge(done))
@@ -199,6 +391,38 @@ impl Cancel<'_> {
             Err(Error::Interrupted)
         } else {
             Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_registered_scenario_has_its_own_name_and_a_valid_tour() {
+        let names: Vec<&str> = registry().iter().map(|s| s.info().name).collect();
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "{names:?}");
+        // The tour's sweeps pass the checks a run applies (QEMU ones only where QEMU is
+        // installed; otherwise the reason names the package).
+        use Scenario as _;
+        memslot::Memslot.tour_knobs().unwrap().validate().unwrap();
+        zap::Zap.tour_knobs().unwrap().validate().unwrap();
+        teardown::Teardown.tour_knobs().unwrap().validate().unwrap();
+        mlock::Mlock.tour_knobs().unwrap().validate().unwrap();
+        irqfd::Irqfd.tour_knobs().unwrap().validate().unwrap();
+        match qemu_hotplug::QemuHotplug.tour_knobs() {
+            Ok(knobs) => knobs.validate().unwrap(),
+            Err(why) => assert!(why.contains("apt-get install qemu-system-x86"), "{why}"),
+        }
+        if let Ok(knobs) = qemu_start::QemuStart.tour_knobs() {
+            knobs.validate().unwrap();
+        }
+        if let Ok(knobs) = qemu_migrate::QemuMigrate.tour_knobs() {
+            knobs.validate().unwrap();
         }
     }
 }

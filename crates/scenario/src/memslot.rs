@@ -27,9 +27,10 @@ use serde::{Deserialize, Serialize};
 use vmscale_kvm::vm::Gap;
 use vmscale_kvm::{rdtsc, GuestProgram, KvmSystem, Vm, VmConfig};
 use vmscale_run::schema::TaskWindow;
-use vmscale_run::{monotonic_ns, Phase, Point, Series};
+use vmscale_run::{monotonic_ns, Phase, Point, RunRecord, Series};
 use vmscale_stats::Summary;
 
+use crate::overcommit::{overcommit_warnings, stalled_vcpu_warnings};
 use crate::placement::Pinning;
 use crate::sched::FifoGuard;
 use crate::{Cancel, Error, Knob, PhaseHook, Progress, Range, ScenarioInfo};
@@ -226,6 +227,60 @@ pub fn preflight(system: &KvmSystem, knobs: &MemslotKnobs) -> Result<(), Error> 
         )?;
     }
     Ok(())
+}
+
+/// The `memslot` scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct Memslot;
+
+impl crate::Scenario for Memslot {
+    type Knobs = MemslotKnobs;
+    type Host = KvmSystem;
+
+    fn info(&self) -> ScenarioInfo {
+        info()
+    }
+
+    fn tour_knobs(&self) -> Result<MemslotKnobs, String> {
+        Ok(MemslotKnobs {
+            vcpus: vec![1, 2, 4, 8],
+            repeat: 100,
+            warmup: 5,
+            strategies: vec![Strategy::Direct, Strategy::PauseAll],
+            guest: GuestProgram::Spin,
+            ..MemslotKnobs::default()
+        })
+    }
+
+    fn prepare(&self, knobs: &MemslotKnobs) -> Result<crate::Prepared<KvmSystem>, Error> {
+        knobs.validate()?;
+        let system = KvmSystem::open()?;
+        preflight(&system, knobs)?;
+        Ok(crate::Prepared {
+            kvm: Some(system.facts()),
+            host: system,
+        })
+    }
+
+    fn run(
+        &self,
+        knobs: &MemslotKnobs,
+        system: &KvmSystem,
+        progress: &dyn Progress,
+        cancel: &Cancel,
+        hook: &mut dyn PhaseHook,
+    ) -> Result<Vec<Point>, Error> {
+        run(system, knobs, progress, cancel, hook)
+    }
+
+    /// Overcommitted points, and spinning vCPUs that never ran while measured, first among
+    /// the warnings.
+    fn annotate(&self, knobs: &MemslotKnobs, _: &KvmSystem, record: &mut RunRecord, _: u32) {
+        let guest = knobs.guest;
+        let mut warnings = overcommit_warnings(&record.points, record.host.online_cpus, guest);
+        warnings.extend(stalled_vcpu_warnings(&record.points, guest));
+        record.warnings.splice(0..0, warnings);
+    }
 }
 
 /// Runs the sweep and returns one point per vCPU count.

@@ -17,7 +17,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
-use vmscale_run::{monotonic_ns, Point, Series};
+use vmscale_run::{monotonic_ns, Point, RunRecord, Series};
 use vmscale_stats::Summary;
 
 use crate::{Cancel, Error, Knob, PhaseHook, Progress, Range, ScenarioInfo};
@@ -143,6 +143,51 @@ impl MlockKnobs {
 /// The label of a mode's measured phase; the trace analysis finds the phase by it.
 pub fn phase_label(mode: Mode, busy: usize) -> String {
     format!("mlock mode={} busy={busy}", mode.name())
+}
+
+/// The `mlock` scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct Mlock;
+
+impl crate::Scenario for Mlock {
+    type Knobs = MlockKnobs;
+    type Host = ();
+
+    fn info(&self) -> ScenarioInfo {
+        info()
+    }
+
+    fn tour_knobs(&self) -> Result<MlockKnobs, String> {
+        Ok(MlockKnobs {
+            calls: 5_000,
+            ..MlockKnobs::default()
+        })
+    }
+
+    /// Needs no KVM; the record describes it when there is one.
+    fn prepare(&self, knobs: &MlockKnobs) -> Result<crate::Prepared<()>, Error> {
+        knobs.validate()?;
+        Ok(crate::Prepared {
+            host: (),
+            kvm: vmscale_kvm::KvmSystem::open().ok().map(|s| s.facts()),
+        })
+    }
+
+    fn run(
+        &self,
+        knobs: &MlockKnobs,
+        _: &(),
+        progress: &dyn Progress,
+        cancel: &Cancel,
+        hook: &mut dyn PhaseHook,
+    ) -> Result<Vec<Point>, Error> {
+        run(knobs, progress, cancel, hook)
+    }
+
+    /// Each series' IPIs, as the trace counted them, beside the case's formula.
+    fn annotate(&self, knobs: &MlockKnobs, _: &(), record: &mut RunRecord, measuring_tid: u32) {
+        add_ipi_notes(record, knobs, measuring_tid);
+    }
 }
 
 pub fn run(
@@ -362,5 +407,93 @@ impl Drop for Buffer {
     fn drop(&mut self) {
         // SAFETY: unmaps exactly what `map` mapped; nothing refers into it any more.
         unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}
+
+/// Puts the trace's IPI count for each mode's phase beside the case's formula.
+fn add_ipi_notes(record: &mut RunRecord, knobs: &MlockKnobs, measuring_tid: u32) {
+    let cpus = record.host.online_cpus;
+    let Some(trace) = record.trace.clone() else {
+        for series in record.points.iter_mut().flat_map(|p| p.series.iter_mut()) {
+            series.notes.push(format!(
+                "IPIs not measured (no trace); the case's formula, calls x (CPUs - 1), predicts {}",
+                knobs.calls * cpus.saturating_sub(1)
+            ));
+        }
+        return;
+    };
+    let measuring = measuring_tid as i32;
+    for point in &mut record.points {
+        for series in &mut point.series {
+            let Ok(modes) = Mode::parse_list(std::slice::from_ref(&series.name)) else {
+                continue;
+            };
+            let label = phase_label(modes[0], point.n as usize);
+            let Some(phase) = trace.ipis.iter().find(|p| p.label == label) else {
+                series
+                    .notes
+                    .push("the trace has no phase for these calls: IPIs unknown".into());
+                continue;
+            };
+            let sent: u64 = phase
+                .by_sender
+                .iter()
+                .filter(|s| s.pid == measuring)
+                .map(|s| s.ipis)
+                .sum();
+            let calls = knobs.calls as f64;
+            series.notes.push(format!(
+                "measured: the calling thread sent {sent} IPIs in {} calls ({:.3} per call; the case's formula calls x (CPUs - 1) = {}); all tasks sent {} during the phase and queued {} cross-CPU calls",
+                knobs.calls,
+                sent as f64 / calls,
+                knobs.calls * cpus.saturating_sub(1),
+                phase.ipis,
+                phase.csd_queued,
+            ));
+            if phase.ipis > 0 {
+                let targets: Vec<String> = phase
+                    .by_target
+                    .iter()
+                    .map(|(cpu, n)| format!("cpu{cpu} {n}"))
+                    .collect();
+                let sites: Vec<String> = phase
+                    .by_site
+                    .iter()
+                    .take(3)
+                    .map(|s| {
+                        let callback = if s.callback.is_empty() {
+                            "none"
+                        } else {
+                            &s.callback
+                        };
+                        format!("{} from {} (callback {callback})", s.ipis, s.callsite)
+                    })
+                    .collect();
+                let syscalls: Vec<String> = phase
+                    .by_syscall
+                    .iter()
+                    .map(|s| format!("{} {}", s.syscall, s.ipis))
+                    .collect();
+                series.notes.push(format!(
+                    "IPIs by target: {}; by call site: {}; by system call: {}",
+                    targets.join(", "),
+                    sites.join(", "),
+                    if syscalls.is_empty() {
+                        "-".to_string()
+                    } else {
+                        syscalls.join(", ")
+                    }
+                ));
+                if let Some(work) = phase.victim_work.first() {
+                    series.notes.push(format!(
+                        "cost to the target CPUs: {} ran {} times, {:.1} us in all ({:.2} us per call)",
+                        work.function,
+                        work.calls,
+                        work.total_ns as f64 / 1e3,
+                        work.total_ns as f64 / 1e3 / knobs.calls as f64
+                    ));
+                }
+            }
+        }
     }
 }

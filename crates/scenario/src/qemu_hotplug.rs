@@ -13,23 +13,20 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use vmscale_run::{monotonic_ns, Phase, Point, Series};
-use vmscale_stats::Summary;
 use vmscale_vmm::{Qemu, QemuConfig};
 
+use crate::qemu::{Operation, QemuSweep, Timed};
 use crate::{Cancel, Error, Knob, PhaseHook, Progress, Range, ScenarioInfo};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct QemuHotplugKnobs {
-    /// `--qemu`; `None`: qemu-system-x86_64 on PATH.
-    pub qemu: Option<PathBuf>,
-    pub vcpus: Vec<usize>,
-    pub repeat: usize,
-    pub warmup: usize,
+    /// `--qemu`, `--vcpus`, `--repeat`, `--warmup`.
+    #[serde(flatten)]
+    pub sweep: QemuSweep,
     pub dimm_mib: u64,
     pub mem_mib: u64,
 }
 
-pub const DEFAULT_VCPUS: &str = "1,2,4";
 pub const DEFAULT_REPEAT: usize = 50;
 pub const DEFAULT_WARMUP: usize = 2;
 pub const DEFAULT_DIMM_MIB: u64 = 128;
@@ -38,19 +35,14 @@ pub const DEFAULT_MEM_MIB: u64 = 128;
 /// QEMU's limit on DIMM slots (ACPI_MAX_RAM_SLOTS): every sample takes one.
 pub const MAX_SLOTS: usize = 256;
 
-pub const VCPUS: Range = Range::new(1, 255);
 pub const REPEAT: Range = Range::new(1, MAX_SLOTS as u64);
 pub const WARMUP: Range = Range::new(0, 16);
 pub const DIMM_MIB: Range = Range::new(2, 4_096);
-pub const MEM_MIB: Range = Range::new(16, 65_536);
 
 impl Default for QemuHotplugKnobs {
     fn default() -> Self {
         QemuHotplugKnobs {
-            qemu: None,
-            vcpus: vec![1, 2, 4],
-            repeat: DEFAULT_REPEAT,
-            warmup: DEFAULT_WARMUP,
+            sweep: QemuSweep::new(DEFAULT_REPEAT, DEFAULT_WARMUP),
             dimm_mib: DEFAULT_DIMM_MIB,
             mem_mib: DEFAULT_MEM_MIB,
         }
@@ -65,26 +57,24 @@ pub fn info() -> ScenarioInfo {
         sweep: "vcpus",
         knobs: vec![
             crate::qemu::qemu_knob(),
-            Knob { flag: "--vcpus", range: Some(VCPUS) },
+            Knob { flag: "--vcpus", range: Some(crate::qemu::VCPUS) },
             Knob { flag: "--repeat", range: Some(REPEAT) },
             Knob { flag: "--warmup", range: Some(WARMUP) },
             Knob { flag: "--dimm-mib", range: Some(DIMM_MIB) },
-            Knob { flag: "--mem-mib", range: Some(MEM_MIB) },
+            Knob { flag: "--mem-mib", range: Some(crate::qemu::MEM_MIB) },
         ],
     }
 }
 
 impl QemuHotplugKnobs {
     pub fn validate(&self) -> Result<(), Error> {
-        VCPUS.check_all("--vcpus", &crate::as_u64(&self.vcpus))?;
-        REPEAT.check("--repeat", self.repeat as u64)?;
-        WARMUP.check("--warmup", self.warmup as u64)?;
+        self.sweep.validate(REPEAT, WARMUP)?;
         DIMM_MIB.check("--dimm-mib", self.dimm_mib)?;
-        MEM_MIB.check("--mem-mib", self.mem_mib)?;
-        if self.repeat + self.warmup > MAX_SLOTS {
+        crate::qemu::MEM_MIB.check("--mem-mib", self.mem_mib)?;
+        let slots = self.slots();
+        if slots > MAX_SLOTS {
             return Err(Error::Usage(format!(
-                "--repeat plus --warmup must be at most {MAX_SLOTS}, QEMU's DIMM slots: every hotplug takes one (got {})",
-                self.repeat + self.warmup
+                "--repeat plus --warmup must be at most {MAX_SLOTS}, QEMU's DIMM slots: every hotplug takes one (got {slots})"
             )));
         }
         if !self.dimm_mib.is_multiple_of(2) {
@@ -96,8 +86,13 @@ impl QemuHotplugKnobs {
         Ok(())
     }
 
+    /// DIMMs one point plugs, warm-up included.
+    fn slots(&self) -> usize {
+        self.sweep.repeat + self.sweep.warmup
+    }
+
     fn config(&self, binary: PathBuf, vcpus: usize) -> QemuConfig {
-        let slots = self.repeat + self.warmup;
+        let slots = self.slots();
         let mut config = QemuConfig::new(binary, vcpus, self.mem_mib);
         config.dimm_slots = slots;
         config.maxmem_mib = self.mem_mib + slots as u64 * self.dimm_mib;
@@ -105,7 +100,47 @@ impl QemuHotplugKnobs {
     }
 
     pub fn total_samples(&self) -> u64 {
-        (self.vcpus.len() * (self.repeat + self.warmup)) as u64
+        self.sweep.total_samples()
+    }
+}
+
+/// The `qemu-hotplug` scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct QemuHotplug;
+
+impl crate::Scenario for QemuHotplug {
+    type Knobs = QemuHotplugKnobs;
+    /// The QEMU binary.
+    type Host = PathBuf;
+
+    fn info(&self) -> ScenarioInfo {
+        info()
+    }
+
+    fn tour_knobs(&self) -> Result<QemuHotplugKnobs, String> {
+        crate::qemu::tour_requirement()?;
+        let mut knobs = QemuHotplugKnobs::default();
+        knobs.sweep.repeat = 30;
+        Ok(knobs)
+    }
+
+    fn tracing(&self) -> crate::TraceNeeds {
+        crate::qemu::trace_needs()
+    }
+
+    fn prepare(&self, knobs: &QemuHotplugKnobs) -> Result<crate::Prepared<PathBuf>, Error> {
+        crate::qemu::prepare(|| knobs.validate(), knobs.sweep.qemu.as_deref())
+    }
+
+    fn run(
+        &self,
+        knobs: &QemuHotplugKnobs,
+        _: &PathBuf,
+        progress: &dyn Progress,
+        cancel: &Cancel,
+        hook: &mut dyn PhaseHook,
+    ) -> Result<Vec<Point>, Error> {
+        run(knobs, progress, cancel, hook)
     }
 }
 
@@ -117,73 +152,82 @@ pub fn run(
     hook: &mut dyn PhaseHook,
 ) -> Result<Vec<Point>, Error> {
     knobs.validate()?;
-    let binary = crate::qemu::binary(knobs.qemu.as_deref())?;
-    progress.start(knobs.total_samples());
-    let host_cpus = vmscale_run::host::online_cpus();
-    let mut points = Vec::new();
-    for &vcpus in &knobs.vcpus {
-        cancel.check()?;
-        progress.set_message(format!("QEMU with {vcpus} vCPUs"));
-        let mut qemu = Qemu::start(&knobs.config(binary.clone(), vcpus))?;
-        crate::qemu::expect_running(&mut qemu)?;
-        let notes = crate::qemu::notes(&mut qemu)?;
-        let mut next = 0usize;
-        for _ in 0..knobs.warmup {
-            cancel.check()?;
-            hotplug(&mut qemu, next, knobs.dimm_mib)?;
-            next += 1;
-            progress.advance(1);
-        }
-        let vmm_tids = qemu.threads();
-        hook.carried_out_by(&vmm_tids)?;
-        let label = format!("qemu-hotplug vcpus={vcpus}");
-        let mut marks = Vec::with_capacity(knobs.repeat);
-        hook.measured_phase_begins(&label)?;
-        for _ in 0..knobs.repeat {
-            cancel.check()?;
-            marks.push(hotplug(&mut qemu, next, knobs.dimm_mib)?);
-            next += 1;
-            progress.advance(1);
-        }
-        hook.measured_phase_ends(&label)?;
-        // Every DIMM must be there: a hotplug QEMU acknowledged but did not do would make
-        // the samples meaningless.
+    let mut hotplugs = Hotplugs { knobs, next: 0 };
+    crate::qemu::sweep(
+        "qemu-hotplug",
+        &knobs.sweep,
+        &mut hotplugs,
+        progress,
+        cancel,
+        hook,
+    )
+}
+
+/// The hotplugs into one QEMU; `next` is the index of the next DIMM.
+struct Hotplugs<'a> {
+    knobs: &'a QemuHotplugKnobs,
+    next: usize,
+}
+
+impl Operation for Hotplugs<'_> {
+    type Marks = Marks;
+
+    fn config(&self, binary: PathBuf, vcpus: usize) -> QemuConfig {
+        self.knobs.config(binary, vcpus)
+    }
+
+    fn setup(&mut self, _: &mut Qemu) -> Result<(), Error> {
+        self.next = 0;
+        Ok(())
+    }
+
+    fn once(&mut self, qemu: &mut Qemu) -> Result<Marks, Error> {
+        let marks = hotplug(qemu, self.next, self.knobs.dimm_mib)?;
+        self.next += 1;
+        Ok(marks)
+    }
+
+    /// Every DIMM must be there: a hotplug QEMU acknowledged but did not do would make the
+    /// samples meaningless.
+    fn check(&mut self, qemu: &mut Qemu) -> Result<(), Error> {
         let dimms = qemu.execute("query-memory-devices", None)?.value;
         let plugged = dimms.as_array().map_or(0, Vec::len);
-        if plugged != next {
+        if plugged != self.next {
             return Err(qemu
                 .error(format!(
-                    "QEMU reports {plugged} DIMMs after {next} hotplugs"
+                    "QEMU reports {plugged} DIMMs after {} hotplugs",
+                    self.next
                 ))
                 .into());
         }
-        qemu.quit()?;
-        let samples_ns: Vec<u64> = marks.iter().map(|m| m.end - m.start).collect();
+        Ok(())
+    }
+
+    fn series(&self, marks: &[Marks]) -> Series {
         let phase =
             |name: &str, f: &dyn Fn(&Marks) -> u64| Phase::new(name, marks.iter().map(f).collect());
-        points.push(Point {
-            n: vcpus as u64,
-            vcpus_per_host_cpu: vcpus as f64 / host_cpus as f64,
-            series: vec![Series {
-                name: "hotplug".into(),
-                sample_is: format!(
-                    "one {} MiB DIMM hotplug (QMP object-add memory-backend-ram + device_add pc-dimm), vCPUs running",
-                    knobs.dimm_mib
-                ),
-                summary: Summary::from_samples(&samples_ns),
-                sample_start_ns: marks.iter().map(|m| m.start).collect(),
-                samples_ns,
-                phases: vec![
-                    phase("object-add", &|m| m.added - m.start),
-                    phase("device_add", &|m| m.end - m.added),
-                ],
-                notes,
-                vmm_tids,
-                ..Series::default()
-            }],
-        });
+        Series {
+            name: "hotplug".into(),
+            sample_is: format!(
+                "one {} MiB DIMM hotplug (QMP object-add memory-backend-ram + device_add pc-dimm), vCPUs running",
+                self.knobs.dimm_mib
+            ),
+            phases: vec![
+                phase("object-add", &|m| m.added - m.start),
+                phase("device_add", &|m| m.end - m.added),
+            ],
+            ..Series::default()
+        }
     }
-    Ok(points)
+}
+
+impl Timed for Marks {
+    fn start(&self) -> u64 {
+        self.start
+    }
+    fn end(&self) -> u64 {
+        self.end
+    }
 }
 
 struct Marks {
@@ -218,11 +262,9 @@ mod tests {
 
     #[test]
     fn more_hotplugs_than_dimm_slots_is_a_usage_error() {
-        let knobs = QemuHotplugKnobs {
-            repeat: 250,
-            warmup: 10,
-            ..Default::default()
-        };
+        let mut knobs = QemuHotplugKnobs::default();
+        knobs.sweep.repeat = 250;
+        knobs.sweep.warmup = 10;
         let e = knobs.validate().unwrap_err();
         assert!(e.is_usage() && e.to_string().contains("256"), "{e}");
         let knobs = QemuHotplugKnobs {
@@ -230,6 +272,23 @@ mod tests {
             ..Default::default()
         };
         assert!(knobs.validate().unwrap_err().is_usage());
+    }
+
+    #[test]
+    fn the_shared_sweep_knobs_stay_beside_the_others_in_run_json() {
+        let knobs = serde_json::to_value(QemuHotplugKnobs::default()).unwrap();
+        let keys: Vec<&str> = knobs
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            ["dimm_mib", "mem_mib", "qemu", "repeat", "vcpus", "warmup"]
+        );
+        assert_eq!(knobs["vcpus"], serde_json::json!([1, 2, 4]));
+        assert_eq!(knobs["qemu"], serde_json::Value::Null);
     }
 
     #[test]

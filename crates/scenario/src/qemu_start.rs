@@ -23,13 +23,10 @@ pub struct QemuStartKnobs {
     pub repeat: usize,
 }
 
-pub const DEFAULT_VCPUS: &str = "1,2,4";
 pub const DEFAULT_MEM_MIB: &str = "128";
 pub const DEFAULT_VMS: usize = 1;
 pub const DEFAULT_REPEAT: usize = 5;
 
-pub const VCPUS: Range = Range::new(1, 255);
-pub const MEM_MIB: Range = Range::new(16, 65_536);
 pub const VMS: Range = Range::new(1, 64);
 pub const REPEAT: Range = Range::new(1, 1_000);
 
@@ -37,8 +34,10 @@ impl Default for QemuStartKnobs {
     fn default() -> Self {
         QemuStartKnobs {
             qemu: None,
-            vcpus: vec![1, 2, 4],
-            mem_mib: vec![128],
+            vcpus: crate::qemu::default_vcpus(),
+            mem_mib: vec![DEFAULT_MEM_MIB
+                .parse()
+                .expect("DEFAULT_MEM_MIB is a number")],
             vms: DEFAULT_VMS,
             repeat: DEFAULT_REPEAT,
         }
@@ -53,8 +52,8 @@ pub fn info() -> ScenarioInfo {
         sweep: "vcpus",
         knobs: vec![
             crate::qemu::qemu_knob(),
-            Knob { flag: "--vcpus", range: Some(VCPUS) },
-            Knob { flag: "--mem-mib", range: Some(MEM_MIB) },
+            Knob { flag: "--vcpus", range: Some(crate::qemu::VCPUS) },
+            Knob { flag: "--mem-mib", range: Some(crate::qemu::MEM_MIB) },
             Knob { flag: "--vms", range: Some(VMS) },
             Knob { flag: "--repeat", range: Some(REPEAT) },
         ],
@@ -63,8 +62,8 @@ pub fn info() -> ScenarioInfo {
 
 impl QemuStartKnobs {
     pub fn validate(&self) -> Result<(), Error> {
-        VCPUS.check_all("--vcpus", &crate::as_u64(&self.vcpus))?;
-        MEM_MIB.check_all("--mem-mib", &self.mem_mib)?;
+        crate::qemu::VCPUS.check_all("--vcpus", &crate::as_u64(&self.vcpus))?;
+        crate::qemu::MEM_MIB.check_all("--mem-mib", &self.mem_mib)?;
         VMS.check("--vms", self.vms as u64)?;
         REPEAT.check("--repeat", self.repeat as u64)?;
         Ok(())
@@ -80,6 +79,48 @@ impl QemuStartKnobs {
         } else {
             format!("{what} {mem_mib} MiB")
         }
+    }
+}
+
+/// The `qemu-start` scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct QemuStart;
+
+impl crate::Scenario for QemuStart {
+    type Knobs = QemuStartKnobs;
+    /// The QEMU binary.
+    type Host = PathBuf;
+
+    fn info(&self) -> ScenarioInfo {
+        info()
+    }
+
+    fn tour_knobs(&self) -> Result<QemuStartKnobs, String> {
+        crate::qemu::tour_requirement()?;
+        Ok(QemuStartKnobs {
+            vms: 2,
+            repeat: 3,
+            ..QemuStartKnobs::default()
+        })
+    }
+
+    fn tracing(&self) -> crate::TraceNeeds {
+        crate::qemu::trace_needs()
+    }
+
+    fn prepare(&self, knobs: &QemuStartKnobs) -> Result<crate::Prepared<PathBuf>, Error> {
+        crate::qemu::prepare(|| knobs.validate(), knobs.qemu.as_deref())
+    }
+
+    fn run(
+        &self,
+        knobs: &QemuStartKnobs,
+        _: &PathBuf,
+        progress: &dyn Progress,
+        cancel: &Cancel,
+        hook: &mut dyn PhaseHook,
+    ) -> Result<Vec<Point>, Error> {
+        run(knobs, progress, cancel, hook)
     }
 }
 

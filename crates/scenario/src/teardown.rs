@@ -13,7 +13,7 @@
 //! - `fork`: one holder process per VM, all told to exit at once.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use serde::{Deserialize, Serialize};
@@ -435,6 +435,63 @@ fn release_once(
         reports.extend(holder.finish()?);
     }
     Ok((monotonic_ns() - start, reports))
+}
+
+/// The `teardown` scenario. Its VMs are held by child processes running this executable's
+/// hidden `teardown-holder` command (see [`hold_and_release`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Teardown;
+
+impl crate::Scenario for Teardown {
+    type Knobs = TeardownKnobs;
+    /// The executable the holders run: this one.
+    type Host = PathBuf;
+
+    fn info(&self) -> ScenarioInfo {
+        info()
+    }
+
+    fn tour_knobs(&self) -> Result<TeardownKnobs, String> {
+        Ok(TeardownKnobs {
+            vms: vec![1, 4, 8],
+            repeat: 2,
+            ..TeardownKnobs::default()
+        })
+    }
+
+    /// The releases happen in holder processes created mid-run.
+    fn tracing(&self) -> crate::TraceNeeds {
+        crate::TraceNeeds {
+            syscalls: crate::Syscalls::Off,
+            ..crate::TraceNeeds::default()
+        }
+    }
+
+    fn prepare(&self, knobs: &TeardownKnobs) -> Result<crate::Prepared<PathBuf>, Error> {
+        knobs.validate()?;
+        let system = vmscale_kvm::KvmSystem::open()?;
+        knobs.preflight(system.max_vcpus())?;
+        let exe = std::env::current_exe().map_err(|e| {
+            Error::Host(format!(
+                "cannot find the vmscale binary to run holders: {e}"
+            ))
+        })?;
+        Ok(crate::Prepared {
+            host: exe,
+            kvm: Some(system.facts()),
+        })
+    }
+
+    fn run(
+        &self,
+        knobs: &TeardownKnobs,
+        exe: &PathBuf,
+        progress: &dyn Progress,
+        cancel: &Cancel,
+        hook: &mut dyn PhaseHook,
+    ) -> Result<Vec<Point>, Error> {
+        run(exe, knobs, progress, cancel, hook)
+    }
 }
 
 pub fn run(

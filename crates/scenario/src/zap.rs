@@ -13,11 +13,12 @@
 
 use serde::{Deserialize, Serialize};
 use vmscale_kvm::{rdtsc, GuestProgram, KvmSystem, Vm, VmConfig};
-use vmscale_run::{monotonic_ns, Point, Series};
+use vmscale_run::{monotonic_ns, Point, RunRecord, Series};
 use vmscale_stats::Summary;
 
+use crate::overcommit::overcommit_warnings;
 use crate::placement::Pinning;
-use crate::{Cancel, Error, Knob, PhaseHook, Progress, Range, ScenarioInfo};
+use crate::{Cancel, Error, Knob, PhaseHook, Progress, Range, ScenarioInfo, TraceNeeds};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ZapKnobs {
@@ -109,6 +110,79 @@ impl ZapKnobs {
 /// PVM, where the guest reads the host's TSC directly.
 pub fn tsc_matches_host(backend: &str) -> bool {
     backend == "pvm"
+}
+
+/// The `zap` scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct Zap;
+
+impl crate::Scenario for Zap {
+    type Knobs = ZapKnobs;
+    type Host = KvmSystem;
+
+    fn info(&self) -> ScenarioInfo {
+        info()
+    }
+
+    fn tour_knobs(&self) -> Result<ZapKnobs, String> {
+        Ok(ZapKnobs {
+            vcpus: vec![1, 2, 4, 8],
+            repeat: 30,
+            ..ZapKnobs::default()
+        })
+    }
+
+    /// The MMU's own view of the storm: root zaps and the obsolete roots each vCPU frees.
+    fn tracing(&self) -> TraceNeeds {
+        TraceNeeds {
+            extra_events: vec!["kvmmmu:kvm_mmu_zap_all_fast"],
+            ..TraceNeeds::default()
+        }
+    }
+
+    fn prepare(&self, knobs: &ZapKnobs) -> Result<crate::Prepared<KvmSystem>, Error> {
+        knobs.validate()?;
+        let system = KvmSystem::open()?;
+        knobs.preflight(&system)?;
+        Ok(crate::Prepared {
+            kvm: Some(system.facts()),
+            host: system,
+        })
+    }
+
+    fn run(
+        &self,
+        knobs: &ZapKnobs,
+        system: &KvmSystem,
+        progress: &dyn Progress,
+        cancel: &Cancel,
+        hook: &mut dyn PhaseHook,
+    ) -> Result<Vec<Point>, Error> {
+        run(system, knobs, progress, cancel, hook)
+    }
+
+    /// First among the warnings: overcommitted points, and what this KVM backend means for
+    /// the stalls (TSC alignment, which MMU).
+    fn annotate(&self, _: &ZapKnobs, system: &KvmSystem, record: &mut RunRecord, _: u32) {
+        let facts = system.facts();
+        let mut warnings =
+            overcommit_warnings(&record.points, record.host.online_cpus, GuestProgram::Spin);
+        if !tsc_matches_host(&facts.backend) {
+            warnings.push(format!(
+                "KVM backend {}: guest TSC values are not corrected for the vCPU's TSC offset and scaling, so stalls are lined up with host time only approximately",
+                facts.backend
+            ));
+        }
+        warnings.push(format!(
+            "MMU: {} backend, {}; case 4's numbers come from the TDP MMU on VMX/SVM hosts",
+            facts.backend,
+            match facts.tdp_mmu {
+                Some(true) => "TDP MMU",
+                _ => "shadow paging",
+            }
+        ));
+        record.warnings.splice(0..0, warnings);
+    }
 }
 
 /// A vCPU that gets no CPU within this long shows as a long stall rather than a hang.

@@ -49,7 +49,7 @@ pub fn report(
     if let Some(section) = record.trace.as_mut() {
         let trace_dir = run_dir.join(&section.dir);
         if trace_dir.is_dir() {
-            crate::trace_analysis::reanalyse(
+            vmscale_analysis::run_section::reanalyse(
                 run_dir,
                 section,
                 &record.points,
@@ -62,7 +62,7 @@ pub fn report(
             ));
         }
     }
-    let record = crate::trace_analysis::concluded(record);
+    let record = vmscale_analysis::run_section::concluded(record);
     crate::console::out!("{}", vmscale_report::render_with(&record, format, &options))?;
     Ok(())
 }
@@ -158,11 +158,11 @@ fn import_dat(
              no TSC2NSEC conversion: every time and duration below is in {clock} ticks"
         ));
     }
-    crate::trace_analysis::fill_findings(analysis, &mut section, &mut warnings);
+    vmscale_analysis::run_section::fill_findings(analysis, &mut section, &mut warnings);
     // A .dat carries the format of every event its kernel had, enabled or not: what it
     // recorded is what it holds.
     section.events = section.events_seen.keys().cloned().collect();
-    let record = crate::trace_analysis::concluded(imported_record(
+    let record = vmscale_analysis::run_section::concluded(imported_record(
         path,
         &dat,
         &buffer.name,

@@ -111,9 +111,9 @@ fn analyse(path: &Path, scratch: &Path) -> Result<RunRecord, Failure> {
             .collect(),
         ..TraceSection::default()
     };
-    crate::trace_analysis::reanalyse(scratch, &mut section, &[], &mut warnings);
+    vmscale_analysis::run_section::reanalyse(scratch, &mut section, &[], &mut warnings);
     warnings.extend(summary.call_notes());
-    Ok(crate::trace_analysis::concluded(imported_record(
+    Ok(vmscale_analysis::run_section::concluded(imported_record(
         path, &reader, &summary, section, warnings,
     )))
 }

@@ -1,11 +1,10 @@
 //! What every `vmscale run <scenario>` shares: a run directory, tracing around the measured
-//! phases, the run record, and writing and printing it. One module per scenario holds the
-//! rest.
+//! phases, the run record, and writing and printing it. One module per scenario turns its
+//! flags into the scenario's knobs; the scenario does the rest.
 
-use vmscale_kvm::GuestProgram;
 use vmscale_run::dir::utc_now;
 use vmscale_run::{HostFacts, LoadMeter, Point, RunDir, RunRecord, ToolInfo, SCHEMA_VERSION};
-use vmscale_scenario::{Cancel, PhaseHook};
+use vmscale_scenario::{Cancel, Job, PhaseHook, Scenario, Syscalls, TraceNeeds};
 use vmscale_trace::record::recorder::{default_events, RecordConfig};
 
 use crate::args::OutputArgs;
@@ -108,7 +107,7 @@ pub(crate) fn execute<M: Into<Measurement>>(
         warnings.extend(vmscale_run::runs::disagreements(scenario, sweep, &points));
         let trace = trace_meta.map(|meta| {
             warnings.extend(meta.lost_warnings());
-            crate::trace_analysis::analyse(
+            vmscale_analysis::run_section::analyse(
                 &dir.path,
                 &meta,
                 neighbours.foreign_tids,
@@ -117,7 +116,7 @@ pub(crate) fn execute<M: Into<Measurement>>(
                 &mut warnings,
             )
         });
-        Ok(crate::trace_analysis::concluded(RunRecord {
+        Ok(vmscale_analysis::run_section::concluded(RunRecord {
             schema_version: SCHEMA_VERSION,
             verdict: Vec::new(),
             tool: ToolInfo::current(env!("CARGO_PKG_VERSION")),
@@ -152,25 +151,67 @@ pub(crate) fn remove_stale_partials(out: &std::path::Path) {
     }
 }
 
-/// Events for scenario runs: the contention set, with system calls only from the thread
-/// that measures (the scenario runs on the calling thread).
-pub(crate) fn scenario_trace_config() -> RecordConfig {
-    RecordConfig {
-        syscall_tids: vec![current_tid()],
-        ..RecordConfig::default()
-    }
+/// `vmscale run <scenario>`: runs `scenario` with `knobs` and prints the run.
+pub(crate) fn command<S: Scenario>(
+    scenario: S,
+    knobs: S::Knobs,
+    output: &OutputArgs,
+    trace: &TraceArgs,
+) -> Result<(), Failure> {
+    let mut job = vmscale_scenario::job(scenario, knobs);
+    show(&measure(job.as_mut(), output, trace)?, output)
 }
 
-/// For scenarios whose measured calls come from threads or processes created later: their
-/// system calls cannot be filtered in advance, and every task's would swamp the buffers.
-pub(crate) fn untraced_syscalls_config() -> RecordConfig {
-    RecordConfig {
-        events: default_events()
-            .into_iter()
-            .filter(|e| !e.starts_with("raw_syscalls:"))
-            .collect(),
-        ..RecordConfig::default()
-    }
+/// Runs a scenario with its knobs through the path every scenario shares: checked and
+/// prepared before anything is created, measured with tracing around its measured phases,
+/// analysed, concluded, annotated by the scenario, saved.
+pub(crate) fn measure(
+    job: &mut dyn Job,
+    output: &OutputArgs,
+    trace: &TraceArgs,
+) -> Result<Measured, Failure> {
+    let kvm = job.prepare()?;
+    let info = job.info();
+    let plan = RunPlan {
+        scenario: info.name,
+        sweep: info.sweep,
+        kvm,
+        knobs: job.knobs(),
+        trace_config: trace_config(job.tracing()),
+        on_signal: OnSignal::DiscardRun,
+    };
+    let run = |hook: &mut dyn PhaseHook, bar: &Bar, cancel: &Cancel| job.run(bar, cancel, hook);
+    let (dir, mut record) = execute(plan, output, trace, run)?;
+    // The scenario runs on this thread (see `trace_config`).
+    job.annotate(&mut record, current_tid());
+    save(Measured { dir, record }, output)
+}
+
+/// What a scenario needs traced, as the recorder's configuration: the contention set, with
+/// the system calls the scenario names (its own run on the calling thread).
+fn trace_config(needs: TraceNeeds) -> RecordConfig {
+    let mut config = match needs.syscalls {
+        Syscalls::MeasuringThread => RecordConfig {
+            syscall_tids: vec![current_tid()],
+            ..RecordConfig::default()
+        },
+        Syscalls::Off => RecordConfig {
+            events: default_events()
+                .into_iter()
+                .filter(|e| !e.starts_with("raw_syscalls:"))
+                .collect(),
+            ..RecordConfig::default()
+        },
+        Syscalls::MeasuringThreadAnd(ids) => RecordConfig {
+            syscall_tids: vec![current_tid()],
+            syscall_ids: ids,
+            ..RecordConfig::default()
+        },
+    };
+    config
+        .events
+        .extend(needs.extra_events.into_iter().map(String::from));
+    config
 }
 
 /// `--pin`, parsed and checked against the CPUs this process may use (unpinned when absent).
@@ -229,53 +270,4 @@ pub(crate) fn show(measured: &Measured, output: &OutputArgs) -> Result<(), Failu
     )?;
     crate::console::note!("run directory: {}", measured.dir.path.display());
     Ok(())
-}
-
-/// vCPUs beyond the host's CPUs change what every number means; say so once per run.
-pub(crate) fn overcommit_warnings(
-    points: &[Point],
-    host_cpus: usize,
-    guest: GuestProgram,
-) -> Vec<String> {
-    let over: Vec<String> = points
-        .iter()
-        .filter(|p| p.n as usize > host_cpus)
-        .map(|p| p.n.to_string())
-        .collect();
-    if over.is_empty() {
-        return Vec::new();
-    }
-    let consequence = match guest {
-        GuestProgram::Spin => {
-            "spinning vCPUs compete for the CPUs with the measuring thread, so latencies include waiting for a CPU (try --fifo, or --guest halt)"
-        }
-        GuestProgram::Halt => {
-            "halted vCPUs mostly sleep, but every update wakes all of them at once"
-        }
-    };
-    vec![format!(
-        "overcommit: {} vCPUs on {host_cpus} host CPUs (points {}); {consequence}",
-        over.last().expect("not empty"),
-        over.join(", ")
-    )]
-}
-
-/// A spinning vCPU that made no progress while measured did not run: its point is suspect.
-pub(crate) fn stalled_vcpu_warnings(points: &[Point], guest: GuestProgram) -> Vec<String> {
-    if guest != GuestProgram::Spin {
-        return Vec::new();
-    }
-    points
-        .iter()
-        .flat_map(|p| p.series.iter().map(move |s| (p.n, s)))
-        .filter_map(|(n, s)| {
-            let stuck = s.vcpu_progress.iter().filter(|&&v| v == 0).count();
-            (stuck > 0).then(|| {
-                format!(
-                    "{stuck} of {n} spinning vCPUs made no progress during {}: they never ran while it was measured",
-                    s.name
-                )
-            })
-        })
-        .collect()
 }

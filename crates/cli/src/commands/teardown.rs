@@ -1,16 +1,10 @@
 //! `vmscale run teardown` (case 1) and the hidden holder process it runs.
 
 use vmscale_kvm::KvmSystem;
-use vmscale_scenario::teardown::{self, Mode, TeardownKnobs};
-use vmscale_scenario::{Cancel, PhaseHook};
+use vmscale_scenario::teardown::{self, Mode, Teardown, TeardownKnobs};
 
-use crate::args::{OutputArgs, TeardownArgs, TeardownHolderArgs};
-use crate::commands::run::{
-    execute, save, show, untraced_syscalls_config, Measured, OnSignal, RunPlan,
-};
+use crate::args::{TeardownArgs, TeardownHolderArgs};
 use crate::failure::Failure;
-use crate::progress::Bar;
-use crate::tracing::TraceArgs;
 
 pub fn command(args: &TeardownArgs) -> Result<(), Failure> {
     let knobs = TeardownKnobs {
@@ -22,36 +16,7 @@ pub fn command(args: &TeardownArgs) -> Result<(), Failure> {
         repeat: args.repeat,
         vfio: args.vfio.clone(),
     };
-    show(&measure(knobs, &args.output, &args.trace)?, &args.output)?;
-    Ok(())
-}
-
-pub(crate) fn measure(
-    knobs: TeardownKnobs,
-    output: &OutputArgs,
-    trace: &TraceArgs,
-) -> Result<Measured, Failure> {
-    knobs.validate()?;
-    let system = KvmSystem::open()?;
-    knobs.preflight(system.max_vcpus())?;
-    let exe = std::env::current_exe().map_err(|e| {
-        Failure::runtime(format!(
-            "cannot find the vmscale binary to run holders: {e}"
-        ))
-    })?;
-    let plan = RunPlan {
-        scenario: "teardown",
-        sweep: "vms",
-        kvm: Some(system.facts()),
-        knobs: serde_json::to_value(&knobs).expect("knobs serialize"),
-        trace_config: untraced_syscalls_config(),
-        on_signal: OnSignal::DiscardRun,
-    };
-    let measure = |hook: &mut dyn PhaseHook, bar: &Bar, cancel: &Cancel| {
-        teardown::run(&exe, &knobs, bar, cancel, hook)
-    };
-    let (dir, record) = execute(plan, output, trace, measure)?;
-    save(Measured { dir, record }, output)
+    crate::commands::run::command(Teardown, knobs, &args.output, &args.trace)
 }
 
 /// The hidden `teardown-holder` command: holds VMs for the teardown scenario.

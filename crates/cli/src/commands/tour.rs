@@ -1,23 +1,13 @@
 //! `vmscale tour`: every scenario at a small sweep, traced, in one directory with one
 //! combined summary. Sized to finish in a few minutes on a 2-CPU host.
 
-use vmscale_kvm::GuestProgram;
 use vmscale_run::dir::utc_now;
 use vmscale_run::dir::write_atomically;
 use vmscale_run::RunDir;
-use vmscale_scenario::irqfd::{IrqfdKnobs, Release};
-use vmscale_scenario::memslot::{MemslotKnobs, Strategy};
-use vmscale_scenario::mlock::MlockKnobs;
-use vmscale_scenario::teardown::TeardownKnobs;
-use vmscale_scenario::zap::ZapKnobs;
 
 use crate::args::{OutputArgs, TourArgs};
-use crate::commands::run::{show, Measured};
-use crate::commands::{irqfd, memslot, mlock, teardown, zap};
+use crate::commands::run::{measure, show, Measured};
 use crate::failure::Failure;
-
-/// One scenario of the tour: its name and how to measure it.
-type Step<'a> = (&'static str, &'a dyn Fn() -> Result<Measured, Failure>);
 
 pub fn tour(args: &TourArgs) -> Result<(), Failure> {
     let started = utc_now();
@@ -32,82 +22,27 @@ pub fn tour(args: &TourArgs) -> Result<(), Failure> {
         details: args.output.details,
     };
     let trace = &args.trace;
-    let steps: [Step; 5] = [
-        ("memslot", &|| {
-            memslot::measure(
-                MemslotKnobs {
-                    vcpus: vec![1, 2, 4, 8],
-                    repeat: 100,
-                    warmup: 5,
-                    strategies: vec![Strategy::Direct, Strategy::PauseAll],
-                    guest: GuestProgram::Spin,
-                    ..MemslotKnobs::default()
-                },
-                &output,
-                trace,
-            )
-        }),
-        ("zap", &|| {
-            zap::measure(
-                ZapKnobs {
-                    vcpus: vec![1, 2, 4, 8],
-                    repeat: 30,
-                    ..ZapKnobs::default()
-                },
-                &output,
-                trace,
-            )
-        }),
-        ("teardown", &|| {
-            teardown::measure(
-                TeardownKnobs {
-                    vms: vec![1, 4, 8],
-                    repeat: 2,
-                    ..TeardownKnobs::default()
-                },
-                &output,
-                trace,
-            )
-        }),
-        ("mlock", &|| {
-            mlock::measure(
-                MlockKnobs {
-                    calls: 5_000,
-                    ..MlockKnobs::default()
-                },
-                &output,
-                trace,
-            )
-        }),
-        ("irqfd", &|| {
-            irqfd::measure(
-                IrqfdKnobs {
-                    total: vec![10_000],
-                    threads: 2,
-                    vms: 1,
-                    release: Release::Deassign,
-                },
-                &output,
-                trace,
-            )
-        }),
-    ];
-    let qemu_steps = crate::commands::qemu::tour_steps(&output, trace);
-    let steps: Vec<Step> = steps
-        .into_iter()
-        .chain(
-            qemu_steps
-                .iter()
-                .map(|(name, step)| (*name, step.as_ref() as _)),
-        )
-        .collect();
+    // Every registered scenario at its tour sweep; one line for each reason this host
+    // leaves some out (the QEMU scenarios share one).
+    let mut steps = Vec::new();
+    let mut left_out: Vec<String> = Vec::new();
+    for scenario in vmscale_scenario::registry() {
+        match scenario.tour() {
+            Ok(job) => steps.push((scenario.info().name, job)),
+            Err(why) if !left_out.contains(&why) => left_out.push(why),
+            Err(_) => {}
+        }
+    }
+    for why in &left_out {
+        crate::console::note!("tour: {why}");
+    }
     let names: Vec<&str> = steps.iter().map(|(name, _)| *name).collect();
     let mut runs = Vec::new();
-    for (index, (name, step)) in steps.into_iter().enumerate() {
+    for (index, (name, mut job)) in steps.into_iter().enumerate() {
         if !args.output.quiet {
             crate::console::note!("tour: {name}");
         }
-        match step() {
+        match measure(job.as_mut(), &output, trace) {
             Ok(measured) => runs.push(measured),
             Err(failure) => {
                 // The tour keeps what it measured so far, marked as stopped, unless nothing

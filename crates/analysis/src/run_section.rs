@@ -1,11 +1,12 @@
-//! From a recorded trace directory to the trace section of a run.
+//! From a recorded trace directory to the trace section of a run, and from a run's
+//! findings to its verdict: what `run`, `record` and `report` do once a trace exists.
 
 use std::path::Path;
 
 use vmscale_run::TraceSection;
 use vmscale_trace::record::recorder::TraceMeta;
 
-use crate::tracing::TRACE_DIR;
+use vmscale_run::dir::TRACE_DIR;
 
 /// How the trace was recorded, plus what the analyses find in it. A trace that cannot be
 /// decoded costs the findings, not the run: the reason becomes a warning.
@@ -53,7 +54,7 @@ pub fn reanalyse(
     points: &[vmscale_run::Point],
     warnings: &mut Vec<String>,
 ) {
-    let scope = vmscale_analysis::Scope {
+    let scope = crate::Scope {
         excluded_tids: section.excluded_tids.clone(),
         timed_windows: vmscale_run::schema::timed_windows(points),
         subject: section
@@ -70,7 +71,7 @@ pub fn reanalyse(
         every_task: section.every_task,
         tgids: Default::default(),
     };
-    let analysis = vmscale_analysis::analyse_scoped(&run_dir.join(&section.dir), &scope);
+    let analysis = crate::analyse_scoped(&run_dir.join(&section.dir), &scope);
     fill_findings(analysis, section, warnings);
     // An attached process that made no KVM call is not a VMM: nothing to say of it here.
     if points.is_empty()
@@ -89,9 +90,9 @@ pub fn reanalyse(
 fn vmm_scopes(
     points: &[vmscale_run::Point],
     command: Option<&vmscale_run::findings::CommandUsage>,
-) -> Vec<vmscale_analysis::vmm::VmmSeriesScope> {
+) -> Vec<crate::vmm::VmmSeriesScope> {
     if let Some(command) = command.filter(|c| points.is_empty() && !c.threads.is_empty()) {
-        return vec![vmscale_analysis::vmm::VmmSeriesScope {
+        return vec![crate::vmm::VmmSeriesScope {
             n: 0,
             series: "recording".into(),
             tids: std::iter::once(command.pid)
@@ -104,7 +105,7 @@ fn vmm_scopes(
         .iter()
         .flat_map(|p| p.series.iter().map(move |s| (p.n, s)))
         .filter(|(_, s)| !s.vmm_tids.is_empty() && !s.sample_start_ns.is_empty())
-        .map(|(n, s)| vmscale_analysis::vmm::VmmSeriesScope {
+        .map(|(n, s)| crate::vmm::VmmSeriesScope {
             n,
             series: s.name.clone(),
             tids: s.vmm_tids.clone(),
@@ -123,7 +124,7 @@ fn vmm_scopes(
 /// trace could not be analysed at all, become warnings. A warning the run already has is
 /// not added again: `report` re-analyses a trace whose run recorded the same warnings.
 pub fn fill_findings(
-    analysis: Result<vmscale_analysis::TraceAnalysis, vmscale_trace::DecodeError>,
+    analysis: Result<crate::TraceAnalysis, vmscale_trace::DecodeError>,
     section: &mut TraceSection,
     warnings: &mut Vec<String>,
 ) {
@@ -155,6 +156,6 @@ pub fn fill_findings(
 
 /// `record` with its verdict drawn from its findings: the last step before any output.
 pub fn concluded(mut record: vmscale_run::RunRecord) -> vmscale_run::RunRecord {
-    record.verdict = vmscale_analysis::verdict::verdict(&record);
+    record.verdict = crate::verdict::verdict(&record);
     record
 }
