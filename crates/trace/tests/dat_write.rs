@@ -446,8 +446,15 @@ fn trace_cmd_reports_every_event_of_a_written_recording() {
         ("report-zstd", Some(Algorithm::Zstd)),
     ] {
         let (path, _) = write(&live.dir, label, compression);
-        // trace-cmd's own validation of the container.
-        trace_cmd(&["dump", "-v"], &path);
+        // trace-cmd's own validation of the container, where it can give one: in a
+        // compressed options section, `trace-cmd dump` (3.1 to 3.4) reads the BUFFER
+        // option's section header through the decompressed stream after seeking the file
+        // (dump_option_buffer uses lseek, not do_lseek), so whether it gets through depends
+        // on the bytes that follow. trace-cmd report reads the same file with libtracecmd,
+        // and the cross-check below compares every event.
+        if compression.is_none() {
+            trace_cmd(&["dump", "-v"], &path);
+        }
         let (by_name, dropped) = crosscheck(&live.dir, &path, label);
         assert!(dropped.is_empty(), "{label}: {dropped:?}");
         // The recording's kinds of events all reach trace-cmd.
