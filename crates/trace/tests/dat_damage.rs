@@ -222,3 +222,53 @@ fn a_version_6_file_cut_short_keeps_the_whole_pages_before_the_cut() {
         )
     );
 }
+
+#[test]
+fn an_extraction_of_a_damaged_file_keeps_every_page_the_decode_in_place_keeps() {
+    let mut writer = writer();
+    writer.version = 7;
+    writer.codec = Some(Codec::Zstd);
+    let file = writer.to_bytes();
+    let (header, _) = chunks_of_cpu0(&file)[1];
+    let mut damaged = file;
+    damaged[header + 8..header + 12].copy_from_slice(b"junk");
+    let (in_place, summary) = decode(damaged.clone());
+    assert_eq!(summary.cpus[0].damaged_chunks, 1);
+
+    let scratch =
+        std::env::temp_dir().join(format!("vmscale-dat-damage-extract-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).unwrap();
+    let path = scratch.join("damaged.dat");
+    std::fs::write(&path, &damaged).unwrap();
+    let out = scratch.join("trace");
+    let extracted = vmscale_trace::dat::extract_to_trace_dir(&path, &out).unwrap();
+    assert_eq!(
+        extracted.damaged_chunks.len(),
+        1,
+        "{:?}",
+        extracted.damaged_chunks
+    );
+    assert!(
+        extracted.damaged_chunks[0].starts_with(&format!(
+            "cpu0: damaged compressed chunk at offset {header} "
+        )),
+        "{:?}",
+        extracted.damaged_chunks
+    );
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(
+        meta["dat"]["damaged_chunks"][0],
+        extracted.damaged_chunks[0]
+    );
+
+    // The extracted directory decodes to exactly the events the damaged file decodes to.
+    let decoder = Decoder::open(&out).unwrap();
+    let mut events: Events = vec![Vec::new(); 2];
+    decoder
+        .for_each(|event| events[event.cpu() as usize].push((event.ts(), event.record().to_vec())))
+        .unwrap();
+    assert_eq!(events, in_place);
+    std::fs::remove_dir_all(&scratch).unwrap();
+}

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Read, Write};
 use std::path::Path;
 
 use serde_json::json;
@@ -27,6 +27,10 @@ pub struct Extracted {
     pub meta: TraceMeta,
     /// Format files written under formats/.
     pub formats: usize,
+    /// Compressed chunks that did not decompress, one line each naming the CPU: their
+    /// pages are missing from the extracted CPU files (as they are from a decode in place),
+    /// and every other page is there.
+    pub damaged_chunks: Vec<String>,
 }
 
 /// Extracts the buffer that holds the trace data (see [`DatFile::data_buffer`]).
@@ -169,6 +173,7 @@ impl DatFile {
 
         let stack_id = self.kernel_stack_id();
         let mut stacks = false;
+        let mut damaged_chunks = Vec::new();
         for cpu in self.trace_cpus(buffer) {
             let path = out.join(format!("cpu{cpu}.raw"));
             let file = File::create(&path).map_err(io_at(&path))?;
@@ -178,9 +183,7 @@ impl DatFile {
                 buffer.page_size as usize,
                 stack_id.filter(|_| !stacks),
             );
-            if let Some(data) = buffer.cpu(cpu) {
-                self.copy_cpu_data(buffer, data, &mut writer)?;
-            }
+            self.salvage_cpu_data(buffer, cpu, &mut writer, &mut damaged_chunks)?;
             stacks |= writer.found();
             writer.into_inner().flush().map_err(io_at(&path))?;
         }
@@ -188,14 +191,55 @@ impl DatFile {
         let meta = self.trace_meta(buffer, stacks);
         let mut json = serde_json::to_value(&meta)?;
         if let Some(map) = json.as_object_mut() {
-            map.insert("dat".into(), self.dat_facts(buffer));
+            let mut facts = self.dat_facts(buffer);
+            if !damaged_chunks.is_empty() {
+                facts["damaged_chunks"] = json!(damaged_chunks);
+            }
+            map.insert("dat".into(), facts);
         }
         write_file(&out.join("meta.json"), &serde_json::to_vec_pretty(&json)?)?;
         Ok(Extracted {
             buffer: buffer.name.clone(),
             meta,
             formats,
+            damaged_chunks,
         })
+    }
+
+    /// Writes one CPU's pages of `buffer` to `out`, decompressed and little-endian, as
+    /// [`DatFile::copy_cpu_data`] does, except that a compressed chunk that does not
+    /// decompress costs only its own pages, as in a decode in place: it is noted in
+    /// `damaged` and the copy goes on with the next chunk, which is compressed on its own.
+    fn salvage_cpu_data(
+        &self,
+        buffer: &Buffer,
+        cpu: u32,
+        out: &mut dyn Write,
+        damaged: &mut Vec<String>,
+    ) -> Result<u64, DatError> {
+        let mut pages = self.cpu_pages(buffer, cpu)?;
+        let mut chunk = vec![0u8; 256 << 10];
+        let mut done = 0u64;
+        loop {
+            let n = match pages.read(&mut chunk) {
+                Ok(0) => return Ok(done),
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => match super::source::dat_error(e) {
+                    error @ DatError::DamagedChunk { .. } => {
+                        damaged.push(format!("cpu{cpu}: {error}"));
+                        continue;
+                    }
+                    error => return Err(error),
+                },
+            };
+            out.write_all(&chunk[..n])
+                .map_err(|source| DatError::Write {
+                    what: "cpu data",
+                    source,
+                })?;
+            done += n as u64;
+        }
     }
 
     /// formats/<system>/<event>, ftrace's own events under formats/ftrace.
