@@ -328,9 +328,12 @@ fn mail_quoted_text_reads_like_the_text() {
         "graph/abstime-proc.txt",
         "public/linux-ftrace-rst.txt",
         "public/trace-cmd-report-man.txt",
-        "public/wikibook-mutex-slowpath.txt",
+        "public/linux-ftrace-irqsoff-stacks.txt",
+        "public/linux-ftrace-trace-options.txt",
+        "public/linux-histogram-stack-offsets.txt",
+        "public/perf-tools-kprobe-stack.txt",
         "public/catapult-trivial-systrace.html",
-        "public/kernel-function-trace-readme.txt",
+        "public/trace-cmd-record-funcgraph.txt",
     ] {
         let text = read(file);
         let plain = import_text(&text);
@@ -420,26 +423,67 @@ fn public_texts_read_with_the_events_they_hold() {
             forms: "trace-cmd report output with function tracer lines",
         },
         Expect {
-            file: "public/wikibook-do-timer.txt",
-            events: 2,
-            functions: 1,
+            // The irqsoff and preemptoff examples: three function tracer lines each, and a
+            // `<stack trace>` that belongs to the last of them.
+            file: "public/linux-ftrace-irqsoff-stacks.txt",
+            events: 3 + 3,
+            functions: 3 + 3,
             calls: 0,
-            stacks: 1,
+            stacks: 2,
             analysed: 0,
             skipped: &[],
+            forms: "the kernel's trace text (latency-format) with function tracer lines",
+        },
+        Expect {
+            // Four calls of simple_strtoul (print-parent, noprint-parent, sym-offset,
+            // sym-addr); the four option names and the wrapped half of the sym-userobj line
+            // are no trace lines, and its first half is a user stack, no function call.
+            file: "public/linux-ftrace-trace-options.txt",
+            events: 4,
+            functions: 4,
+            calls: 0,
+            stacks: 0,
+            analysed: 0,
+            skipped: &[(SkipReason::NotTrace, 5), (SkipReason::EventName, 1)],
             forms: "the kernel's trace text with function tracer lines",
         },
         Expect {
-            // The sched_switch line was wrapped: its first half has no next task, its
-            // second half is no trace line.
-            file: "public/wikibook-mutex-slowpath.txt",
+            // Two synthetic block_lat events whose `stack=STACK:` field the kernel prints
+            // as the ten ` => ` lines after each: frames of a field, not of a
+            // `<stack trace>` event, so they are not taken for one.
+            file: "public/linux-histogram-stack-offsets.txt",
             events: 2,
-            functions: 1,
+            functions: 0,
             calls: 0,
-            stacks: 1,
+            stacks: 0,
             analysed: 0,
-            skipped: &[(SkipReason::NotTrace, 1), (SkipReason::Field, 1)],
-            forms: "the kernel's trace text with function tracer lines",
+            skipped: &[(SkipReason::OrphanFrame, 20)],
+            forms: "the kernel's trace text",
+        },
+        Expect {
+            // Three kprobe events, each with its stack; the tool's banner is no trace line
+            // (its command line is a `#` comment).
+            file: "public/perf-tools-kprobe-stack.txt",
+            events: 3,
+            functions: 0,
+            calls: 0,
+            stacks: 3,
+            analysed: 0,
+            skipped: &[(SkipReason::NotTrace, 1)],
+            forms: "the kernel's trace text",
+        },
+        Expect {
+            // trace-cmd's function_graph form: five do_IRQ calls with their durations, an
+            // irq_handler_entry inside each; then a sched_switch (the one event analysed)
+            // with its kernel_stack. The two shell prompts are `#` lines.
+            file: "public/trace-cmd-record-funcgraph.txt",
+            events: 5 + 1,
+            functions: 0,
+            calls: 5,
+            stacks: 1,
+            analysed: 1,
+            skipped: &[],
+            forms: "trace-cmd report output with function_graph output",
         },
         Expect {
             // systrace HTML of 2012: the trace lines sit in a JavaScript string; the old
@@ -452,19 +496,6 @@ fn public_texts_read_with_the_events_they_hold() {
             analysed: 0,
             skipped: &[(SkipReason::NotTrace, 29)],
             forms: "the kernel's trace text",
-        },
-        Expect {
-            // trace-cmd's function_graph form: 15 + 9 leaf calls, 5 + 1 entries whose
-            // return follows; 1 + 5 entries never return within the excerpts, and the two
-            // shell prompts are no trace lines.
-            file: "public/kernel-function-trace-readme.txt",
-            events: 0,
-            functions: 0,
-            calls: 30,
-            stacks: 0,
-            analysed: 0,
-            skipped: &[(SkipReason::NotTrace, 2), (SkipReason::GraphUnreturned, 6)],
-            forms: "trace-cmd report output with function_graph output",
         },
     ];
     for expect in expected {

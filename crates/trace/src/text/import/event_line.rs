@@ -213,8 +213,10 @@ pub(crate) fn split_name(rest: &str) -> Result<(&str, &str), Reject> {
         None => match rest.strip_suffix(':') {
             Some(name) => (name, ""),
             // The function tracer prints `func <-parent`, or `func` alone with print-parent
-            // off, where events print `name: body`.
-            None if rest.contains(" <-") || is_symbol(rest) => return Ok(("function", rest)),
+            // off, where events print `name: body`; sym-addr adds ` <address>` after each.
+            // What precedes ` <-` must be a kernel symbol too: a user stack's `/bin/a[+0x4]`
+            // is not a function call.
+            None if is_function_call(rest) => return Ok(("function", rest)),
             None => return Err(Reject::new(SkipReason::EventName, rest)),
         },
     };
@@ -223,6 +225,34 @@ pub(crate) fn split_name(rest: &str) -> Result<(&str, &str), Reject> {
         return Err(Reject::new(SkipReason::EventName, name));
     }
     Ok((name, body))
+}
+
+/// `func`, `func <-parent`, with sym-addr's ` <address>` after either.
+fn is_function_call(text: &str) -> bool {
+    let (call, parent) = match text.split_once(" <-") {
+        Some((call, parent)) => (call, Some(parent)),
+        None => (text, None),
+    };
+    let symbol = |part: &str| {
+        let part = part.trim();
+        let part = part.strip_prefix('-').unwrap_or(part).trim_start();
+        let bare = match part.rsplit_once(" <") {
+            Some((symbol, address))
+                if address.strip_suffix('>').is_some_and(|hex| {
+                    !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit())
+                }) =>
+            {
+                symbol
+            }
+            _ => part,
+        };
+        // An address where kallsyms had no name.
+        let address = bare
+            .strip_prefix("0x")
+            .is_some_and(|hex| !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()));
+        is_symbol(bare) || address
+    };
+    symbol(call) && parent.is_none_or(|parent| parent.trim().is_empty() || symbol(parent))
 }
 
 /// `name`, `name.isra.0` or `name+0x10/0x9c`, as `%ps` and `%pS` print a kernel function.
@@ -499,6 +529,17 @@ mod tests {
         let h = parse("  <idle>-0       3dN.2   22us : enqueue_hrtimer <-__hrtimer_start").unwrap();
         assert_eq!((h.name, h.layout), ("function", Layout::Latency));
         let e = parse("  bash-1 [000] ..... 1.000001: two words").unwrap_err();
+        assert_eq!(e.reason, SkipReason::EventName);
+        // sym-addr, trace-cmd's `<--`, and an address kallsyms could not name.
+        let h = parse("  bash-4000  [01]  1477.606694: simple_strtoul <c0339346>").unwrap();
+        assert_eq!((h.name, h.body), ("function", "simple_strtoul <c0339346>"));
+        let h = parse("  sh-1 [000] 1.000001: do_splice_to <-- sys_splice").unwrap();
+        assert_eq!(h.name, "function");
+        let h = parse("  sh-1 [000] 1.000001: handle_irq <-0xffffffff81001234").unwrap();
+        assert_eq!(h.name, "function");
+        // A user stack (sym-userobj) is no function call, even with its arrows.
+        let e = parse("  a.out-1623  [000] 40874.465068: /root/a.out[+0x480] <-/root/a.out[+0")
+            .unwrap_err();
         assert_eq!(e.reason, SkipReason::EventName);
         let e = parse("  bash-1 [9000] ..... 1.000001: e: x").unwrap_err();
         assert_eq!(e.reason, SkipReason::Cpu);
