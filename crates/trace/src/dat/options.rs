@@ -49,13 +49,8 @@ pub struct BufferOption {
     pub cpus: Vec<(u32, u64, u64)>,
 }
 
-/// TSC2NSEC: converts raw TSC timestamps to ns as `(ts * mult) >> shift`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Tsc2Nsec {
-    pub mult: u32,
-    pub shift: u32,
-    pub offset: u64,
-}
+/// The TSC2NSEC option's factors: a clock conversion, so it lives with the decoder's clock.
+pub use crate::decode::clock::Tsc2Nsec;
 
 /// One sample of a guest/host clock correction (TIME_SHIFT).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

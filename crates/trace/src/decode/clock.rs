@@ -10,7 +10,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::dat::Tsc2Nsec;
+/// TSC2NSEC (a trace-cmd option, `record --tsc2nsec`): converts raw TSC timestamps to ns
+/// as `(ts * mult) >> shift`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tsc2Nsec {
+    pub mult: u32,
+    pub shift: u32,
+    pub offset: u64,
+}
 
 /// How raw times become reported times: `((raw × mult) >> shift) + offset_ns`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
