@@ -99,7 +99,7 @@ pub enum Command {
         details: bool,
     },
     #[command(hide = true)]
-    TeardownHolder(TeardownHolderArgs),
+    TeardownHolder(vmscale_scenario::teardown::HolderArgs),
     /// Check that this host can run vmscale: root, /dev/kvm, tracefs, kallsyms, limits
     Doctor {
         /// Remove what killed vmscale runs left: their tracefs instances and unfinished run
@@ -203,23 +203,6 @@ pub struct TeardownArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub trace: TraceArgs,
-}
-
-/// The process that holds VMs for the teardown scenario (not for direct use).
-#[derive(Debug, Args)]
-pub struct TeardownHolderArgs {
-    #[arg(long)]
-    pub vms: usize,
-    #[arg(long)]
-    pub vcpus: usize,
-    #[arg(long)]
-    pub mem_mib: u64,
-    #[arg(long)]
-    pub untouched: bool,
-    #[arg(long)]
-    pub release: String,
-    #[arg(long, value_delimiter = ',')]
-    pub vfio: Vec<String>,
 }
 
 #[derive(Debug, Args)]

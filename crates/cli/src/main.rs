@@ -24,7 +24,9 @@ fn main() {
         Command::Run(RunScenario::QemuHotplug(args)) => commands::qemu::hotplug(&args),
         Command::Run(RunScenario::QemuStart(args)) => commands::qemu::start(&args),
         Command::Run(RunScenario::QemuMigrate(args)) => commands::qemu::migrate(&args),
-        Command::TeardownHolder(args) => commands::teardown::holder(&args),
+        Command::TeardownHolder(args) => {
+            vmscale_scenario::teardown::holder(&args).map_err(failure::Failure::from)
+        }
         Command::Record(args) => commands::record::record(&args),
         Command::Compare {
             a,

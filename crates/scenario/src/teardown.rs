@@ -252,6 +252,47 @@ pub fn hold_devices_and_release(bdfs: &[String], release: &str) -> Result<(), Er
     out.flush().map_err(io)
 }
 
+/// The process that holds VMs for the teardown scenario (not for direct use).
+#[derive(Debug, clap::Args)]
+pub struct HolderArgs {
+    #[arg(long)]
+    pub vms: usize,
+    #[arg(long)]
+    pub vcpus: usize,
+    #[arg(long)]
+    pub mem_mib: u64,
+    #[arg(long)]
+    pub untouched: bool,
+    #[arg(long)]
+    pub release: String,
+    #[arg(long, value_delimiter = ',')]
+    pub vfio: Vec<String>,
+}
+
+/// The hidden `teardown-holder` command: holds VMs (or VFIO devices) for the teardown
+/// scenario and releases them when told.
+pub fn holder(args: &HolderArgs) -> Result<(), Error> {
+    // A terminal's Ctrl-C reaches the whole process group. The parent decides what an
+    // interruption means and ends its holders itself (SIGKILL, or closing their stdin), so
+    // a holder dying first would only turn an interruption into a holder failure.
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: SIG_IGN installs no handler code; it only changes the disposition.
+        unsafe { libc::signal(signal, libc::SIG_IGN) };
+    }
+    if !args.vfio.is_empty() {
+        return hold_devices_and_release(&args.vfio, &args.release);
+    }
+    let system = vmscale_kvm::KvmSystem::open()?;
+    hold_and_release(
+        &system,
+        args.vms,
+        args.vcpus,
+        args.mem_mib,
+        !args.untouched,
+        &args.release,
+    )
+}
+
 /// The holder side: build `vms` VMs, say "ready", wait for "go", release, report, exit.
 /// Runs in its own process (`vmscale teardown-holder`).
 pub fn hold_and_release(
