@@ -97,6 +97,33 @@ pub struct TeardownKnobs {
 
 pub const DEFAULT_VMS: &str = "1,2,4,8,16";
 
+/// `vmscale run teardown`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct TeardownArgs {
+    /// VM counts to sweep
+    #[arg(long, value_delimiter = ',', default_value = DEFAULT_VMS)]
+    pub vms: Vec<usize>,
+    /// vCPUs per VM (halted)
+    #[arg(long, default_value_t = 1)]
+    pub vcpus: usize,
+    /// Guest memory per VM, in MiB
+    #[arg(long, default_value_t = 64)]
+    pub mem_mib: u64,
+    /// Leave guest memory untouched (not backed by host pages)
+    #[arg(long)]
+    pub untouched: bool,
+    /// exit, close, threads, fork, or all
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    pub mode: Vec<String>,
+    /// Releases measured per point and mode
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// PCI devices already bound to vfio-pci (BDF,...): release their fds instead of VMs;
+    /// --vms then counts devices. vmscale never binds, unbinds or resets a device
+    #[arg(long, value_delimiter = ',', value_name = "BDF")]
+    pub vfio: Vec<String>,
+}
+
 impl Default for TeardownKnobs {
     fn default() -> Self {
         TeardownKnobs {
@@ -487,6 +514,21 @@ impl crate::Scenario for Teardown {
     type Knobs = TeardownKnobs;
     /// The executable the holders run: this one.
     type Host = PathBuf;
+    type Flags = TeardownArgs;
+
+    const ABOUT: &'static str = "Case 1: time until M VMs are really gone, per release mode";
+
+    fn knobs(&self, args: &TeardownArgs) -> Result<TeardownKnobs, Error> {
+        Ok(TeardownKnobs {
+            vms: args.vms.clone(),
+            vcpus: args.vcpus,
+            mem_mib: args.mem_mib,
+            touch: !args.untouched,
+            modes: Mode::parse_list(&args.mode)?,
+            repeat: args.repeat,
+            vfio: args.vfio.clone(),
+        })
+    }
 
     fn info(&self) -> ScenarioInfo {
         info()
