@@ -10,9 +10,9 @@
 //!
 //! One file here plus one line in the `scenarios!` list below; nothing in the front end.
 //!
-//! 1. `src/<name>.rs` (with `pub mod <name>;`): a unit struct implementing [`Scenario`]. Its
-//!    flags are a `#[derive(clap::Args)]` struct, the one description of its knobs (flags,
-//!    defaults, help) that `vmscale run <name> --help` and `vmscale list` print; flatten
+//! 1. `src/<name>.rs`: a unit struct implementing [`Scenario`]. Its flags are a
+//!    `#[derive(clap::Args)]` struct, the one description of its knobs (flags, defaults,
+//!    help) that `vmscale run <name> --help` and `vmscale list` print; flatten
 //!    [`placement::RepeatabilityArgs`] for `--pin` and `--runs`. [`Scenario::knobs`] turns
 //!    the flags into its knobs (a flag that cannot be one is [`Error::Usage`], exit 2), and
 //!    [`Scenario::ABOUT`] is its line in `vmscale run --help`:
@@ -36,25 +36,18 @@
 //!    }
 //!    ```
 //!
-//! 2. One line in the list: `Storm: storm::Storm,`. The variant, in kebab case, is the
-//!    subcommand's name and must equal [`ScenarioInfo::name`] (a test checks it); the
-//!    line's place is the scenario's place in `list`, `tour` and `vmscale run --help`.
+//! 2. One line in the list: `Storm: storm::Storm,` (variant, module, type; the list
+//!    declares the module). The variant, in kebab case, is the subcommand's name and must
+//!    equal [`ScenarioInfo::name`] (a test checks it); the line's place is the scenario's
+//!    place in `list`, `tour` and `vmscale run --help`.
 //!
 //! The front end adds the options every run shares (`--out`, `--format`, tracing) and runs
 //! the knobs through the path every scenario shares.
 
-pub mod irqfd;
-pub mod memslot;
-pub mod mlock;
 pub mod overcommit;
 pub mod placement;
 pub mod qemu;
-pub mod qemu_hotplug;
-pub mod qemu_migrate;
-pub mod qemu_start;
 pub mod sched;
-pub mod teardown;
-pub mod zap;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -116,14 +109,17 @@ pub struct ScenarioInfo {
     pub knobs: Vec<Knob>,
 }
 
-/// Generates, from one list of `Variant: path::Scenario` lines, [`registry`] and the
-/// [`RunScenario`] subcommands with their dispatch.
+/// Generates, from one list of `Variant: module::Scenario` lines, each scenario's module
+/// (`pub mod module;`), [`registry`] and the [`RunScenario`] subcommands with their
+/// dispatch.
 macro_rules! scenarios {
-    ($($variant:ident: $scenario:path),+ $(,)?) => {
+    ($($variant:ident: $module:ident::$scenario:ident),+ $(,)?) => {
+        $(pub mod $module;)+
+
         /// Every scenario this build has, in the order `list` shows, `tour` runs and
         /// `vmscale run --help` lists them.
         pub fn registry() -> Vec<&'static dyn Registered> {
-            vec![$(&$scenario),+]
+            vec![$(&$module::$scenario),+]
         }
 
         /// `vmscale run <scenario>`: one subcommand per scenario, each its own flags
@@ -131,8 +127,8 @@ macro_rules! scenarios {
         #[derive(Debug, clap::Subcommand)]
         pub enum RunScenario<Shared: clap::Args> {
             $(
-                #[command(about = <$scenario as Scenario>::ABOUT)]
-                $variant(Invocation<<$scenario as Scenario>::Flags, Shared>),
+                #[command(about = <$module::$scenario as Scenario>::ABOUT)]
+                $variant(Invocation<<$module::$scenario as Scenario>::Flags, Shared>),
             )+
         }
 
@@ -141,14 +137,15 @@ macro_rules! scenarios {
             /// `runner`.
             pub fn dispatch<R: Runner<Shared>>(&self, runner: R) -> R::Output {
                 match self {
-                    $(RunScenario::$variant(i) => runner.run($scenario, &i.flags, &i.shared),)+
+                    $(RunScenario::$variant(i) => runner.run($module::$scenario, &i.flags, &i.shared),)+
                 }
             }
         }
     };
 }
 
-// Every scenario, one line each. Adding a scenario is its file plus one line here.
+// Every scenario, one line each (its module, declared here, and its type). Adding a
+// scenario is its file plus one line here.
 scenarios! {
     Memslot: memslot::Memslot,
     Zap: zap::Zap,
