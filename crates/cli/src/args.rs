@@ -21,7 +21,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run every scenario at a small default sweep and report (the quick tour)
-    Tour(TourArgs),
+    Tour(SharedArgs),
     /// List the scenarios with their knobs and defaults
     List,
     /// Run one scenario over its sweep
@@ -99,7 +99,7 @@ pub enum Command {
         details: bool,
     },
     #[command(hide = true)]
-    TeardownHolder(TeardownHolderArgs),
+    TeardownHolder(vmscale_scenario::teardown::HolderArgs),
     /// Check that this host can run vmscale: root, /dev/kvm, tracefs, kallsyms, limits
     Doctor {
         /// Remove what killed vmscale runs left: their tracefs instances and unfinished run
@@ -113,147 +113,9 @@ pub enum Command {
     },
 }
 
-#[derive(Debug, Subcommand)]
-pub enum RunScenario {
-    /// Case 3: memslot update latency while N vCPUs run, direct versus pause-all
-    Memslot(MemslotArgs),
-    /// Case 4: the stall vCPUs suffer when a memslot delete reloads every MMU root
-    Zap(ZapArgs),
-    /// Case 1: time until M VMs are really gone, per release mode
-    Teardown(TeardownArgs),
-    /// Case 5: KVM_IRQFD registration storm from many threads across VMs
-    Irqfd(IrqfdArgs),
-    /// Case 2: per-call page locking and the IPIs it sends
-    Mlock(MlockArgs),
-    /// A real QEMU: DIMM hotplug latency while N vCPUs run, with QEMU's KVM ioctls
-    QemuHotplug(QemuHotplugArgs),
-    /// A real QEMU: exec to QMP ready and quit to reaped, M QEMUs at once
-    QemuStart(QemuStartArgs),
-    /// A real QEMU: one live migration to a null sink while N vCPUs run
-    QemuMigrate(QemuMigrateArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct MlockArgs {
-    /// Calls per mode and point
-    #[arg(long, default_value_t = vmscale_scenario::mlock::DEFAULT_CALLS)]
-    pub calls: usize,
-    /// lock (mlock+munlock), map (mmap+mlock+munlock+munmap), pool (locked once), or all
-    #[arg(long, value_delimiter = ',', default_value = "all")]
-    pub mode: Vec<String>,
-    /// Sibling threads spinning on other CPUs (a list sweeps)
-    #[arg(long, value_delimiter = ',', default_value = "0,1")]
-    pub busy: Vec<usize>,
-    /// Size of the buffer each call locks, in KiB
-    #[arg(long, default_value_t = 16)]
-    pub size_kib: usize,
-    #[command(flatten)]
-    pub output: OutputArgs,
-    #[command(flatten)]
-    pub trace: TraceArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct ZapArgs {
-    /// vCPU counts to sweep
-    #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::zap::DEFAULT_VCPUS)]
-    pub vcpus: Vec<usize>,
-    /// Deletes per point
-    #[arg(long, default_value_t = 50)]
-    pub repeat: usize,
-    /// Guest TSC gaps shorter than this (microseconds) are not stalls
-    #[arg(long, default_value_t = 5)]
-    pub threshold_us: u64,
-    /// Skip the no-delete baseline
-    #[arg(long)]
-    pub no_baseline: bool,
-    #[command(flatten)]
-    pub repeatability: RepeatabilityArgs,
-    #[command(flatten)]
-    pub output: OutputArgs,
-    #[command(flatten)]
-    pub trace: TraceArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct TeardownArgs {
-    /// VM counts to sweep
-    #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::teardown::DEFAULT_VMS)]
-    pub vms: Vec<usize>,
-    /// vCPUs per VM (halted)
-    #[arg(long, default_value_t = 1)]
-    pub vcpus: usize,
-    /// Guest memory per VM, in MiB
-    #[arg(long, default_value_t = 64)]
-    pub mem_mib: u64,
-    /// Leave guest memory untouched (not backed by host pages)
-    #[arg(long)]
-    pub untouched: bool,
-    /// exit, close, threads, fork, or all
-    #[arg(long, value_delimiter = ',', default_value = "all")]
-    pub mode: Vec<String>,
-    /// Releases measured per point and mode
-    #[arg(long, default_value_t = 3)]
-    pub repeat: usize,
-    /// PCI devices already bound to vfio-pci (BDF,...): release their fds instead of VMs;
-    /// --vms then counts devices. vmscale never binds, unbinds or resets a device
-    #[arg(long, value_delimiter = ',', value_name = "BDF")]
-    pub vfio: Vec<String>,
-    #[command(flatten)]
-    pub output: OutputArgs,
-    #[command(flatten)]
-    pub trace: TraceArgs,
-}
-
-/// The process that holds VMs for the teardown scenario (not for direct use).
-#[derive(Debug, Args)]
-pub struct TeardownHolderArgs {
-    #[arg(long)]
-    pub vms: usize,
-    #[arg(long)]
-    pub vcpus: usize,
-    #[arg(long)]
-    pub mem_mib: u64,
-    #[arg(long)]
-    pub untouched: bool,
-    #[arg(long)]
-    pub release: String,
-    #[arg(long, value_delimiter = ',')]
-    pub vfio: Vec<String>,
-}
-
-#[derive(Debug, Args)]
-pub struct IrqfdArgs {
-    /// irqfds to register (a list sweeps)
-    #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::irqfd::DEFAULT_TOTAL)]
-    pub total: Vec<usize>,
-    /// Threads registering (and releasing) at once
-    #[arg(long, default_value_t = 2)]
-    pub threads: usize,
-    /// VMs the irqfds are spread over
-    #[arg(long, default_value_t = 1)]
-    pub vms: usize,
-    /// How the irqfds go away: deassign, close (the eventfds, no deassign) or vm-close
-    #[arg(long, default_value = "deassign")]
-    pub release: String,
-    #[command(flatten)]
-    pub output: OutputArgs,
-    #[command(flatten)]
-    pub trace: TraceArgs,
-}
-
-/// Where the threads run and how many independent runs make a point.
-#[derive(Debug, Args)]
-pub struct RepeatabilityArgs {
-    /// MAIN[:VCPUS]: run the measuring thread on CPU MAIN and the vCPUs on the CPU list
-    /// VCPUS (round robin), e.g. 0, 0:1 or :0-1; recorded in run.json
-    #[arg(long, value_name = "MAIN[:VCPUS]")]
-    pub pin: Option<String>,
-    /// Independent runs of the whole sweep (fresh VMs and threads each), merged per point,
-    /// with the run-to-run spread reported beside each run's own distribution
-    #[arg(long, default_value_t = 1)]
-    pub runs: usize,
-}
+/// `vmscale run <scenario>`: the scenarios' own flags (each scenario declares them), then
+/// the options every run shares.
+pub type RunScenario = vmscale_scenario::RunScenario<SharedArgs>;
 
 #[derive(Debug, Args)]
 pub struct OutputArgs {
@@ -270,40 +132,6 @@ pub struct OutputArgs {
     /// the rest in the run directory's summary.md and report.html
     #[arg(long)]
     pub details: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct MemslotArgs {
-    /// vCPU counts to sweep
-    #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::memslot::DEFAULT_VCPUS)]
-    pub vcpus: Vec<usize>,
-    /// Measured updates per point and strategy
-    #[arg(long, default_value_t = vmscale_scenario::memslot::DEFAULT_REPEAT)]
-    pub repeat: usize,
-    /// Updates run first at every point and not counted
-    #[arg(long, default_value_t = vmscale_scenario::memslot::DEFAULT_WARMUP)]
-    pub warmup: usize,
-    /// direct, pause-all, batch (batch-direct and batch-pause-all), or all
-    #[arg(long, value_delimiter = ',', default_value = "all")]
-    pub strategy: Vec<String>,
-    /// Updates per batch transaction
-    #[arg(long, default_value_t = vmscale_scenario::memslot::DEFAULT_BATCH)]
-    pub batch: usize,
-    /// What the vCPUs run: spin (a CPL3 loop) or halt (HLT in the in-kernel irqchip)
-    #[arg(long, default_value = "spin", value_parser = ["spin", "halt"])]
-    pub guest: String,
-    /// Measure from a SCHED_FIFO thread, separating KVM's cost from CPU scheduling
-    #[arg(long)]
-    pub fifo: bool,
-    /// Size of each updated memslot, in MiB
-    #[arg(long, default_value_t = 2)]
-    pub slot_mib: u64,
-    #[command(flatten)]
-    pub repeatability: RepeatabilityArgs,
-    #[command(flatten)]
-    pub output: OutputArgs,
-    #[command(flatten)]
-    pub trace: TraceArgs,
 }
 
 #[derive(Debug, Args)]
@@ -334,8 +162,10 @@ pub struct RecordArgs {
     pub output: OutputArgs,
 }
 
+/// The options every scenario run shares (`run <scenario>`, `tour`): where the output goes
+/// and how the kernel is traced.
 #[derive(Debug, Args)]
-pub struct TourArgs {
+pub struct SharedArgs {
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]
@@ -349,76 +179,4 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 fn parse_format(s: &str) -> Result<vmscale_report::Format, String> {
     s.parse::<vmscale_report::Format>()
         .map_err(|e| e.to_string())
-}
-
-#[derive(Debug, Args)]
-pub struct QemuHotplugArgs {
-    /// The QEMU to drive (default: qemu-system-x86_64 on PATH)
-    #[arg(long, value_name = "PATH")]
-    pub qemu: Option<PathBuf>,
-    /// vCPU counts to sweep (one QEMU each)
-    #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::qemu::DEFAULT_VCPUS)]
-    pub vcpus: Vec<usize>,
-    /// Measured hotplugs per point, one DIMM each (with --warmup at most 256, QEMU's slots)
-    #[arg(long, default_value_t = vmscale_scenario::qemu_hotplug::DEFAULT_REPEAT)]
-    pub repeat: usize,
-    /// Hotplugs run first at every point and not counted
-    #[arg(long, default_value_t = vmscale_scenario::qemu_hotplug::DEFAULT_WARMUP)]
-    pub warmup: usize,
-    /// Size of each hotplugged DIMM, in MiB (even)
-    #[arg(long, default_value_t = vmscale_scenario::qemu_hotplug::DEFAULT_DIMM_MIB)]
-    pub dimm_mib: u64,
-    /// Boot memory of each QEMU, in MiB
-    #[arg(long, default_value_t = vmscale_scenario::qemu_hotplug::DEFAULT_MEM_MIB)]
-    pub mem_mib: u64,
-    #[command(flatten)]
-    pub output: OutputArgs,
-    #[command(flatten)]
-    pub trace: TraceArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct QemuStartArgs {
-    /// The QEMU to drive (default: qemu-system-x86_64 on PATH)
-    #[arg(long, value_name = "PATH")]
-    pub qemu: Option<PathBuf>,
-    /// vCPU counts to sweep
-    #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::qemu::DEFAULT_VCPUS)]
-    pub vcpus: Vec<usize>,
-    /// Guest memory sizes to sweep, in MiB (a series each)
-    #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::qemu_start::DEFAULT_MEM_MIB)]
-    pub mem_mib: Vec<u64>,
-    /// QEMUs started and quit at once
-    #[arg(long, default_value_t = vmscale_scenario::qemu_start::DEFAULT_VMS)]
-    pub vms: usize,
-    /// Rounds per point and memory size (each gives --vms samples)
-    #[arg(long, default_value_t = vmscale_scenario::qemu_start::DEFAULT_REPEAT)]
-    pub repeat: usize,
-    #[command(flatten)]
-    pub output: OutputArgs,
-    #[command(flatten)]
-    pub trace: TraceArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct QemuMigrateArgs {
-    /// The QEMU to drive (default: qemu-system-x86_64 on PATH)
-    #[arg(long, value_name = "PATH")]
-    pub qemu: Option<PathBuf>,
-    /// vCPU counts to sweep (one QEMU each)
-    #[arg(long, value_delimiter = ',', default_value = vmscale_scenario::qemu::DEFAULT_VCPUS)]
-    pub vcpus: Vec<usize>,
-    /// Measured migrations per point
-    #[arg(long, default_value_t = vmscale_scenario::qemu_migrate::DEFAULT_REPEAT)]
-    pub repeat: usize,
-    /// Migrations run first at every point and not counted
-    #[arg(long, default_value_t = vmscale_scenario::qemu_migrate::DEFAULT_WARMUP)]
-    pub warmup: usize,
-    /// Guest memory of each QEMU, in MiB (what every migration sends)
-    #[arg(long, default_value_t = vmscale_scenario::qemu_migrate::DEFAULT_MEM_MIB)]
-    pub mem_mib: u64,
-    #[command(flatten)]
-    pub output: OutputArgs,
-    #[command(flatten)]
-    pub trace: TraceArgs,
 }

@@ -9,22 +9,17 @@ mod interrupt;
 mod progress;
 mod tracing;
 
-use args::{Cli, Command, RunScenario};
+use args::{Cli, Command};
 
 fn main() {
     let cli = parse_or_exit();
     let outcome = match cli.command {
         Command::Tour(args) => commands::tour::tour(&args),
         Command::List => commands::list::list(),
-        Command::Run(RunScenario::Memslot(args)) => commands::memslot::command(&args),
-        Command::Run(RunScenario::Irqfd(args)) => commands::irqfd::command(&args),
-        Command::Run(RunScenario::Teardown(args)) => commands::teardown::command(&args),
-        Command::Run(RunScenario::Zap(args)) => commands::zap::command(&args),
-        Command::Run(RunScenario::Mlock(args)) => commands::mlock::command(&args),
-        Command::Run(RunScenario::QemuHotplug(args)) => commands::qemu::hotplug(&args),
-        Command::Run(RunScenario::QemuStart(args)) => commands::qemu::start(&args),
-        Command::Run(RunScenario::QemuMigrate(args)) => commands::qemu::migrate(&args),
-        Command::TeardownHolder(args) => commands::teardown::holder(&args),
+        Command::Run(scenario) => scenario.dispatch(commands::run::RunCommand),
+        Command::TeardownHolder(args) => {
+            vmscale_scenario::teardown::holder(&args).map_err(failure::Failure::from)
+        }
         Command::Record(args) => commands::record::record(&args),
         Command::Compare {
             a,

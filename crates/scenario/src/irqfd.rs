@@ -67,6 +67,23 @@ pub struct IrqfdKnobs {
 
 pub const DEFAULT_TOTAL: &str = "10000";
 
+/// `vmscale run irqfd`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct IrqfdArgs {
+    /// irqfds to register (a list sweeps)
+    #[arg(long, value_delimiter = ',', default_value = DEFAULT_TOTAL)]
+    pub total: Vec<usize>,
+    /// Threads registering (and releasing) at once
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// VMs the irqfds are spread over
+    #[arg(long, default_value_t = 1)]
+    pub vms: usize,
+    /// How the irqfds go away: deassign, close (the eventfds, no deassign) or vm-close
+    #[arg(long, default_value = "deassign")]
+    pub release: String,
+}
+
 impl Default for IrqfdKnobs {
     fn default() -> Self {
         IrqfdKnobs {
@@ -209,6 +226,18 @@ pub struct Irqfd;
 impl crate::Scenario for Irqfd {
     type Knobs = IrqfdKnobs;
     type Host = KvmSystem;
+    type Flags = IrqfdArgs;
+
+    const ABOUT: &'static str = "Case 5: KVM_IRQFD registration storm from many threads across VMs";
+
+    fn knobs(&self, args: &IrqfdArgs) -> Result<IrqfdKnobs, Error> {
+        Ok(IrqfdKnobs {
+            total: args.total.clone(),
+            threads: args.threads,
+            vms: args.vms,
+            release: Release::parse(&args.release)?,
+        })
+    }
 
     fn info(&self) -> ScenarioInfo {
         info()

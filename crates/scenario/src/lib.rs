@@ -1,23 +1,53 @@
 //! vmscale's scenarios. Each one drives real KVM (or a real VMM) at every point of its sweep
 //! and returns raw samples; it never reads a report and never formats output.
 //!
-//! One file per scenario, each implementing [`Scenario`]: what it is, its knobs, how it runs
-//! and what it adds to the run record. [`registry`] lists them; `vmscale list`, `tour` and
-//! `--help` read it, so a new scenario is one file here plus one line there (and its
-//! command-line flags in the front end).
+//! One file per scenario, each implementing [`Scenario`]: what it is, its flags and the knobs
+//! they make, how it runs and what it adds to the run record. The `scenarios!` list below
+//! names them once; from it come [`registry`] (which `vmscale list`, `tour` and `--help`
+//! read) and [`RunScenario`] (the `vmscale run <scenario>` subcommands).
+//!
+//! # Adding a scenario
+//!
+//! One file here plus one line in the `scenarios!` list below; nothing in the front end.
+//!
+//! 1. `src/<name>.rs`: a unit struct implementing [`Scenario`]. Its flags are a
+//!    `#[derive(clap::Args)]` struct, the one description of its knobs (flags, defaults,
+//!    help) that `vmscale run <name> --help` and `vmscale list` print; flatten
+//!    [`placement::RepeatabilityArgs`] for `--pin` and `--runs`. [`Scenario::knobs`] turns
+//!    the flags into its knobs (a flag that cannot be one is [`Error::Usage`], exit 2), and
+//!    [`Scenario::ABOUT`] is its line in `vmscale run --help`:
+//!
+//!    ```text
+//!    #[derive(Debug, clap::Args)]
+//!    pub struct StormArgs {
+//!        /// Threads at once
+//!        #[arg(long, default_value_t = 2)]
+//!        pub threads: usize,
+//!    }
+//!
+//!    impl crate::Scenario for Storm {
+//!        type Knobs = StormKnobs;
+//!        type Host = KvmSystem;
+//!        type Flags = StormArgs;
+//!        const ABOUT: &'static str = "Case 6: ...";
+//!        fn knobs(&self, args: &StormArgs) -> Result<StormKnobs, Error> { ... }
+//!        fn info(&self) -> ScenarioInfo { ... }
+//!        // tour_knobs, prepare, run, and optionally tracing, annotate
+//!    }
+//!    ```
+//!
+//! 2. One line in the list: `Storm: storm::Storm,` (variant, module, type; the list
+//!    declares the module). The variant, in kebab case, is the subcommand's name and must
+//!    equal [`ScenarioInfo::name`] (a test checks it); the line's place is the scenario's
+//!    place in `list`, `tour` and `vmscale run --help`.
+//!
+//! The front end adds the options every run shares (`--out`, `--format`, tracing) and runs
+//! the knobs through the path every scenario shares.
 
-pub mod irqfd;
-pub mod memslot;
-pub mod mlock;
 pub mod overcommit;
 pub mod placement;
 pub mod qemu;
-pub mod qemu_hotplug;
-pub mod qemu_migrate;
-pub mod qemu_start;
 pub mod sched;
-pub mod teardown;
-pub mod zap;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -25,7 +55,7 @@ use serde::Serialize;
 use vmscale_run::{KvmFacts, Point, RunRecord};
 
 /// A knob's accepted values, as the scenario checks them. Its flag, default and help are
-/// described once, in the command line's definitions, which `vmscale list` and `--help`
+/// described once, in the scenario's [`Scenario::Flags`], which `vmscale list` and `--help`
 /// read; the range is added to that help from here.
 #[derive(Debug, Clone)]
 pub struct Knob {
@@ -79,19 +109,69 @@ pub struct ScenarioInfo {
     pub knobs: Vec<Knob>,
 }
 
-/// Every scenario this build has, in the order `list` shows and `tour` runs them. Adding a
-/// scenario is one line here.
-pub fn registry() -> Vec<&'static dyn Registered> {
-    vec![
-        &memslot::Memslot,
-        &zap::Zap,
-        &teardown::Teardown,
-        &mlock::Mlock,
-        &irqfd::Irqfd,
-        &qemu_hotplug::QemuHotplug,
-        &qemu_start::QemuStart,
-        &qemu_migrate::QemuMigrate,
-    ]
+/// Generates, from one list of `Variant: module::Scenario` lines, each scenario's module
+/// (`pub mod module;`), [`registry`] and the [`RunScenario`] subcommands with their
+/// dispatch.
+macro_rules! scenarios {
+    ($($variant:ident: $module:ident::$scenario:ident),+ $(,)?) => {
+        $(pub mod $module;)+
+
+        /// Every scenario this build has, in the order `list` shows, `tour` runs and
+        /// `vmscale run --help` lists them.
+        pub fn registry() -> Vec<&'static dyn Registered> {
+            vec![$(&$module::$scenario),+]
+        }
+
+        /// `vmscale run <scenario>`: one subcommand per scenario, each its own flags
+        /// followed by the options every run shares (`Shared`, the front end's).
+        #[derive(Debug, clap::Subcommand)]
+        pub enum RunScenario<Shared: clap::Args> {
+            $(
+                #[command(about = <$module::$scenario as Scenario>::ABOUT)]
+                $variant(Invocation<<$module::$scenario as Scenario>::Flags, Shared>),
+            )+
+        }
+
+        impl<Shared: clap::Args> RunScenario<Shared> {
+            /// Hands the chosen scenario, its parsed flags and the shared options to
+            /// `runner`.
+            pub fn dispatch<R: Runner<Shared>>(&self, runner: R) -> R::Output {
+                match self {
+                    $(RunScenario::$variant(i) => runner.run($module::$scenario, &i.flags, &i.shared),)+
+                }
+            }
+        }
+    };
+}
+
+// Every scenario, one line each (its module, declared here, and its type). Adding a
+// scenario is its file plus one line here.
+scenarios! {
+    Memslot: memslot::Memslot,
+    Zap: zap::Zap,
+    Teardown: teardown::Teardown,
+    Mlock: mlock::Mlock,
+    Irqfd: irqfd::Irqfd,
+    QemuHotplug: qemu_hotplug::QemuHotplug,
+    QemuStart: qemu_start::QemuStart,
+    QemuMigrate: qemu_migrate::QemuMigrate,
+}
+
+/// One `vmscale run <scenario>` command line: the scenario's flags, then the options every
+/// run shares.
+#[derive(Debug, clap::Args)]
+pub struct Invocation<Flags: clap::Args, Shared: clap::Args> {
+    #[command(flatten)]
+    pub flags: Flags,
+    #[command(flatten)]
+    pub shared: Shared,
+}
+
+/// What the front end does with a parsed `vmscale run <scenario>`: typically turn the flags
+/// into knobs ([`Scenario::knobs`]) and run them through the path every scenario shares.
+pub trait Runner<Shared> {
+    type Output;
+    fn run<S: Scenario>(self, scenario: S, flags: &S::Flags, shared: &Shared) -> Self::Output;
 }
 
 /// What `vmscale list` shows of every scenario, in [`registry`] order.
@@ -99,8 +179,9 @@ pub fn catalogue() -> Vec<ScenarioInfo> {
     registry().iter().map(|s| s.info()).collect()
 }
 
-/// One scenario. The front end parses its flags into [`Scenario::Knobs`] and hands them,
-/// with the scenario, to the run path every scenario shares ([`Job`]):
+/// One scenario. The front end parses its [`Scenario::Flags`], turns them into
+/// [`Scenario::Knobs`] with [`Scenario::knobs`] and hands them, with the scenario, to the
+/// run path every scenario shares ([`Job`]):
 /// [`prepare`](Scenario::prepare) before anything is created, [`run`](Scenario::run) with
 /// tracing around its measured phases, then the trace's analyses, then
 /// [`annotate`](Scenario::annotate), then the reports. Data flows one way: a scenario sees
@@ -110,6 +191,17 @@ pub trait Scenario: Copy + Sync + 'static {
     type Knobs: Serialize + 'static;
     /// What [`Scenario::prepare`] opens for the run: the KVM system, a binary to run.
     type Host: 'static;
+    /// Its command-line flags (`vmscale run <name>`), with their defaults and help: the
+    /// one description of its knobs, which `vmscale list` and `--help` read.
+    type Flags: clap::Args + std::fmt::Debug;
+
+    /// The one line `vmscale run --help` shows beside its name.
+    const ABOUT: &'static str;
+
+    /// Its flags as its knobs. A flag that cannot be a knob (an unknown mode, a `--pin` on
+    /// CPUs this process may not use) is [`Error::Usage`]; ranges are checked later, by
+    /// [`Scenario::prepare`].
+    fn knobs(&self, flags: &Self::Flags) -> Result<Self::Knobs, Error>;
 
     /// Name, the case it reproduces, one line of description, what it sweeps, its knobs'
     /// accepted ranges.
@@ -424,5 +516,18 @@ mod tests {
         if let Ok(knobs) = qemu_migrate::QemuMigrate.tour_knobs() {
             knobs.validate().unwrap();
         }
+    }
+
+    /// The one list gives `run`'s subcommands and the registry: each subcommand is named
+    /// as its scenario, in the same order.
+    #[test]
+    fn every_run_subcommand_is_its_registered_scenario() {
+        #[derive(Debug, clap::Args)]
+        struct NoShared {}
+        use clap::Subcommand;
+        let run = RunScenario::<NoShared>::augment_subcommands(clap::Command::new("run"));
+        let subcommands: Vec<&str> = run.get_subcommands().map(|c| c.get_name()).collect();
+        let names: Vec<&str> = registry().iter().map(|s| s.info().name).collect();
+        assert_eq!(subcommands, names);
     }
 }

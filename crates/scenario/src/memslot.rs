@@ -130,6 +130,37 @@ pub const DEFAULT_REPEAT: usize = 200;
 pub const DEFAULT_WARMUP: usize = 10;
 pub const DEFAULT_BATCH: usize = 8;
 
+/// `vmscale run memslot`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct MemslotArgs {
+    /// vCPU counts to sweep
+    #[arg(long, value_delimiter = ',', default_value = DEFAULT_VCPUS)]
+    pub vcpus: Vec<usize>,
+    /// Measured updates per point and strategy
+    #[arg(long, default_value_t = DEFAULT_REPEAT)]
+    pub repeat: usize,
+    /// Updates run first at every point and not counted
+    #[arg(long, default_value_t = DEFAULT_WARMUP)]
+    pub warmup: usize,
+    /// direct, pause-all, batch (batch-direct and batch-pause-all), or all
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    pub strategy: Vec<String>,
+    /// Updates per batch transaction
+    #[arg(long, default_value_t = DEFAULT_BATCH)]
+    pub batch: usize,
+    /// What the vCPUs run: spin (a CPL3 loop) or halt (HLT in the in-kernel irqchip)
+    #[arg(long, default_value = "spin", value_parser = ["spin", "halt"])]
+    pub guest: String,
+    /// Measure from a SCHED_FIFO thread, separating KVM's cost from CPU scheduling
+    #[arg(long)]
+    pub fifo: bool,
+    /// Size of each updated memslot, in MiB
+    #[arg(long, default_value_t = 2)]
+    pub slot_mib: u64,
+    #[command(flatten)]
+    pub repeatability: crate::placement::RepeatabilityArgs,
+}
+
 impl Default for MemslotKnobs {
     fn default() -> Self {
         MemslotKnobs {
@@ -236,6 +267,28 @@ pub struct Memslot;
 impl crate::Scenario for Memslot {
     type Knobs = MemslotKnobs;
     type Host = KvmSystem;
+    type Flags = MemslotArgs;
+
+    const ABOUT: &'static str =
+        "Case 3: memslot update latency while N vCPUs run, direct versus pause-all";
+
+    fn knobs(&self, args: &MemslotArgs) -> Result<MemslotKnobs, Error> {
+        Ok(MemslotKnobs {
+            vcpus: args.vcpus.clone(),
+            repeat: args.repeat,
+            warmup: args.warmup,
+            strategies: Strategy::parse_list(&args.strategy)?,
+            batch: args.batch,
+            guest: match args.guest.as_str() {
+                "halt" => GuestProgram::Halt,
+                _ => GuestProgram::Spin,
+            },
+            fifo: args.fifo,
+            slot_bytes: args.slot_mib.saturating_mul(1 << 20),
+            pin: args.repeatability.pinning()?,
+            runs: args.repeatability.runs,
+        })
+    }
 
     fn info(&self) -> ScenarioInfo {
         info()

@@ -84,6 +84,23 @@ pub struct MlockKnobs {
 
 pub const DEFAULT_CALLS: usize = 20_000;
 
+/// `vmscale run mlock`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct MlockArgs {
+    /// Calls per mode and point
+    #[arg(long, default_value_t = DEFAULT_CALLS)]
+    pub calls: usize,
+    /// lock (mlock+munlock), map (mmap+mlock+munlock+munmap), pool (locked once), or all
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    pub mode: Vec<String>,
+    /// Sibling threads spinning on other CPUs (a list sweeps)
+    #[arg(long, value_delimiter = ',', default_value = "0,1")]
+    pub busy: Vec<usize>,
+    /// Size of the buffer each call locks, in KiB
+    #[arg(long, default_value_t = 16)]
+    pub size_kib: usize,
+}
+
 impl Default for MlockKnobs {
     fn default() -> Self {
         MlockKnobs {
@@ -152,6 +169,18 @@ pub struct Mlock;
 impl crate::Scenario for Mlock {
     type Knobs = MlockKnobs;
     type Host = ();
+    type Flags = MlockArgs;
+
+    const ABOUT: &'static str = "Case 2: per-call page locking and the IPIs it sends";
+
+    fn knobs(&self, args: &MlockArgs) -> Result<MlockKnobs, Error> {
+        Ok(MlockKnobs {
+            calls: args.calls,
+            modes: Mode::parse_list(&args.mode)?,
+            busy: args.busy.clone(),
+            buffer_kib: args.size_kib,
+        })
+    }
 
     fn info(&self) -> ScenarioInfo {
         info()

@@ -11,6 +11,30 @@ use serde::{Deserialize, Serialize};
 
 use crate::Error;
 
+/// Where the threads run and how many independent runs make a point.
+#[derive(Debug, clap::Args)]
+pub struct RepeatabilityArgs {
+    /// MAIN[:VCPUS]: run the measuring thread on CPU MAIN and the vCPUs on the CPU list
+    /// VCPUS (round robin), e.g. 0, 0:1 or :0-1; recorded in run.json
+    #[arg(long, value_name = "MAIN[:VCPUS]")]
+    pub pin: Option<String>,
+    /// Independent runs of the whole sweep (fresh VMs and threads each), merged per point,
+    /// with the run-to-run spread reported beside each run's own distribution
+    #[arg(long, default_value_t = 1)]
+    pub runs: usize,
+}
+
+impl RepeatabilityArgs {
+    /// `--pin`, parsed and checked against the CPUs this process may use (unpinned when
+    /// absent).
+    pub fn pinning(&self) -> Result<Pinning, Error> {
+        match &self.pin {
+            Some(spec) => Pinning::parse(spec),
+            None => Ok(Pinning::default()),
+        }
+    }
+}
+
 /// Where the measuring thread and the vCPUs run; empty fields leave it to the scheduler.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pinning {

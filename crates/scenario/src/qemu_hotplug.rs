@@ -32,6 +32,29 @@ pub const DEFAULT_WARMUP: usize = 2;
 pub const DEFAULT_DIMM_MIB: u64 = 128;
 pub const DEFAULT_MEM_MIB: u64 = 128;
 
+/// `vmscale run qemu-hotplug`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct QemuHotplugArgs {
+    /// The QEMU to drive (default: qemu-system-x86_64 on PATH)
+    #[arg(long, value_name = "PATH")]
+    pub qemu: Option<PathBuf>,
+    /// vCPU counts to sweep (one QEMU each)
+    #[arg(long, value_delimiter = ',', default_value = crate::qemu::DEFAULT_VCPUS)]
+    pub vcpus: Vec<usize>,
+    /// Measured hotplugs per point, one DIMM each (with --warmup at most 256, QEMU's slots)
+    #[arg(long, default_value_t = DEFAULT_REPEAT)]
+    pub repeat: usize,
+    /// Hotplugs run first at every point and not counted
+    #[arg(long, default_value_t = DEFAULT_WARMUP)]
+    pub warmup: usize,
+    /// Size of each hotplugged DIMM, in MiB (even)
+    #[arg(long, default_value_t = DEFAULT_DIMM_MIB)]
+    pub dimm_mib: u64,
+    /// Boot memory of each QEMU, in MiB
+    #[arg(long, default_value_t = DEFAULT_MEM_MIB)]
+    pub mem_mib: u64,
+}
+
 /// QEMU's limit on DIMM slots (ACPI_MAX_RAM_SLOTS): every sample takes one.
 pub const MAX_SLOTS: usize = 256;
 
@@ -112,6 +135,23 @@ impl crate::Scenario for QemuHotplug {
     type Knobs = QemuHotplugKnobs;
     /// The QEMU binary.
     type Host = PathBuf;
+    type Flags = QemuHotplugArgs;
+
+    const ABOUT: &'static str =
+        "A real QEMU: DIMM hotplug latency while N vCPUs run, with QEMU's KVM ioctls";
+
+    fn knobs(&self, args: &QemuHotplugArgs) -> Result<QemuHotplugKnobs, Error> {
+        Ok(QemuHotplugKnobs {
+            sweep: QemuSweep {
+                qemu: args.qemu.clone(),
+                vcpus: args.vcpus.clone(),
+                repeat: args.repeat,
+                warmup: args.warmup,
+            },
+            dimm_mib: args.dimm_mib,
+            mem_mib: args.mem_mib,
+        })
+    }
 
     fn info(&self) -> ScenarioInfo {
         info()

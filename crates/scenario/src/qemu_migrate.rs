@@ -29,6 +29,26 @@ pub const DEFAULT_REPEAT: usize = 10;
 pub const DEFAULT_WARMUP: usize = 1;
 pub const DEFAULT_MEM_MIB: u64 = 256;
 
+/// `vmscale run qemu-migrate`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct QemuMigrateArgs {
+    /// The QEMU to drive (default: qemu-system-x86_64 on PATH)
+    #[arg(long, value_name = "PATH")]
+    pub qemu: Option<PathBuf>,
+    /// vCPU counts to sweep (one QEMU each)
+    #[arg(long, value_delimiter = ',', default_value = crate::qemu::DEFAULT_VCPUS)]
+    pub vcpus: Vec<usize>,
+    /// Measured migrations per point
+    #[arg(long, default_value_t = DEFAULT_REPEAT)]
+    pub repeat: usize,
+    /// Migrations run first at every point and not counted
+    #[arg(long, default_value_t = DEFAULT_WARMUP)]
+    pub warmup: usize,
+    /// Guest memory of each QEMU, in MiB (what every migration sends)
+    #[arg(long, default_value_t = DEFAULT_MEM_MIB)]
+    pub mem_mib: u64,
+}
+
 pub const REPEAT: Range = Range::new(1, 10_000);
 pub const WARMUP: Range = Range::new(0, 100);
 
@@ -80,6 +100,21 @@ impl crate::Scenario for QemuMigrate {
     type Knobs = QemuMigrateKnobs;
     /// The QEMU binary.
     type Host = PathBuf;
+    type Flags = QemuMigrateArgs;
+
+    const ABOUT: &'static str = "A real QEMU: one live migration to a null sink while N vCPUs run";
+
+    fn knobs(&self, args: &QemuMigrateArgs) -> Result<QemuMigrateKnobs, Error> {
+        Ok(QemuMigrateKnobs {
+            sweep: QemuSweep {
+                qemu: args.qemu.clone(),
+                vcpus: args.vcpus.clone(),
+                repeat: args.repeat,
+                warmup: args.warmup,
+            },
+            mem_mib: args.mem_mib,
+        })
+    }
 
     fn info(&self) -> ScenarioInfo {
         info()

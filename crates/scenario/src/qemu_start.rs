@@ -27,6 +27,26 @@ pub const DEFAULT_MEM_MIB: &str = "128";
 pub const DEFAULT_VMS: usize = 1;
 pub const DEFAULT_REPEAT: usize = 5;
 
+/// `vmscale run qemu-start`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct QemuStartArgs {
+    /// The QEMU to drive (default: qemu-system-x86_64 on PATH)
+    #[arg(long, value_name = "PATH")]
+    pub qemu: Option<PathBuf>,
+    /// vCPU counts to sweep
+    #[arg(long, value_delimiter = ',', default_value = crate::qemu::DEFAULT_VCPUS)]
+    pub vcpus: Vec<usize>,
+    /// Guest memory sizes to sweep, in MiB (a series each)
+    #[arg(long, value_delimiter = ',', default_value = DEFAULT_MEM_MIB)]
+    pub mem_mib: Vec<u64>,
+    /// QEMUs started and quit at once
+    #[arg(long, default_value_t = DEFAULT_VMS)]
+    pub vms: usize,
+    /// Rounds per point and memory size (each gives --vms samples)
+    #[arg(long, default_value_t = DEFAULT_REPEAT)]
+    pub repeat: usize,
+}
+
 pub const VMS: Range = Range::new(1, 64);
 pub const REPEAT: Range = Range::new(1, 1_000);
 
@@ -90,6 +110,20 @@ impl crate::Scenario for QemuStart {
     type Knobs = QemuStartKnobs;
     /// The QEMU binary.
     type Host = PathBuf;
+    type Flags = QemuStartArgs;
+
+    const ABOUT: &'static str =
+        "A real QEMU: exec to QMP ready and quit to reaped, M QEMUs at once";
+
+    fn knobs(&self, args: &QemuStartArgs) -> Result<QemuStartKnobs, Error> {
+        Ok(QemuStartKnobs {
+            qemu: args.qemu.clone(),
+            vcpus: args.vcpus.clone(),
+            mem_mib: args.mem_mib.clone(),
+            vms: args.vms,
+            repeat: args.repeat,
+        })
+    }
 
     fn info(&self) -> ScenarioInfo {
         info()

@@ -97,6 +97,33 @@ pub struct TeardownKnobs {
 
 pub const DEFAULT_VMS: &str = "1,2,4,8,16";
 
+/// `vmscale run teardown`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct TeardownArgs {
+    /// VM counts to sweep
+    #[arg(long, value_delimiter = ',', default_value = DEFAULT_VMS)]
+    pub vms: Vec<usize>,
+    /// vCPUs per VM (halted)
+    #[arg(long, default_value_t = 1)]
+    pub vcpus: usize,
+    /// Guest memory per VM, in MiB
+    #[arg(long, default_value_t = 64)]
+    pub mem_mib: u64,
+    /// Leave guest memory untouched (not backed by host pages)
+    #[arg(long)]
+    pub untouched: bool,
+    /// exit, close, threads, fork, or all
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    pub mode: Vec<String>,
+    /// Releases measured per point and mode
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// PCI devices already bound to vfio-pci (BDF,...): release their fds instead of VMs;
+    /// --vms then counts devices. vmscale never binds, unbinds or resets a device
+    #[arg(long, value_delimiter = ',', value_name = "BDF")]
+    pub vfio: Vec<String>,
+}
+
 impl Default for TeardownKnobs {
     fn default() -> Self {
         TeardownKnobs {
@@ -250,6 +277,47 @@ pub fn hold_devices_and_release(bdfs: &[String], release: &str) -> Result<(), Er
     let json = serde_json::to_string(&report).expect("report serializes");
     writeln!(out, "{json}").map_err(io)?;
     out.flush().map_err(io)
+}
+
+/// The process that holds VMs for the teardown scenario (not for direct use).
+#[derive(Debug, clap::Args)]
+pub struct HolderArgs {
+    #[arg(long)]
+    pub vms: usize,
+    #[arg(long)]
+    pub vcpus: usize,
+    #[arg(long)]
+    pub mem_mib: u64,
+    #[arg(long)]
+    pub untouched: bool,
+    #[arg(long)]
+    pub release: String,
+    #[arg(long, value_delimiter = ',')]
+    pub vfio: Vec<String>,
+}
+
+/// The hidden `teardown-holder` command: holds VMs (or VFIO devices) for the teardown
+/// scenario and releases them when told.
+pub fn holder(args: &HolderArgs) -> Result<(), Error> {
+    // A terminal's Ctrl-C reaches the whole process group. The parent decides what an
+    // interruption means and ends its holders itself (SIGKILL, or closing their stdin), so
+    // a holder dying first would only turn an interruption into a holder failure.
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: SIG_IGN installs no handler code; it only changes the disposition.
+        unsafe { libc::signal(signal, libc::SIG_IGN) };
+    }
+    if !args.vfio.is_empty() {
+        return hold_devices_and_release(&args.vfio, &args.release);
+    }
+    let system = vmscale_kvm::KvmSystem::open()?;
+    hold_and_release(
+        &system,
+        args.vms,
+        args.vcpus,
+        args.mem_mib,
+        !args.untouched,
+        &args.release,
+    )
 }
 
 /// The holder side: build `vms` VMs, say "ready", wait for "go", release, report, exit.
@@ -446,6 +514,21 @@ impl crate::Scenario for Teardown {
     type Knobs = TeardownKnobs;
     /// The executable the holders run: this one.
     type Host = PathBuf;
+    type Flags = TeardownArgs;
+
+    const ABOUT: &'static str = "Case 1: time until M VMs are really gone, per release mode";
+
+    fn knobs(&self, args: &TeardownArgs) -> Result<TeardownKnobs, Error> {
+        Ok(TeardownKnobs {
+            vms: args.vms.clone(),
+            vcpus: args.vcpus,
+            mem_mib: args.mem_mib,
+            touch: !args.untouched,
+            modes: Mode::parse_list(&args.mode)?,
+            repeat: args.repeat,
+            vfio: args.vfio.clone(),
+        })
+    }
 
     fn info(&self) -> ScenarioInfo {
         info()

@@ -38,6 +38,25 @@ pub struct ZapKnobs {
 
 pub const DEFAULT_VCPUS: &str = "1,2,4,8,16,32,64";
 
+/// `vmscale run zap`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct ZapArgs {
+    /// vCPU counts to sweep
+    #[arg(long, value_delimiter = ',', default_value = DEFAULT_VCPUS)]
+    pub vcpus: Vec<usize>,
+    /// Deletes per point
+    #[arg(long, default_value_t = 50)]
+    pub repeat: usize,
+    /// Guest TSC gaps shorter than this (microseconds) are not stalls
+    #[arg(long, default_value_t = 5)]
+    pub threshold_us: u64,
+    /// Skip the no-delete baseline
+    #[arg(long)]
+    pub no_baseline: bool,
+    #[command(flatten)]
+    pub repeatability: crate::placement::RepeatabilityArgs,
+}
+
 impl Default for ZapKnobs {
     fn default() -> Self {
         ZapKnobs {
@@ -119,6 +138,21 @@ pub struct Zap;
 impl crate::Scenario for Zap {
     type Knobs = ZapKnobs;
     type Host = KvmSystem;
+    type Flags = ZapArgs;
+
+    const ABOUT: &'static str =
+        "Case 4: the stall vCPUs suffer when a memslot delete reloads every MMU root";
+
+    fn knobs(&self, args: &ZapArgs) -> Result<ZapKnobs, Error> {
+        Ok(ZapKnobs {
+            vcpus: args.vcpus.clone(),
+            repeat: args.repeat,
+            threshold_ns: args.threshold_us.saturating_mul(1_000),
+            baseline: !args.no_baseline,
+            pin: args.repeatability.pinning()?,
+            runs: args.repeatability.runs,
+        })
+    }
 
     fn info(&self) -> ScenarioInfo {
         info()

@@ -1,13 +1,13 @@
 //! What every `vmscale run <scenario>` shares: a run directory, tracing around the measured
-//! phases, the run record, and writing and printing it. One module per scenario turns its
-//! flags into the scenario's knobs; the scenario does the rest.
+//! phases, the run record, and writing and printing it. Each scenario turns its own flags
+//! into its knobs ([`vmscale_scenario::Scenario::knobs`]) and does the rest.
 
 use vmscale_run::dir::utc_now;
 use vmscale_run::{HostFacts, LoadMeter, Point, RunDir, RunRecord, ToolInfo, SCHEMA_VERSION};
 use vmscale_scenario::{Cancel, Job, PhaseHook, Scenario, Syscalls, TraceNeeds};
 use vmscale_trace::record::recorder::{default_events, RecordConfig};
 
-use crate::args::OutputArgs;
+use crate::args::{OutputArgs, SharedArgs};
 use crate::failure::Failure;
 use crate::progress::Bar;
 use crate::tracing::{current_tid, TraceArgs, TraceSession};
@@ -151,7 +151,20 @@ pub(crate) fn remove_stale_partials(out: &std::path::Path) {
     }
 }
 
-/// `vmscale run <scenario>`: runs `scenario` with `knobs` and prints the run.
+/// `vmscale run <scenario>`, whichever it is: its flags made knobs by the scenario, then
+/// [`command`].
+pub(crate) struct RunCommand;
+
+impl vmscale_scenario::Runner<SharedArgs> for RunCommand {
+    type Output = Result<(), Failure>;
+
+    fn run<S: Scenario>(self, scenario: S, flags: &S::Flags, shared: &SharedArgs) -> Self::Output {
+        let knobs = scenario.knobs(flags)?;
+        command(scenario, knobs, &shared.output, &shared.trace)
+    }
+}
+
+/// Runs `scenario` with `knobs` and prints the run.
 pub(crate) fn command<S: Scenario>(
     scenario: S,
     knobs: S::Knobs,
@@ -212,16 +225,6 @@ fn trace_config(needs: TraceNeeds) -> RecordConfig {
         .events
         .extend(needs.extra_events.into_iter().map(String::from));
     config
-}
-
-/// `--pin`, parsed and checked against the CPUs this process may use (unpinned when absent).
-pub(crate) fn parse_pin(
-    args: &crate::args::RepeatabilityArgs,
-) -> Result<vmscale_scenario::placement::Pinning, Failure> {
-    Ok(match &args.pin {
-        Some(spec) => vmscale_scenario::placement::Pinning::parse(spec)?,
-        None => Default::default(),
-    })
 }
 
 fn cannot_write(output: &OutputArgs, e: std::io::Error) -> Failure {

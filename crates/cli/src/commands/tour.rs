@@ -5,11 +5,11 @@ use vmscale_run::dir::utc_now;
 use vmscale_run::dir::write_atomically;
 use vmscale_run::RunDir;
 
-use crate::args::{OutputArgs, TourArgs};
+use crate::args::{OutputArgs, SharedArgs};
 use crate::commands::run::{measure, show, Measured};
 use crate::failure::Failure;
 
-pub fn tour(args: &TourArgs) -> Result<(), Failure> {
+pub fn tour(args: &SharedArgs) -> Result<(), Failure> {
     let started = utc_now();
     crate::commands::run::remove_stale_partials(&args.output.out);
     let mut tour_dir = RunDir::create(&args.output.out, "tour", &started)
