@@ -400,21 +400,37 @@ fn growth(record: &RunRecord) -> Vec<String> {
                 "; the data barely tell it from the next model"
             };
             let twice = 2.0 * n1;
-            let predicted = duration(best.predict(twice).max(0.0) as u64);
-            let per = duration(best.slope_at(n1).max(0.0) as u64);
+            let slope = best.slope_at(n1);
+            let per = duration(slope.abs() as u64);
+            let fit = match best.model {
+                Model::Constant => "constant",
+                Model::Linear => "Amdahl",
+                Model::Usl => "USL",
+            };
+            // The words follow the fitted curve's shape at the largest N, so a cost that
+            // falls as N grows is never called growth.
             let how = match best.model {
                 Model::Constant => format!("does not grow with {sweep} (constant fit{unsure})"),
+                _ if slope < 0.0 => format!(
+                    "falls as {sweep} grows ({fit} fit{unsure}), {per} less per {sweep} at {n1}"
+                ),
+                Model::Usl if best.kappa > 0.0 => format!(
+                    "grows faster than linearly with {sweep} (USL fit{unsure}), {per} more per {sweep} at {n1}"
+                ),
+                Model::Usl => format!(
+                    "grows slower than linearly with {sweep} (USL fit{unsure}), {per} more per {sweep} at {n1}"
+                ),
                 Model::Linear => format!(
                     "grows linearly with {sweep} (Amdahl fit{unsure}), {per} more per {sweep} at {n1}"
                 ),
-                Model::Usl => format!(
-                    "grows faster than linearly with {sweep} (USL fit{unsure}), {per} more per {sweep} at {n1}"
-                ),
             };
-            Some(format!(
-                "{}: {measured}; {how}; {predicted} predicted at {sweep}={twice}",
-                s.name
-            ))
+            let predicted = best.predict(twice);
+            let prediction = if predicted > 0.0 {
+                format!("{} predicted at {sweep}={twice}", duration(predicted as u64))
+            } else {
+                format!("the fit does not extrapolate to {sweep}={twice} (it falls below zero)")
+            };
+            Some(format!("{}: {measured}; {how}; {prediction}", s.name))
         })
         .collect()
 }
@@ -1299,12 +1315,33 @@ mod tests {
             growth.ends_with("90.0 us predicted at vcpus=16"),
             "{growth}"
         );
+        // A cost that falls as N grows (a tour's memslot at 1 to 8 vCPUs on two loaded CPUs:
+        // 458 us down to 120 us) is never called growth, and a fit that extrapolates below
+        // zero predicts nothing.
+        for (point, p50) in run
+            .points
+            .iter_mut()
+            .zip([460_000u64, 300_000, 180_000, 120_000])
+        {
+            point.series[0].summary = vmscale_stats::Summary::from_samples(&[p50; 9]);
+        }
+        let found = verdict(&run);
+        let falling = &found[0].evidence[0];
+        assert!(falling.contains("; falls as vcpus grows ("), "{falling}");
+        assert!(!falling.contains("grows linearly"), "{falling}");
+        assert!(falling.contains("less per vcpus at 8"), "{falling}");
+        assert!(
+            falling.ends_with("predicted at vcpus=16")
+                || falling
+                    .ends_with("the fit does not extrapolate to vcpus=16 (it falls below zero)"),
+            "{falling}"
+        );
         // Two points are no fit: the medians are all it says.
         run.points.truncate(2);
         let found = verdict(&run);
         assert_eq!(
             found[0].evidence[0],
-            "direct: p50 15.0 us at vcpus=1 -> 20.0 us at vcpus=2"
+            "direct: p50 460 us at vcpus=1 -> 300 us at vcpus=2"
         );
     }
 
