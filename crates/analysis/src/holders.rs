@@ -604,26 +604,42 @@ impl HoldersPass {
                 )
             }
         };
+        self.new_hold(
+            Hold {
+                lock,
+                holder,
+                start,
+                start_known,
+                end: released,
+            },
+            shared,
+        );
+    }
+
+    /// Records a hold that waiters queued behind: its segment, its holder's counts (with
+    /// the cross-CPU calls it sent meanwhile), the capture, and its sleeps.
+    fn new_hold(&mut self, hold: Hold, shared: bool) {
+        let ipis = self.ipis_between(hold.holder, hold.start, hold.end);
+        let state = self.locks.entry(hold.lock).or_default();
         state.segments.push(Segment {
-            holder,
-            start,
-            start_known,
-            end: released,
+            holder: hold.holder,
+            start: hold.start,
+            start_known: hold.start_known,
+            end: hold.end,
         });
-        let ipis = self.ipis_between(holder, start, released);
-        let state = self.locks.entry(lock).or_default();
-        let agg = state.holders.entry(holder).or_default();
+        let agg = state.holders.entry(hold.holder).or_default();
         agg.holds += 1;
         agg.shared_holds += u64::from(shared);
         agg.ipis += ipis;
-        self.capture_hold(Hold {
-            lock,
-            holder,
-            start,
-            start_known,
-            end: released,
-        });
-        self.account_sleeps(lock, holder, start, released, start_known, true);
+        self.capture_hold(hold);
+        self.account_sleeps(
+            hold.lock,
+            hold.holder,
+            hold.start,
+            hold.end,
+            hold.start_known,
+            true,
+        );
     }
 
     fn mmap_lock(&mut self, pid: i32, ts: u64, event: MmapLock) {
@@ -667,26 +683,16 @@ impl HoldersPass {
         if queued_since.is_none_or(|since| since > end) {
             return;
         }
-        let ipis = self.ipis_between(holder, start, end);
-        let state = self.locks.entry(lock).or_default();
-        state.segments.push(Segment {
-            holder,
-            start,
-            start_known,
-            end,
-        });
-        let agg = state.holders.entry(holder).or_default();
-        agg.holds += 1;
-        agg.shared_holds += u64::from(shared);
-        agg.ipis += ipis;
-        self.capture_hold(Hold {
-            lock,
-            holder,
-            start,
-            start_known,
-            end,
-        });
-        self.account_sleeps(lock, holder, start, end, start_known, true);
+        self.new_hold(
+            Hold {
+                lock,
+                holder,
+                start,
+                start_known,
+                end,
+            },
+            shared,
+        );
     }
 
     /// Adds the holder's sleeps during `[from, to)` of a hold to the lock's sleep table.
