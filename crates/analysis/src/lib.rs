@@ -52,6 +52,8 @@ pub struct TraceAnalysis {
     pub subject: Option<vmscale_run::findings::SubjectTime>,
     /// Where released vCPU threads spent the time until KVM_RUN ([`Scope::vcpu_resume_windows`]).
     pub vcpu_resume: Option<vmscale_run::findings::SubjectTime>,
+    /// Where the calls timed on several threads went ([`Scope::timed_calls`]).
+    pub timed_calls: Option<vmscale_run::findings::SubjectTime>,
     /// What the VMM did during each of its series' samples ([`Scope::vmm`]).
     pub vmm: Vec<vmscale_run::findings::VmmSamples>,
     pub decoded_events: u64,
@@ -94,6 +96,9 @@ pub struct Scope {
     /// Released vCPU threads until they entered KVM_RUN again, (task, start, end): where
     /// that time went is split by cause like a subject's ([`subject::SubjectPass::within`]).
     pub vcpu_resume_windows: Vec<(u32, u64, u64)>,
+    /// Samples timed on several threads, (thread, start, end): where exactly those calls'
+    /// time went is split by cause like a subject's.
+    pub timed_calls: Vec<(u32, u64, u64)>,
     /// Series a VMM carried out ([`vmm`]): its threads and the samples' windows.
     pub vmm: Vec<vmm::VmmSeriesScope>,
     /// Every task the trace shows is the subject (a system-wide recording), its time
@@ -201,6 +206,16 @@ pub fn analyse_excluding(
         )
         .with_async_calls(&async_calls)
     });
+    let mut timed_calls = (!scope.timed_calls.is_empty()).then(|| {
+        subject::SubjectPass::within(
+            scope
+                .timed_calls
+                .iter()
+                .map(|&(tid, start, end)| (tid as i32, start, end))
+                .collect(),
+        )
+        .with_async_calls(&async_calls)
+    });
     let mut vmm = (!scope.vmm.is_empty()).then(|| vmm::VmmPass::new(scope.vmm.clone()));
     let (mut first_ts, mut last_ts) = (None, 0);
     // Per event type id: how many the trace holds.
@@ -239,6 +254,9 @@ pub fn analyse_excluding(
         if let Some(pass) = &mut vcpu_resume {
             pass.observe(&event, &kind);
         }
+        if let Some(pass) = &mut timed_calls {
+            pass.observe(&event, &kind);
+        }
         if let Some(vmm) = &mut vmm {
             vmm.observe(&event, &kind);
         }
@@ -252,6 +270,7 @@ pub fn analyse_excluding(
     Ok(TraceAnalysis {
         subject: subject.and_then(|s| s.finish(symbols, &contention.locks)),
         vcpu_resume: vcpu_resume.and_then(|s| s.finish(symbols, &contention.locks)),
+        timed_calls: timed_calls.and_then(|s| s.finish(symbols, &contention.locks)),
         vmm: vmm.map(vmm::VmmPass::finish).unwrap_or_default(),
         timeline,
         holders,
@@ -296,6 +315,7 @@ impl TraceAnalysis {
         section.timeline = self.timeline;
         section.subject = self.subject;
         section.vcpu_resume = self.vcpu_resume;
+        section.timed_calls = self.timed_calls;
         section.vmm = self.vmm;
     }
 }

@@ -67,6 +67,7 @@ pub fn reanalyse(
             })
             .unwrap_or_default(),
         vcpu_resume_windows: vmscale_run::schema::task_windows(points),
+        timed_calls: vmscale_run::schema::timed_calls(points),
         vmm: vmm_scopes(points, section.command.as_ref()),
         every_task: section.every_task,
         tgids: Default::default(),

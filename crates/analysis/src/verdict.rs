@@ -51,9 +51,13 @@ pub fn verdict(record: &RunRecord) -> Vec<Finding> {
         timed.splice(at..at, clocks);
         return timed;
     }
+    // Samples timed on several threads (irqfd's holders): exactly those calls.
+    if let Some(calls) = trace.timed_calls.as_ref().filter(|c| c.total_ns > 0) {
+        return subject_findings(record, trace, calls, Explained::TimedCalls);
+    }
     if let Some(subject) = &trace.subject {
         if subject.total_ns > 0 {
-            return subject_findings(record, trace, subject);
+            return subject_findings(record, trace, subject, Explained::Recorded);
         }
         return vec![none(
             &format!(
@@ -373,7 +377,7 @@ fn growth(record: &RunRecord) -> Vec<String> {
     first
         .series
         .iter()
-        .filter(|s| !s.sample_start_ns.is_empty())
+        .filter(|s| !s.sample_start_ns.is_empty() || !s.timed_calls.is_empty())
         .filter_map(|s| {
             let medians: Vec<(f64, f64)> = record
                 .points
@@ -603,14 +607,33 @@ fn command_name(record: &RunRecord) -> String {
         .unwrap_or_else(|| "the command".into())
 }
 
+/// What a subject's time is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Explained {
+    /// A recording's tasks: a command's, a process's, or every task.
+    Recorded,
+    /// The calls a scenario timed on several threads, each on its thread from its start
+    /// to its end.
+    TimedCalls,
+}
+
 fn subject_findings(
     record: &RunRecord,
     trace: &TraceSection,
     subject: &SubjectTime,
+    explained: Explained,
 ) -> Vec<Finding> {
     let total = subject.total_ns;
     let command = command_name(record);
-    let whose = if subject.every_task {
+    let calls = vmscale_run::schema::timed_calls(&record.points).len();
+    let whose = if explained == Explained::TimedCalls {
+        format!(
+            "the time of {}'s {calls} timed calls on {} threads ({})",
+            record.scenario,
+            subject.tasks,
+            duration(total)
+        )
+    } else if subject.every_task {
         format!(
             "the time of all {} traced tasks, sleeps left out ({})",
             subject.tasks,
@@ -806,7 +829,12 @@ fn subject_findings(
     }
     let pid = trace.command.as_ref().map_or(0, |c| c.pid);
     let attached = record.knobs["pid"].is_u64();
-    let mut head = vec![if subject.every_task {
+    let mut head = vec![if explained == Explained::TimedCalls {
+        format!(
+            "subject: each of the {calls} timed calls, on the thread that made it, from its start to its end ({}), nothing the threads did between calls",
+            duration(total)
+        )
+    } else if subject.every_task {
         format!(
             "subject: every task the trace shows ({}), each from its first traced event to its exit or the end of the recording ({})",
             subject.tasks,
@@ -841,6 +869,9 @@ fn subject_findings(
             duration(subject.joined_ns),
             tasks_list(&subject.joined)
         ));
+    }
+    if explained == Explained::TimedCalls {
+        head.splice(0..0, growth(record));
     }
     findings[0].evidence.splice(0..0, head);
     findings

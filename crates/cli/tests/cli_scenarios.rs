@@ -84,6 +84,46 @@ fn irqfd_registers_exactly_the_requested_count() {
     assert_eq!(series[0]["sample_x"].as_array().unwrap().len(), 10000);
     assert_eq!(series[1]["name"], "deassign");
     assert_eq!(series[1]["samples_ns"].as_array().unwrap().len(), 10000);
+    // Each call is a window of the holder thread that made it, as long as its sample.
+    let mut holders = std::collections::BTreeSet::new();
+    let mut timed_ns = 0;
+    for s in &series[..2] {
+        let windows = s["timed_calls"].as_array().unwrap();
+        assert_eq!(windows.len(), 10000, "{}", s["name"]);
+        let mut lengths: Vec<u64> = windows
+            .iter()
+            .map(|w| w["end_ns"].as_u64().unwrap() - w["start_ns"].as_u64().unwrap())
+            .collect();
+        let mut samples: Vec<u64> = s["samples_ns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        lengths.sort_unstable();
+        samples.sort_unstable();
+        assert_eq!(lengths, samples, "{}", s["name"]);
+        timed_ns += samples.iter().sum::<u64>();
+        holders.extend(windows.iter().map(|w| w["tid"].as_u64().unwrap()));
+    }
+    assert_eq!(holders.len(), 2, "two holder threads: {holders:?}");
+    // The trace explains those calls and nothing between them: their time, on at most the
+    // two holders, never more than the calls lasted (a thread joins at its first event).
+    let calls = &run["trace"]["timed_calls"];
+    assert!(calls["tasks"].as_u64().unwrap() <= 2, "{calls}");
+    let explained = calls["total_ns"].as_u64().unwrap();
+    assert!(
+        explained <= timed_ns && explained >= timed_ns / 2,
+        "explained {explained} ns of {timed_ns} ns of calls"
+    );
+    let first = &run["verdict"][0]["evidence"];
+    assert!(
+        first.as_array().unwrap().iter().any(|e| e
+            .as_str()
+            .unwrap()
+            .starts_with("subject: each of the 20000 timed calls")),
+        "{first}"
+    );
     // The VM's irqfd list lock shows up in the trace by its waiting stack.
     let locks = run["trace"]["contention"].as_array().unwrap();
     assert!(

@@ -219,6 +219,7 @@ fn trace_section() -> TraceSection {
     TraceSection {
         dir: "trace".into(),
         every_task: false,
+        timed_calls: None,
         excluded_tids: Vec::new(),
         lock_format_missing: false,
         span_ns: 0,

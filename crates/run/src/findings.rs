@@ -81,6 +81,11 @@ pub struct TraceSection {
     /// entered KVM_RUN again (the scenario's [`crate::schema::Series::task_windows`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vcpu_resume: Option<SubjectTime>,
+    /// Where the samples timed on several threads spent their time (the scenario's
+    /// [`crate::schema::Series::timed_calls`]): each call, on its thread, from its start to
+    /// its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed_calls: Option<SubjectTime>,
     /// What the VMM did in the kernel during each series' samples, for series a VMM
     /// carried out (the QEMU scenarios); in point and series order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

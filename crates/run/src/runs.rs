@@ -55,6 +55,7 @@ fn merge_series(parts: &[&Series]) -> Series {
         out.samples_ns.extend(&part.samples_ns);
         out.sample_x.extend(&part.sample_x);
         out.task_windows.extend(&part.task_windows);
+        out.timed_calls.extend(&part.timed_calls);
         if timed {
             out.sample_start_ns.extend(&part.sample_start_ns);
         }

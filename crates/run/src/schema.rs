@@ -113,6 +113,11 @@ pub struct Series {
     /// pause's guest stall, each vCPU thread from its release until it entered KVM_RUN.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub task_windows: Vec<TaskWindow>,
+    /// Samples timed on several threads at once (irqfd's holders): each sample's thread,
+    /// start and end on the trace's clock, so the trace explains those calls and nothing
+    /// the threads did between them. Empty when the measuring thread timed every sample.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timed_calls: Vec<TaskWindow>,
 }
 
 /// One thread's window, CLOCK_MONOTONIC ns.
@@ -129,6 +134,16 @@ pub fn task_windows(points: &[Point]) -> Vec<(u32, u64, u64)> {
         .iter()
         .flat_map(|p| &p.series)
         .flat_map(|s| &s.task_windows)
+        .map(|w| (w.tid, w.start_ns, w.end_ns))
+        .collect()
+}
+
+/// Every timed call of the run, (thread, start, end).
+pub fn timed_calls(points: &[Point]) -> Vec<(u32, u64, u64)> {
+    points
+        .iter()
+        .flat_map(|p| &p.series)
+        .flat_map(|s| &s.timed_calls)
         .map(|w| (w.tid, w.start_ns, w.end_ns))
         .collect()
 }

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 use vmscale_kvm::irqfd::{close_inherited, private_fd_table, IrqchipVm, IRQCHIP_GSIS};
 use vmscale_kvm::KvmSystem;
+use vmscale_run::schema::TaskWindow;
 use vmscale_run::{monotonic_ns, Point, Series};
 use vmscale_stats::Summary;
 
@@ -147,8 +148,29 @@ fn per_holder_capacity() -> Result<usize, Error> {
 /// One holder's measured calls: (irqfds its VM had before the call, latency).
 #[derive(Default)]
 struct HolderSamples {
+    /// The holder thread.
+    tid: u32,
+    /// Per call: (irqfds registered before it, its ns), as the series record them.
     assign: Vec<(u64, u64)>,
     release: Vec<(u64, u64)>,
+    /// Per call, when it started (CLOCK_MONOTONIC ns), in the order above.
+    assign_start: Vec<u64>,
+    release_start: Vec<u64>,
+}
+
+impl HolderSamples {
+    /// Each call as a window of its thread, for the trace to explain.
+    fn windows<'a>(
+        &'a self,
+        calls: &'a [(u64, u64)],
+        starts: &'a [u64],
+    ) -> impl Iterator<Item = TaskWindow> + 'a {
+        calls.iter().zip(starts).map(|(&(_, ns), &start)| TaskWindow {
+            tid: self.tid,
+            start_ns: start,
+            end_ns: start + ns,
+        })
+    }
 }
 
 /// A counting gate: at most `permits` holders register or release at once.
@@ -361,7 +383,11 @@ fn one_point(
                     .name(format!("irqfd{h}"))
                     .stack_size(256 * 1024)
                     .spawn_scoped(scope, move || {
-                        let mut out = HolderSamples::default();
+                        let mut out = HolderSamples {
+                            // SAFETY: gettid has no preconditions and cannot fail.
+                            tid: unsafe { libc::gettid() } as u32,
+                            ..HolderSamples::default()
+                        };
                         if let Err(e) = job.run(vm, &mut out) {
                             first_error
                                 .lock()
@@ -410,20 +436,38 @@ fn one_point(
         "one KVM_IRQFD assign",
         samples.iter().flat_map(|s| &s.assign),
     );
+    assign.timed_calls = samples
+        .iter()
+        .flat_map(|s| s.windows(&s.assign, &s.assign_start))
+        .collect();
+    // A close is the release only with the eventfd's last reference: its window is the
+    // call and the close alike.
+    let release_windows = || -> Vec<TaskWindow> {
+        samples
+            .iter()
+            .flat_map(|s| s.windows(&s.release, &s.release_start))
+            .collect()
+    };
     assign.notes.push(limit_note(total, holders, capacity));
     let mut series = vec![assign];
     match knobs.release {
-        Release::Deassign => series.push(calls_series(
-            "deassign",
-            "one KVM_IRQFD deassign",
-            samples.iter().flat_map(|s| &s.release),
-        )),
+        Release::Deassign => {
+            let mut deassign = calls_series(
+                "deassign",
+                "one KVM_IRQFD deassign",
+                samples.iter().flat_map(|s| &s.release),
+            );
+            deassign.timed_calls = release_windows();
+            series.push(deassign);
+        }
         Release::Close => {
-            series.push(calls_series(
+            let mut close = calls_series(
                 "close",
                 "one close() of a bound eventfd",
                 samples.iter().flat_map(|s| &s.release),
-            ));
+            );
+            close.timed_calls = release_windows();
+            series.push(close);
             let (peak, gone) = kworkers.unwrap_or((kworkers_before, None));
             let mut drain = single_series(
                 "kworker-drain",
@@ -525,6 +569,7 @@ impl HolderJob<'_> {
             let start = monotonic_ns();
             vm.assign(&eventfd, gsi)?;
             out.assign.push((before, monotonic_ns() - start));
+            out.assign_start.push(start);
             eventfds.push((eventfd, gsi));
             self.progress.advance(1);
             Ok(())
@@ -549,6 +594,7 @@ impl HolderJob<'_> {
             }
             drop(eventfd);
             out.release.push((before, monotonic_ns() - start));
+            out.release_start.push(start);
             self.progress.advance(1);
         }
         Ok(())
