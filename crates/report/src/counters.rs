@@ -1,6 +1,7 @@
 //! What KVM and the guests did while a series was measured: KVM statistics deltas per
 //! sample and guest progress per vCPU. These explain the latency numbers rather than being
-//! them, so only the terminal table shows them (in compact form).
+//! them, so the terminal table and the HTML page show them (in compact form, as the section
+//! [`crate::sections::counters`]) and Markdown leaves them out.
 
 use vmscale_run::{RunRecord, Series};
 

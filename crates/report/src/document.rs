@@ -104,6 +104,19 @@ pub(crate) enum Block {
     Section(Section),
     /// A picture only HTML draws; the other formats have its numbers in their tables.
     Figure(Figure),
+    /// Labelled facts, one a line: what ran, where, and how busy the host was.
+    Facts(Vec<Fact>),
+    /// What the reader must know before trusting the numbers, set apart from them.
+    Warnings(Vec<String>),
+    /// Remarks on rows of the table above, each with where it applies ("vcpus=4, direct").
+    Notes(Vec<(String, String)>),
+}
+
+/// One labelled fact of [`Block::Facts`].
+#[derive(Debug, Clone)]
+pub(crate) struct Fact {
+    pub label: &'static str,
+    pub value: Text,
 }
 
 /// A numbered finding and the lines under it.
@@ -145,15 +158,29 @@ pub(crate) struct Entry {
     pub blocks: Vec<Block>,
 }
 
+/// A chart of the run the section was built from, drawn by the HTML renderer from that
+/// record; the other formats leave it out, and the blocks beside it carry its numbers.
 #[derive(Debug, Clone)]
 pub(crate) enum Figure {
     /// The trace around its worst wait.
     Timeline(vmscale_run::findings::TimelineExcerpt),
+    /// Every series' p50, p99 and mean against the swept value, then each series' fit.
+    Scaling,
+    /// The distribution of every point's samples.
+    Distributions,
+    /// The mean time of each phase, stacked, per phased series.
+    Phases,
+    /// How one series' latency grows with its x: `record.points[point].series[series]`.
+    Growth { point: usize, series: usize },
 }
 
-/// `text` with its first letter in upper case, for headings.
+/// `text` with its first letter in upper case, for headings; a first word already in mixed
+/// case ("vCPU") is a name and stays as it is.
 pub(crate) fn capitalized(text: &str) -> String {
     let mut chars = text.chars();
+    if chars.clone().nth(1).is_some_and(char::is_uppercase) {
+        return text.to_string();
+    }
     match chars.next() {
         Some(first) => first.to_uppercase().chain(chars).collect(),
         None => String::new(),

@@ -7,8 +7,8 @@
 //! the line through the bins' medians ignores them. When both agree, either is the growth;
 //! when they do not, the section says which one to read.
 //!
-//! Built here as cells and lines; the terminal table and the Markdown rendering lay them
-//! out, so both show the same numbers.
+//! Built here as cells and lines; [`crate::sections::growth`] makes them a section every
+//! format lays out, so all show the same numbers.
 
 use std::collections::BTreeSet;
 
@@ -33,6 +33,9 @@ const NEGLIGIBLE_SHARE: f64 = 0.01;
 
 /// One series' growth section.
 pub(crate) struct Growth {
+    /// Where the series is in the record: `record.points[point].series[series]`.
+    pub point: usize,
+    pub series: usize,
     /// "how direct grows with irqfds already registered in this VM (x), at vcpus=4".
     pub title: String,
     /// One row per non-empty bin, lowest x first; `None` when x and samples do not pair up.
@@ -46,9 +49,14 @@ pub(crate) fn sections(record: &RunRecord) -> Vec<Growth> {
     record
         .points
         .iter()
-        .flat_map(|p| p.series.iter().map(move |s| (p, s)))
-        .filter(|(_, s)| !s.sample_x.is_empty())
-        .map(|(point, series)| section(record, point, series))
+        .enumerate()
+        .flat_map(|(i, p)| p.series.iter().enumerate().map(move |(j, s)| (i, p, j, s)))
+        .filter(|(_, _, _, s)| !s.sample_x.is_empty())
+        .map(|(i, point, j, series)| Growth {
+            point: i,
+            series: j,
+            ..section(record, point, series)
+        })
         .collect()
 }
 
@@ -68,6 +76,8 @@ fn section(record: &RunRecord, point: &Point, series: &Series) -> Growth {
     if xs.len() != ys.len() {
         // Pairing them anyway would bin latencies under the wrong x.
         return Growth {
+            point: 0,
+            series: 0,
             title,
             bins: None,
             lines: vec![format!(
@@ -89,6 +99,8 @@ fn section(record: &RunRecord, point: &Point, series: &Series) -> Growth {
     ]);
     table.rows = bins.iter().map(Bin::row).collect();
     Growth {
+        point: 0,
+        series: 0,
         title,
         bins: Some(table),
         lines: fits(xs, ys, &bins),

@@ -2,12 +2,12 @@
 //! nothing fetched at view time, so the file can be mailed, attached to a bug or opened
 //! from disk years later.
 //!
-//! Reading order: what ran and where, the warnings, how latency scales with the swept
-//! value, each point's distribution, where the time goes, how latency grows with what each
-//! sample counted, the kernel trace, and last the latency table with the same numbers as
-//! the terminal table. The verdict and the kernel trace are the sections every format lays
-//! out, and the tables the shared grids of the other renderings, so the page agrees with
-//! them to the digit.
+//! Reading order: the verdict, what ran and where, the warnings, how latency scales with
+//! the swept value, each point's distribution, where the time goes, how latency grows with
+//! what each sample counted, the kernel trace, the latency table and last the KVM counters.
+//! Every section is the one the other formats lay out (built in `sections`, laid out by
+//! `render::html`), so the page agrees with them to the digit; what this module adds are the
+//! charts, the [`Figure`]s of those sections.
 
 mod charts;
 mod timeline;
@@ -15,11 +15,12 @@ mod timeline;
 use vmscale_run::findings::TimelineExcerpt;
 use vmscale_run::{RunRecord, Series};
 
+use crate::document::Figure;
 use crate::grid;
 use crate::render;
-use crate::sections::trace;
 use crate::sections::verdict::{self, Depth};
-use crate::{counters, facts, growth, scaling, units};
+use crate::sections::{context, counters, growth, latency, phases, trace, vmm};
+use crate::{scaling, units};
 use charts::{Axis, Bar, Dash, Frame, Line};
 use plotters::chart::SeriesLabelPosition;
 
@@ -61,26 +62,21 @@ pub fn render_html(record: &RunRecord) -> String {
         grid::sweep_header(record)
     );
     let mut body = format!("<h1>{}</h1>\n", escape(&title));
-    if let Some(verdict) = verdict::section(record, Depth::Full) {
-        body.push_str(&render::html::section(&verdict));
-    }
-    body.push_str(&context(record));
-    if !record.points.is_empty() {
-        body.push_str(&scaling(record));
-        body.push_str(&distributions(record));
-        body.push_str(&phases(record));
-        body.push_str(&growth_section(record));
-    }
-    if let Some(vmm) = crate::sections::vmm::section(record) {
-        body.push_str(&render::html::section(&vmm));
-    }
-    if let Some(trace_section) = &record.trace {
-        body.push_str(&render::html::section(&trace::section(trace_section)));
-    }
-    if !record.points.is_empty() {
-        body.push_str(&latency_table(record));
-    }
-    body.push_str(&counters_section(record));
+    let section = |section: &crate::document::Section| render::html::section(record, section);
+    body.extend(verdict::section(record, Depth::Full).as_ref().map(section));
+    body.push_str(&section(&context::section(record)));
+    body.extend(
+        crate::sections::scaling::section(record, None)
+            .as_ref()
+            .map(section),
+    );
+    body.extend(latency::distributions(record).as_ref().map(section));
+    body.extend(phases::section(record).as_ref().map(section));
+    body.push_str(&growth_sections(record));
+    body.extend(vmm::section(record).as_ref().map(section));
+    body.extend(record.trace.as_ref().map(|t| section(&trace::section(t))));
+    body.extend(latency::section(record).as_ref().map(section));
+    body.extend(counters::sections(record).iter().map(section));
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
@@ -106,38 +102,27 @@ pub fn escape(text: &str) -> String {
     out
 }
 
-/// The header facts as a definition list, then the warnings.
-fn context(record: &RunRecord) -> String {
-    let mut out = String::from("<dl class=\"facts\">\n");
-    for fact in facts::facts(record) {
-        let value = if fact.label == "command" {
-            format!("<code>{}</code>", escape(&fact.value))
-        } else {
-            escape(&fact.value)
-        };
-        out.push_str(&format!(
-            "<dt>{}</dt><dd>{value}</dd>\n",
-            escape(fact.label)
-        ));
+/// A figure of a section built from `record`, drawn.
+pub(crate) fn draw(record: &RunRecord, figure: &Figure) -> String {
+    match figure {
+        Figure::Timeline(excerpt) => timeline(excerpt),
+        Figure::Scaling => scaling_charts(record),
+        Figure::Distributions => distribution_charts(record),
+        Figure::Phases => phase_charts(record),
+        Figure::Growth { point, series } => {
+            let names = grid::series_names(record);
+            record
+                .points
+                .get(*point)
+                .and_then(|p| p.series.get(*series))
+                .map(|s| growth_chart(s, colour_of(&names, &s.name)))
+                .unwrap_or_default()
+        }
     }
-    out.push_str("</dl>\n");
-    if !record.warnings.is_empty() {
-        out.push_str("<div class=\"warnings\"><strong>Warnings</strong>\n<ul>\n");
-        out.push_str(&list_items(&record.warnings));
-        out.push_str("</ul></div>\n");
-    }
-    out
-}
-
-fn list_items(lines: &[String]) -> String {
-    lines
-        .iter()
-        .map(|line| format!("<li>{}</li>\n", escape(line)))
-        .collect()
 }
 
 /// The trace around its worst wait: who ran where, who waited and who held the lock.
-pub(crate) fn timeline(excerpt: &TimelineExcerpt) -> String {
+fn timeline(excerpt: &TimelineExcerpt) -> String {
     let mut caption = format!(
         "{:.2} ms around {}. Lanes: the task on each CPU, then each task that waited on or \
          held a lock (state, then waits, then holds). Hover a bar for its task, lock and length.",
@@ -166,8 +151,8 @@ fn colour_of(names: &[&str], name: &str) -> plotters::style::RGBColor {
     charts::colour(names.iter().position(|n| *n == name).unwrap_or(0))
 }
 
-/// p50, p99 and mean of every series against the swept value.
-fn scaling(record: &RunRecord) -> String {
+/// p50, p99 and mean of every series against the swept value, then each series' fit.
+fn scaling_charts(record: &RunRecord) -> String {
     let names = grid::series_names(record);
     let sweep = grid::sweep_header(record);
     let mut lines = Vec::new();
@@ -200,7 +185,7 @@ fn scaling(record: &RunRecord) -> String {
             });
         }
     }
-    let mut out = String::from("<h2 id=\"scaling\">Scaling</h2>\n");
+    let mut out = String::new();
     let xs = record.points.iter().map(|p| p.n as f64);
     let ys = lines.iter().flat_map(|l| l.points.iter().map(|p| p.1));
     let (Some(x), Some(y)) = (Axis::fit(xs), Axis::fit(ys)) else {
@@ -311,13 +296,10 @@ fn fit_charts(record: &RunRecord, names: &[&str]) -> String {
 }
 
 /// One CDF chart per point, a line per series, p50 and p99 marked.
-fn distributions(record: &RunRecord) -> String {
+fn distribution_charts(record: &RunRecord) -> String {
     let names = grid::series_names(record);
     let sweep = grid::sweep_header(record);
-    let mut out = String::from(
-        "<h2 id=\"distributions\">Latency distribution per point</h2>\n<p>The share of samples at or below each \
-         latency (the empirical CDF); dots mark p50 and p99.</p>\n<div class=\"charts\">\n",
-    );
+    let mut out = String::from("<div class=\"charts\">\n");
     for point in &record.points {
         let lines: Vec<Line> = point
             .series
@@ -375,15 +357,12 @@ fn cdf_line(series: &Series, colour: plotters::style::RGBColor) -> Line {
     }
 }
 
-/// Stacked bars of each phased series' mean phase times per point, then the phase table.
-fn phases(record: &RunRecord) -> String {
-    let Some(table) = grid::phases(record) else {
-        return String::new();
-    };
+/// Stacked bars of each phased series' mean phase times per point.
+fn phase_charts(record: &RunRecord) -> String {
     let sweep = grid::sweep_header(record);
     let mut out = String::from(
-        "<h2 id=\"phases\">Where the time goes</h2>\n<p>Mean time of each phase of a sample; the phases of \
-         a sample add up to it.</p>\n<div class=\"charts\">\n",
+        "<p>Mean time of each phase of a sample; the phases of a sample add up to it.</p>\n\
+         <div class=\"charts\">\n",
     );
     for name in grid::series_names(record) {
         let phased: Vec<(u64, &Series)> = record
@@ -422,7 +401,6 @@ fn phases(record: &RunRecord) -> String {
         ));
     }
     out.push_str("</div>\n");
-    out.push_str(&render::html::table(&table));
     out
 }
 
@@ -436,35 +414,19 @@ fn mean_us(series: &Series, phase: &str) -> f64 {
         .map_or(0.0, |s| s.mean_ns / 1_000.0)
 }
 
-/// For every series with an x per sample: binned p50 and p99 against x, with the fitted
-/// lines' text (the same as the terminal's) as caption and the bins as a table.
-fn growth_section(record: &RunRecord) -> String {
+/// The growth sections side by side, each with its chart, bins and fitted lines.
+fn growth_sections(record: &RunRecord) -> String {
     let sections = growth::sections(record);
     if sections.is_empty() {
         return String::new();
     }
-    let names = grid::series_names(record);
-    let with_x = record
-        .points
-        .iter()
-        .flat_map(|p| p.series.iter())
-        .filter(|s| !s.sample_x.is_empty());
     let mut out = String::from(
         "<h2 id=\"growth\">How latency grows with what each sample counted</h2>\n\
          <div class=\"charts\">\n",
     );
-    for (section, series) in sections.iter().zip(with_x) {
+    for section in &sections {
         out.push_str("<div class=\"growth\">\n");
-        out.push_str(&format!("<h3>{}</h3>\n", escape(&section.title)));
-        out.push_str(&growth_chart(series, colour_of(&names, &series.name)));
-        if !section.lines.is_empty() {
-            out.push_str("<ul class=\"lines\">\n");
-            out.push_str(&list_items(&section.lines));
-            out.push_str("</ul>\n");
-        }
-        if let Some(bins) = &section.bins {
-            out.push_str(&render::html::table(bins));
-        }
+        out.push_str(&render::html::titled(record, section, 3));
         out.push_str("</div>\n");
     }
     out.push_str("</div>\n");
@@ -527,41 +489,6 @@ fn growth_chart(series: &Series, colour: plotters::style::RGBColor) -> String {
                    the bin's median x; dotted: the least-squares line, whose slope is given \
                    below.";
     figure(charts::lines(&frame, x, y, &lines, &data.scatter), caption)
-}
-
-/// The terminal's latency table and the series' notes.
-fn latency_table(record: &RunRecord) -> String {
-    let mut out = String::from("<h2 id=\"latency\">Latency</h2>\n");
-    out.push_str(&render::html::table(&grid::latency(record)));
-    let notes: Vec<String> = grid::notes(record)
-        .into_iter()
-        .map(|(place, note)| format!("{place}: {note}"))
-        .collect();
-    if !notes.is_empty() {
-        out.push_str("<ul class=\"lines\">\n");
-        out.push_str(&list_items(&notes));
-        out.push_str("</ul>\n");
-    }
-    out
-}
-
-/// KVM statistics and guest progress, as in the terminal table.
-fn counters_section(record: &RunRecord) -> String {
-    let mut out = String::new();
-    if let Some(stats) = counters::kvm_stats(record) {
-        out.push_str("<h2>KVM statistics that changed, per sample</h2>\n");
-        out.push_str(&render::html::table(&stats));
-    }
-    let progress = counters::vcpu_progress(record);
-    if !progress.is_empty() {
-        out.push_str(
-            "<h2>vCPU progress</h2>\n<p>Guest loop iterations per vCPU while measuring.</p>\n\
-             <ul class=\"lines\">\n",
-        );
-        out.push_str(&list_items(&progress));
-        out.push_str("</ul>\n");
-    }
-    out
 }
 
 /// Two runs of the same sweep on one page (`vmscale compare --html`): every series' CDF of
@@ -733,7 +660,10 @@ mod tests {
         assert!(html.starts_with("<!DOCTYPE html>"));
         assert!(html.contains("latency by sweep value"), "scaling curve");
         assert!(
-            html.contains("<h2 id=\"scaling\">Scaling</h2>\n<figure>\n<svg"),
+            html.contains(
+                "<h2 id=\"scaling\">How it scales with N</h2>\n<p class=\"muted\">Best model by \
+                 AIC; s: contention, k: coherency.</p>\n<figure>\n<svg"
+            ),
             "scaling svg"
         );
         for name in ["direct", "pause-all", "kick+wait", "update"] {

@@ -10,11 +10,12 @@
 //!   for a mailing-list post or a PR.
 //! - [`html::render_html`]: one self-contained page with charts.
 //!
-//! The verdict and a traced run's kernel-trace section (how the trace was recorded, the
-//! contended locks and who waited on the worst, the IPIs per measured phase, what the lock
-//! holders were doing) are built once as data (`sections`, in the terms of `document`) and
-//! laid out per format by `render`, so every format says the same;
-//! [`render_contention_csv`] gives the locks as CSV.
+//! Every section (the verdict, the run's context and warnings, the latency table, how it
+//! scales, where the time goes, how it grows with what each sample counted, the KVM
+//! counters, what a VMM did, and a traced run's kernel trace) is built once as data
+//! (`sections`, in the terms of `document`) and laid out per format by `render`, so every
+//! format says the same; charts are figures in those sections that only HTML draws, beside
+//! the blocks that carry their numbers. [`render_contention_csv`] gives the locks as CSV.
 //!
 //! Every rendering works from the summaries stored in the record, except the growth
 //! sections, which bin the raw samples by the x recorded beside them; a series without
@@ -24,7 +25,6 @@ pub mod compare;
 mod counters;
 mod csv;
 mod document;
-mod facts;
 mod grid;
 mod growth;
 pub mod html;

@@ -1,14 +1,14 @@
 //! GitHub-flavoured Markdown: a heading, the verdict, the run's context as a list, warnings
 //! as a blockquote, then the latency table with the series' notes, how latency grows with
-//! what each sample counted, the phase table and, for a traced run, the kernel trace.
+//! what each sample counted, how it scales, the phase table and, for a traced run, the
+//! kernel trace: the sections of `sections` laid out by `render::markdown`.
 
 use vmscale_run::RunRecord;
 
-use crate::document::capitalized;
-use crate::render::markdown::{self as md, code_span, table};
-use crate::sections::trace;
+use crate::grid;
+use crate::render::markdown as md;
+use crate::sections::context;
 use crate::sections::verdict::{self, Depth};
-use crate::{facts, grid, growth, scaling};
 
 /// `###`: the level of the sections under the title.
 const SECTION_LEVEL: usize = 3;
@@ -25,71 +25,12 @@ pub(crate) fn render(record: &RunRecord, options: &crate::Options) -> String {
         out.push('\n');
     }
 
-    for fact in facts::facts(record) {
-        // The command line goes in a code span so that quotes and `*` survive.
-        let value = if fact.label == "command" {
-            code_span(&fact.value)
-        } else {
-            fact.value
-        };
-        out.push_str(&format!("- **{}:** {value}\n", fact.label));
-    }
-
-    if !record.warnings.is_empty() {
-        out.push_str("\n> **Warnings**\n>\n");
-        for warning in &record.warnings {
-            out.push_str(&format!("> - {warning}\n"));
-        }
-    }
-
-    if !record.points.is_empty() {
-        out.push_str("\n### Latency\n\n");
-        out.push_str(&table(&grid::latency(record)));
-        let notes = grid::notes(record);
-        if !notes.is_empty() {
-            out.push('\n');
-            for (place, note) in notes {
-                out.push_str(&format!("- {place}: {note}\n"));
-            }
-        }
-    }
-
-    for growth in growth::sections(record) {
-        out.push_str(&format!("\n### {}\n", capitalized(&growth.title)));
-        if let Some(bins) = &growth.bins {
-            out.push('\n');
-            out.push_str(&table(bins));
-        }
-        if !growth.lines.is_empty() {
-            out.push('\n');
-            for line in &growth.lines {
-                out.push_str(&format!("- {line}\n"));
-            }
-        }
-    }
-
-    let scaling = scaling::lines(record, options.deadline_ns);
-    if !scaling.is_empty() {
-        out.push_str(
-            "\n### How it scales with N\n\nBest model by AIC (s: contention, k: coherency).\n\n",
-        );
-        for line in scaling {
-            out.push_str(&format!("- {line}\n"));
-        }
-    }
-
-    if let Some(phases) = grid::phases(record) {
-        out.push_str("\n### Where the time goes\n\n");
-        out.push_str(&table(&phases));
-    }
-
-    if let Some(vmm) = crate::sections::vmm::section(record) {
+    out.push_str(&md::section(&context::section(record), SECTION_LEVEL));
+    // The KVM counters stay in the terminal and HTML renderings: they explain the numbers
+    // rather than being them, and a post shows the numbers.
+    for section in crate::sections::body(record, options.deadline_ns, false) {
         out.push('\n');
-        out.push_str(&md::section(&vmm, SECTION_LEVEL));
-    }
-    if let Some(trace_section) = &record.trace {
-        out.push('\n');
-        out.push_str(&md::section(&trace::section(trace_section), SECTION_LEVEL));
+        out.push_str(&md::section(&section, SECTION_LEVEL));
     }
     out
 }

@@ -1,12 +1,11 @@
-//! The terminal rendering: the verdict, a header block, the warnings, then the tables and
-//! the kernel trace.
+//! The terminal rendering: the verdict, the run's context and warnings, then the tables and
+//! the kernel trace, each section as built in `sections` laid out by `render::text`.
 
 use vmscale_run::RunRecord;
 
-use crate::render::text::{self, layout};
-use crate::sections::trace;
+use crate::render::text;
 use crate::sections::verdict::{self, Depth};
-use crate::{counters, facts, grid, growth, scaling};
+use crate::sections::{context, vmm};
 
 /// Warnings shown on the first screen; the rest are counted.
 const BRIEF_WARNINGS: usize = 4;
@@ -17,7 +16,7 @@ pub(crate) fn brief(record: &RunRecord) -> String {
         .map(|v| text::section(&v))
         .unwrap_or_default();
     // A VMM's run says per point what the VMM did: that table is the run's evidence.
-    if let Some(vmm) = crate::sections::vmm::section(record) {
+    if let Some(vmm) = vmm::section(record) {
         out.push('\n');
         out.push_str(&text::section(&vmm));
     }
@@ -64,73 +63,10 @@ pub(crate) fn render(record: &RunRecord, options: &crate::Options) -> String {
         out.push_str(&text::section(&verdict));
         out.push('\n');
     }
-
-    let facts = facts::facts(record);
-    let width = facts.iter().map(|f| f.label.len() + 1).max().unwrap_or(0);
-    for fact in &facts {
-        let label = format!("{}:", fact.label);
-        out.push_str(&format!("{label:<width$}  {}\n", fact.value));
-    }
-
-    if !record.warnings.is_empty() {
+    out.push_str(&text::section(&context::section(record)));
+    for section in crate::sections::body(record, options.deadline_ns, true) {
         out.push('\n');
-        for warning in &record.warnings {
-            out.push_str(&format!("warning: {warning}\n"));
-        }
-    }
-
-    // A bare trace recording (`vmscale record`) measures no operation.
-    if !record.points.is_empty() {
-        out.push_str("\nlatency\n");
-        out.push_str(&layout(&grid::latency(record)));
-        for (place, note) in grid::notes(record) {
-            out.push_str(&format!("note ({place}): {note}\n"));
-        }
-    }
-
-    for growth in growth::sections(record) {
-        out.push_str(&format!("\n{}\n", growth.title));
-        if let Some(bins) = &growth.bins {
-            out.push_str(&layout(bins));
-        }
-        for line in &growth.lines {
-            out.push_str(&format!("  {line}\n"));
-        }
-    }
-
-    let scaling = scaling::lines(record, options.deadline_ns);
-    if !scaling.is_empty() {
-        out.push_str("\nhow it scales with N (best model by AIC; s: contention, k: coherency)\n");
-        for line in scaling {
-            out.push_str(&format!("  {line}\n"));
-        }
-    }
-
-    if let Some(phases) = grid::phases(record) {
-        out.push_str("\nwhere the time goes\n");
-        out.push_str(&layout(&phases));
-    }
-
-    if let Some(stats) = counters::kvm_stats(record) {
-        out.push_str("\nKVM statistics that changed, per sample\n");
-        out.push_str(&layout(&stats));
-    }
-
-    let progress = counters::vcpu_progress(record);
-    if !progress.is_empty() {
-        out.push_str("\nvCPU progress (guest loop iterations per vCPU while measuring)\n");
-        for line in progress {
-            out.push_str(&format!("  {line}\n"));
-        }
-    }
-
-    if let Some(vmm) = crate::sections::vmm::section(record) {
-        out.push('\n');
-        out.push_str(&text::section(&vmm));
-    }
-    if let Some(trace_section) = &record.trace {
-        out.push('\n');
-        out.push_str(&text::section(&trace::section(trace_section)));
+        out.push_str(&text::section(&section));
     }
     out
 }

@@ -3,7 +3,8 @@
 //! - [`verdict`]: what stops the run from scaling, first in every output.
 //! - [`schema`]: `run.json`, the one file every later command reads back.
 //! - [`host`]: the facts that make two runs comparable (kernel, CPU, cores, KVM backend).
-//! - [`load`]: how busy the rest of the machine was while a run measured.
+//! - [`load`]: how busy the rest of the machine was while a run measured, watched by one
+//!   [`HostWatch`].
 //! - [`neighbours`]: which processes (other vmscale runs above all) shared the host.
 //! - [`bounded`]: reading untrusted input files (regular files only, at most N bytes).
 //! - [`dir`]: `vmscale-runs/<UTC>-<scenario>/` and loading a run from it.
@@ -25,7 +26,7 @@ pub use dir::{load_run, LoadError, RunDir};
 pub use findings::{IpiPhase, IpiSender, IpiSite, LockContention, TraceSection, WaitStack, Waiter};
 pub use findings::{VcpuHold, VmmIoctl, VmmSamples};
 pub use host::{HostFacts, KvmFacts};
-pub use load::{BackgroundLoad, LoadMeter};
+pub use load::{BackgroundLoad, HostWatch, Watched};
 pub use owner::ProcessStamp;
 pub use schema::{Phase, Point, RunPart, RunRecord, Series, ToolInfo, SCHEMA_VERSION};
 

@@ -1,11 +1,15 @@
-//! Background load: CPU time the rest of the machine used while a run measured.
+//! Background load: CPU time the rest of the machine used while a run measured, and who
+//! used it.
 //!
 //! This machine kind is shared, and a build on the other core changes latency tails a lot,
 //! so every run records how much CPU time processes other than vmscale consumed over its
 //! wall time, from /proc/stat (all CPUs) minus /proc/self/stat (this process, all threads,
-//! vCPU guest time included).
+//! vCPU guest time included), and names the processes behind it ([`crate::neighbours`]).
+//! One [`HostWatch`] does both around a measurement.
 
 use serde::{Deserialize, Serialize};
+
+use crate::neighbours::{NeighbourReport, NeighbourWatch};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BackgroundLoad {
@@ -36,14 +40,26 @@ impl BackgroundLoad {
     }
 }
 
-/// A running measurement, started with [`LoadMeter::start`].
-pub struct LoadMeter {
+/// Watches the host while a run measures, from [`HostWatch::start`] to
+/// [`HostWatch::finish`]: how much CPU time others used, which processes used it, and the
+/// threads of other vmscale runs.
+pub struct HostWatch {
     start_wall: u64,
     start_busy: u64,
     start_own: u64,
+    neighbours: NeighbourWatch,
 }
 
-fn ticks_to_ns(ticks: u64) -> u64 {
+/// What a [`HostWatch`] saw.
+pub struct Watched {
+    /// The load with its neighbours; `None` when /proc/stat could not be read.
+    pub background: Option<BackgroundLoad>,
+    /// Threads of the other vmscale runs, to leave out of this run's trace analyses; known
+    /// even when the load is not.
+    pub foreign_tids: Vec<u32>,
+}
+
+pub(crate) fn ticks_to_ns(ticks: u64) -> u64 {
     // SAFETY: sysconf only reads a system value.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     ticks * 1_000_000_000 / hz
@@ -76,32 +92,45 @@ fn own_ticks() -> Option<u64> {
     (11..=14).map(|i| fields.get(i)?.parse::<u64>().ok()).sum()
 }
 
-impl LoadMeter {
-    pub fn start() -> LoadMeter {
-        LoadMeter {
+impl HostWatch {
+    pub fn start() -> HostWatch {
+        HostWatch {
             start_wall: crate::monotonic_ns(),
             start_busy: host_busy_ticks().unwrap_or(0),
             start_own: own_ticks().unwrap_or(0),
+            neighbours: NeighbourWatch::start(),
         }
     }
 
-    pub fn finish(self, online_cpus: usize) -> Option<BackgroundLoad> {
-        let wall_ns = crate::monotonic_ns() - self.start_wall;
-        let host_busy_ns = ticks_to_ns(host_busy_ticks()?.saturating_sub(self.start_busy));
-        let own_ns = ticks_to_ns(own_ticks()?.saturating_sub(self.start_own));
-        let capacity = wall_ns as f64 * online_cpus.max(1) as f64;
-        let other = host_busy_ns.saturating_sub(own_ns) as f64;
-        Some(BackgroundLoad {
-            wall_ns,
-            host_busy_ns,
-            own_ns,
-            other_busy_fraction: if capacity > 0.0 {
-                (other / capacity).clamp(0.0, 1.0)
-            } else {
-                0.0
-            },
-            neighbours: Vec::new(),
-        })
+    /// The load over the watch's wall time on a host with `online_cpus`, with its
+    /// neighbours, and the other vmscale runs' threads.
+    pub fn finish(self, online_cpus: usize) -> Watched {
+        let wall_ns = crate::monotonic_ns().saturating_sub(self.start_wall);
+        let NeighbourReport {
+            neighbours,
+            foreign_tids,
+        } = self.neighbours.finish(wall_ns);
+        let background = (|| {
+            let host_busy_ns = ticks_to_ns(host_busy_ticks()?.saturating_sub(self.start_busy));
+            let own_ns = ticks_to_ns(own_ticks()?.saturating_sub(self.start_own));
+            let capacity = wall_ns as f64 * online_cpus.max(1) as f64;
+            let other = host_busy_ns.saturating_sub(own_ns) as f64;
+            Some(BackgroundLoad {
+                wall_ns,
+                host_busy_ns,
+                own_ns,
+                other_busy_fraction: if capacity > 0.0 {
+                    (other / capacity).clamp(0.0, 1.0)
+                } else {
+                    0.0
+                },
+                neighbours,
+            })
+        })();
+        Watched {
+            background,
+            foreign_tids,
+        }
     }
 }
 
@@ -111,14 +140,14 @@ mod tests {
 
     #[test]
     fn own_busy_work_is_not_counted_as_background() {
-        let meter = LoadMeter::start();
+        let watch = HostWatch::start();
         let start = std::time::Instant::now();
         let mut x = 0u64;
         while start.elapsed() < std::time::Duration::from_millis(300) {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
         }
         std::hint::black_box(x);
-        let load = meter.finish(crate::host::online_cpus()).unwrap();
+        let load = watch.finish(crate::host::online_cpus()).background.unwrap();
         // A busy host may deschedule the spinner; it still gets a good share of 300 ms, and
         // none of it may be counted as other processes' work.
         assert!(

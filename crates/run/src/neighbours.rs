@@ -7,6 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
+use crate::load::ticks_to_ns;
 use crate::owner::{process_start_ticks, ProcessStamp};
 
 /// A process that shared the host with the run.
@@ -32,16 +33,16 @@ const KTHREADD_PID: u32 = 2;
 /// Processes using less than this share of one CPU are not named.
 pub const HEAVY_CPUS: f64 = 0.10;
 
-/// What the host's other processes were at the start of a run.
-pub struct NeighbourWatch {
-    start_ns: u64,
+/// What the host's other processes were at the start of a run; part of
+/// [`crate::load::HostWatch`].
+pub(crate) struct NeighbourWatch {
     ticks: HashMap<ProcessStamp, u64>,
     /// Other vmscale processes seen at the start, with their threads then.
     vmscale: HashMap<ProcessStamp, Vec<u32>>,
 }
 
 /// What [`NeighbourWatch::finish`] found.
-pub struct NeighbourReport {
+pub(crate) struct NeighbourReport {
     /// Heavy processes and every other vmscale run, heaviest first.
     pub neighbours: Vec<Neighbour>,
     /// Threads of the other vmscale runs, to leave out of this run's trace analyses.
@@ -137,18 +138,11 @@ fn is_vmscale(comm: &str) -> bool {
     comm.starts_with("vmscale")
 }
 
-fn ticks_to_ns(ticks: u64) -> u64 {
-    // SAFETY: sysconf only reads a system value.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    ticks * 1_000_000_000 / hz
-}
-
 impl NeighbourWatch {
-    pub fn start() -> NeighbourWatch {
+    pub(crate) fn start() -> NeighbourWatch {
         let processes = all_processes();
         let ours = ours(&processes);
         NeighbourWatch {
-            start_ns: crate::monotonic_ns(),
             vmscale: processes
                 .iter()
                 .filter(|p| is_vmscale(&p.comm) && !ours.contains(&p.stamp.pid))
@@ -158,8 +152,9 @@ impl NeighbourWatch {
         }
     }
 
-    pub fn finish(self) -> NeighbourReport {
-        let wall_ns = crate::monotonic_ns().saturating_sub(self.start_ns).max(1);
+    /// The processes as they are now, `wall_ns` after [`NeighbourWatch::start`].
+    pub(crate) fn finish(self, wall_ns: u64) -> NeighbourReport {
+        let wall_ns = wall_ns.max(1);
         let processes = all_processes();
         let ours = ours(&processes);
         let mut foreign: BTreeSet<u32> = self.vmscale.values().flatten().copied().collect();
@@ -285,9 +280,13 @@ mod tests {
             .trim()
             .parse()
             .unwrap();
-        let watch = NeighbourWatch::start();
+        // Through the host watch a run uses, so the neighbours are those its load carries.
+        let watch = crate::load::HostWatch::start();
         std::thread::sleep(std::time::Duration::from_millis(600));
-        let report = watch.finish();
+        let report = watch
+            .finish(crate::host::online_cpus())
+            .background
+            .expect("/proc/stat is readable");
         child.kill().unwrap();
         child.wait().unwrap();
         // SAFETY: the stranger is a process this test started; only a signal is sent.

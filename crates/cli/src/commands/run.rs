@@ -3,7 +3,7 @@
 //! into its knobs ([`vmscale_scenario::Scenario::knobs`]) and does the rest.
 
 use vmscale_run::dir::utc_now;
-use vmscale_run::{HostFacts, LoadMeter, Point, RunDir, RunRecord, ToolInfo, SCHEMA_VERSION};
+use vmscale_run::{HostFacts, HostWatch, Point, RunDir, RunRecord, ToolInfo, SCHEMA_VERSION};
 use vmscale_scenario::{Cancel, Job, PhaseHook, Scenario, Syscalls, TraceNeeds};
 use vmscale_trace::record::recorder::{default_events, RecordConfig};
 
@@ -80,8 +80,7 @@ pub(crate) fn execute<M: Into<Measurement>>(
         let interrupted = crate::interrupt::install();
         let mut session = TraceSession::start(trace, &dir.path, trace_config)?;
         let bar = Bar::new(output.quiet);
-        let meter = LoadMeter::start();
-        let watch = vmscale_run::neighbours::NeighbourWatch::start();
+        let watch = HostWatch::start();
         let points = measure(&mut session, &bar, &Cancel(&interrupted));
         bar.finish();
         let Measurement { points, command } = points?.into();
@@ -90,11 +89,10 @@ pub(crate) fn execute<M: Into<Measurement>>(
         if on_signal == OnSignal::DiscardRun {
             Cancel(&interrupted).check()?;
         }
-        let neighbours = watch.finish();
-        let background = meter.finish(host.online_cpus).map(|mut load| {
-            load.neighbours = neighbours.neighbours;
-            load
-        });
+        let vmscale_run::Watched {
+            background,
+            foreign_tids,
+        } = watch.finish(host.online_cpus);
         let trace_meta = session.finish()?;
         let mut warnings: Vec<String> = background
             .iter()
@@ -110,7 +108,7 @@ pub(crate) fn execute<M: Into<Measurement>>(
             vmscale_analysis::run_section::analyse(
                 &dir.path,
                 &meta,
-                neighbours.foreign_tids,
+                foreign_tids,
                 command,
                 &points,
                 &mut warnings,

@@ -1,23 +1,33 @@
 //! Sections as HTML: a top-level section in a `<section>` under an `<h2>`, lines and
 //! findings as lists, tables with right-aligned numbers, stacks in `<pre>`, the timeline
-//! as inline SVG. Every piece of text from the record is escaped.
+//! and the charts as inline SVG, drawn from the record the sections were built from. Every
+//! piece of text from the record is escaped.
 
-use crate::document::{capitalized, Block, Entry, Figure, Ranked, Section, Span, Text};
+use vmscale_run::RunRecord;
+
+use crate::document::{capitalized, Block, Entry, Ranked, Section, Span, Text};
 use crate::grid::Grid;
-use crate::html::{escape, timeline};
+use crate::html::{draw, escape};
 
-/// A top-level section.
-pub(crate) fn section(section: &Section) -> String {
+/// A top-level section of `record`'s page.
+pub(crate) fn section(record: &RunRecord, section: &Section) -> String {
     let class = if section.id.is_empty() {
         String::new()
     } else {
         format!(" class=\"{}\"", section.id)
     };
-    format!("<section{class}>\n{}</section>\n", titled(section, 2))
+    format!(
+        "<section{class}>\n{}</section>\n",
+        titled(record, section, 2)
+    )
 }
 
-/// The heading at `level` (2 for `<h2>`), the aside, then the blocks.
-fn titled(section: &Section, level: usize) -> String {
+/// The heading at `level` (2 for `<h2>`), the aside, then the blocks; an untitled section
+/// (the run's context) is its blocks alone.
+pub(crate) fn titled(record: &RunRecord, section: &Section, level: usize) -> String {
+    if section.title.is_empty() {
+        return blocks(record, &section.blocks, level);
+    }
     let heading = section.heading.as_deref().unwrap_or(&section.title);
     let id = if section.id.is_empty() {
         String::new()
@@ -34,13 +44,15 @@ fn titled(section: &Section, level: usize) -> String {
             escape(&capitalized(aside))
         ));
     }
-    for block in &section.blocks {
-        out.push_str(&self::block(block, level));
-    }
+    out.push_str(&blocks(record, &section.blocks, level));
     out
 }
 
-fn block(block: &Block, level: usize) -> String {
+fn blocks(record: &RunRecord, blocks: &[Block], level: usize) -> String {
+    blocks.iter().map(|b| block(record, b, level)).collect()
+}
+
+fn block(record: &RunRecord, block: &Block, level: usize) -> String {
     match block {
         Block::Lines(lines) => format!("<ul class=\"lines\">\n{}</ul>\n", items(lines)),
         Block::Ranked(found) => ranked(found),
@@ -61,9 +73,36 @@ fn block(block: &Block, level: usize) -> String {
             escape(detail),
             escape(&lines.join("\n"))
         ),
-        Block::Entry(entry) => self::entry(entry, level + 1),
-        Block::Section(inner) => titled(inner, level + 1),
-        Block::Figure(Figure::Timeline(excerpt)) => timeline(excerpt),
+        Block::Entry(entry) => self::entry(record, entry, level + 1),
+        Block::Section(inner) => titled(record, inner, level + 1),
+        Block::Figure(figure) => draw(record, figure),
+        Block::Facts(facts) => {
+            let rows: String = facts
+                .iter()
+                .map(|fact| {
+                    format!(
+                        "<dt>{}</dt><dd>{}</dd>\n",
+                        escape(fact.label),
+                        inline(&fact.value)
+                    )
+                })
+                .collect();
+            format!("<dl class=\"facts\">\n{rows}</dl>\n")
+        }
+        Block::Warnings(warnings) => format!(
+            "<div class=\"warnings\"><strong>Warnings</strong>\n<ul>\n{}</ul></div>\n",
+            warnings
+                .iter()
+                .map(|w| format!("<li>{}</li>\n", escape(w)))
+                .collect::<String>()
+        ),
+        Block::Notes(notes) => format!(
+            "<ul class=\"lines\">\n{}</ul>\n",
+            notes
+                .iter()
+                .map(|(place, note)| format!("<li>{}: {}</li>\n", escape(place), escape(note)))
+                .collect::<String>()
+        ),
     }
 }
 
@@ -88,15 +127,13 @@ fn ranked(found: &[Ranked]) -> String {
     out
 }
 
-fn entry(entry: &Entry, level: usize) -> String {
+fn entry(record: &RunRecord, entry: &Entry, level: usize) -> String {
     let mut out = format!(
         "<h{level}>{}. {}</h{level}>\n",
         entry.rank,
         inline(&entry.title)
     );
-    for block in &entry.blocks {
-        out.push_str(&self::block(block, level));
-    }
+    out.push_str(&blocks(record, &entry.blocks, level));
     out
 }
 

@@ -1,12 +1,17 @@
 //! Sections as GitHub-flavoured Markdown: headings, lists, tables whose symbol columns are
 //! code spans, and kernel stacks in fenced code blocks.
 
-use crate::document::{capitalized, Block, Entry, Figure, Ranked, Section, Span, Text};
+use crate::document::{capitalized, Block, Entry, Ranked, Section, Span, Text};
 use crate::grid::Grid;
 
 /// The section from its heading on, at `level` (3 for `###`); every block starts with the
-/// blank line that separates it from what is above.
+/// blank line that separates it from what is above. An untitled section (the run's
+/// context) has no heading and starts with its first block's first line.
 pub(crate) fn section(section: &Section, level: usize) -> String {
+    if section.title.is_empty() {
+        let out: String = section.blocks.iter().map(|b| block(b, level)).collect();
+        return out.trim_start_matches('\n').to_string();
+    }
     let heading = section.heading.as_deref().unwrap_or(&section.title);
     let mut out = format!("{} {}\n", "#".repeat(level), capitalized(heading));
     if let Some(aside) = &section.aside {
@@ -50,7 +55,28 @@ fn block(block: &Block, level: usize) -> String {
         Block::Section(inner) if inner.is_drawing() => String::new(),
         Block::Section(inner) => format!("\n{}", section(inner, level + 1)),
         // Markdown has the figure's numbers in its tables.
-        Block::Figure(Figure::Timeline(_)) => String::new(),
+        Block::Figure(_) => String::new(),
+        Block::Facts(facts) => {
+            let lines: String = facts
+                .iter()
+                .map(|fact| format!("- **{}:** {}\n", fact.label, inline(&fact.value)))
+                .collect();
+            format!("\n{lines}")
+        }
+        Block::Warnings(warnings) => {
+            let mut out = String::from("\n> **Warnings**\n>\n");
+            for warning in warnings {
+                out.push_str(&format!("> - {warning}\n"));
+            }
+            out
+        }
+        Block::Notes(notes) => {
+            let lines: String = notes
+                .iter()
+                .map(|(place, note)| format!("- {place}: {note}\n"))
+                .collect();
+            format!("\n{lines}")
+        }
     }
 }
 

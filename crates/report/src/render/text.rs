@@ -5,7 +5,7 @@
 use comfy_table::presets::ASCII_FULL_CONDENSED;
 use comfy_table::{CellAlignment, Table};
 
-use crate::document::{Block, Entry, Figure, Ranked, Section, Span, Text};
+use crate::document::{Block, Entry, Ranked, Section, Span, Text};
 use crate::grid::Grid;
 
 /// Lines under a section's title.
@@ -15,7 +15,13 @@ const ITEM_INDENT: usize = 3;
 
 /// The section from its title line on, ending in a newline; a caller separating it from
 /// what comes before adds the blank line.
+///
+/// An untitled section (the run's context) has no title line and its blocks start at the
+/// margin.
 pub(crate) fn section(section: &Section) -> String {
+    if section.title.is_empty() {
+        return blocks(&section.blocks, 0);
+    }
     let mut out = section.title.clone();
     if let Some(aside) = &section.aside {
         out.push_str(&format!(" ({aside})"));
@@ -61,7 +67,29 @@ fn block(block: &Block, indent: usize) -> String {
         Block::Section(inner) if inner.is_drawing() => String::new(),
         Block::Section(inner) => format!("\n{}", section(inner)),
         // The terminal has the figure's numbers in its tables.
-        Block::Figure(Figure::Timeline(_)) => String::new(),
+        Block::Figure(_) => String::new(),
+        Block::Facts(facts) => {
+            let width = facts.iter().map(|f| f.label.len() + 1).max().unwrap_or(0);
+            facts
+                .iter()
+                .map(|fact| {
+                    let label = format!("{}:", fact.label);
+                    format!("{pad}{label:<width$}  {}\n", plain(&fact.value))
+                })
+                .collect()
+        }
+        Block::Warnings(warnings) => {
+            let lines: String = warnings
+                .iter()
+                .map(|w| format!("{pad}warning: {w}\n"))
+                .collect();
+            format!("\n{lines}")
+        }
+        // Under the table they qualify, at its margin.
+        Block::Notes(notes) => notes
+            .iter()
+            .map(|(place, note)| format!("note ({place}): {note}\n"))
+            .collect(),
     }
 }
 

@@ -1,18 +1,44 @@
-//! The context printed above the numbers: what ran, where, and how busy the host was.
-//! Shared by the table and Markdown renderings so both describe a run the same way.
+//! The context above the numbers: what ran, where, how busy the host was, and the run's
+//! warnings. An untitled section: every format sets it under the page's title.
 
 use vmscale_run::{HostFacts, RunRecord};
 
+use crate::document::{self, Block, Section, Text};
 use crate::units;
 
+/// The facts, then the warnings if there are any.
+pub(crate) fn section(record: &RunRecord) -> Section {
+    let mut section = Section::new("context", "");
+    section.blocks.push(Block::Facts(
+        facts(record)
+            .into_iter()
+            .map(|fact| document::Fact {
+                label: fact.label,
+                // The command line is code, so that quotes and `*` survive Markdown.
+                value: if fact.label == "command" {
+                    Text::code(fact.value)
+                } else {
+                    Text::from(fact.value)
+                },
+            })
+            .collect(),
+    ));
+    if !record.warnings.is_empty() {
+        section
+            .blocks
+            .push(Block::Warnings(record.warnings.clone()));
+    }
+    section
+}
+
 /// One labelled line of the header block.
-pub(crate) struct Fact {
-    pub label: &'static str,
-    pub value: String,
+struct Fact {
+    label: &'static str,
+    value: String,
 }
 
 /// The header block, in reading order.
-pub(crate) fn facts(record: &RunRecord) -> Vec<Fact> {
+fn facts(record: &RunRecord) -> Vec<Fact> {
     let mut out = vec![
         Fact {
             label: "scenario",
