@@ -583,3 +583,30 @@ fn function_tracer_text_reports_the_functions_called_most() {
         run["warnings"]
     );
 }
+
+/// A latency tracer's trace says its own finding first: the worst latency, where and in
+/// which task, as the header gave it.
+#[test]
+fn a_latency_tracers_headline_comes_first() {
+    let o = vmscale()
+        .arg("report")
+        .arg(fixture("public/linux-ftrace-irqsoff-stacks.txt"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let warnings: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("warning: "))
+        .collect();
+    assert_eq!(
+        warnings[..2],
+        [
+            "warning: latency tracer irqsoff: the worst latency was 16 us, on CPU 0, in \
+             swapper/0-0, from run_timer_softirq to run_timer_softirq (kernel 3.8.0-test+)",
+            "warning: latency tracer preemptoff: the worst latency was 46 us, on CPU 1, in \
+             sshd-1991, from do_IRQ to do_IRQ (kernel 3.8.0-test+)",
+        ],
+        "{text}"
+    );
+}

@@ -528,3 +528,36 @@ fn public_texts_read_with_the_events_they_hold() {
         assert_eq!(reader.forms().describe(), expect.forms, "{what}");
     }
 }
+
+/// The latency tracers' own findings in the kernel's documentation: each header's tracer,
+/// worst latency, CPU, task and where it started and ended.
+#[test]
+fn latency_tracer_headlines_of_the_public_texts() {
+    let headlines = |file: &str| -> Vec<String> {
+        let text = read(file);
+        let mut reader = TextReader::new(text.as_bytes());
+        reader.by_ref().for_each(drop);
+        reader
+            .latency_headlines()
+            .iter()
+            .map(|h| h.describe())
+            .collect()
+    };
+    assert_eq!(
+        headlines("public/linux-ftrace-irqsoff-stacks.txt"),
+        [
+            "irqsoff: the worst latency was 16 us, on CPU 0, in swapper/0-0, from \
+             run_timer_softirq to run_timer_softirq (kernel 3.8.0-test+)",
+            "preemptoff: the worst latency was 46 us, on CPU 1, in sshd-1991, from do_IRQ to \
+             do_IRQ (kernel 3.8.0-test+)",
+        ]
+    );
+    // wakeup_rt prints no start and end; the function tracer's pastes have no headline.
+    assert_eq!(
+        headlines("public/linux-ftrace-rst.txt"),
+        ["wakeup_rt: the worst latency was 6 us, on CPU 2, in sleep-5882 (kernel 3.8.0-test+)"]
+    );
+    // This machine's latency-format renderings of a nop-tracer buffer: no headline.
+    assert!(headlines("events/latency.txt").is_empty());
+    assert!(headlines("events/latency-verbose.txt").is_empty());
+}

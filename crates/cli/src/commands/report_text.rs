@@ -93,7 +93,13 @@ fn analyse(path: &Path, scratch: &Path) -> Result<RunRecord, Failure> {
         )));
     }
 
-    let mut warnings = summary.warnings();
+    // A latency tracer's own finding comes first: the worst latency it caught, and where.
+    let mut warnings: Vec<String> = reader
+        .latency_headlines()
+        .iter()
+        .map(|headline| format!("latency tracer {}", headline.describe()))
+        .collect();
+    warnings.extend(summary.warnings());
     let mut section = TraceSection {
         dir: ".".into(),
         // As a recording lists them: the events asked for, not the markers ftrace adds.

@@ -41,8 +41,11 @@ mod body;
 mod calls;
 mod event_line;
 mod graph_line;
+mod headline;
 mod lines;
 mod skip;
+
+pub use headline::LatencyHeadline;
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, BufRead};
@@ -295,6 +298,11 @@ impl<R: BufRead> TextReader<R> {
         self.parser.forms
     }
 
+    /// The headlines of the latency tracers' traces read so far ([`LatencyHeadline`]).
+    pub fn latency_headlines(&self) -> Vec<LatencyHeadline> {
+        self.parser.headlines.headlines()
+    }
+
     /// The CPU count a `trace-cmd report` header (`cpus=N`) gave, if one did.
     pub fn header_cpus(&self) -> Option<u32> {
         self.parser.header_cpus
@@ -346,6 +354,7 @@ struct Parser {
     calls: CallTracker,
     forms: Forms,
     header_cpus: Option<u32>,
+    headlines: headline::HeadlineReader,
 }
 
 impl Parser {
@@ -380,8 +389,10 @@ impl Parser {
         if trimmed.starts_with("# tracer: ") {
             self.forms.insert(Form::Kernel);
         }
+        if trimmed.starts_with('#') {
+            return self.headlines.comment(number, trimmed);
+        }
         if trimmed.is_empty()
-            || trimmed.starts_with('#')
             || trimmed.bytes().all(|b| b == b'-')
             // funcgraph-overrun's note after a return: the kernel's own bookkeeping.
             || trimmed.starts_with("(Overruns:")
