@@ -1120,7 +1120,7 @@ fn small_files() -> Vec<(String, Vec<u8>)> {
 #[test]
 fn decoding_in_place_fails_exactly_where_extraction_fails() {
     let dir = scratch().join("in-place-damage");
-    let (mut cases, mut refused, mut salvaged) = (0, 0, 0);
+    let (mut cases, mut refused, mut salvaged, mut chunks_skipped) = (0, 0, 0, 0);
     for (label, bytes) in small_files() {
         for at in (0..bytes.len()).step_by(23) {
             for value in [0xffu8, bytes[at] ^ 0x80] {
@@ -1140,23 +1140,44 @@ fn decoding_in_place_fails_exactly_where_extraction_fails() {
                         assert_eq!(Some(e.to_string()), extracted.err(), "{case}");
                         refused += 1;
                     }
-                    (Ok(summary), Err(refusal)) => {
+                    (Ok(summary), extracted) => {
                         let damaged = summary.cpus.iter().any(|c| c.first_damage.is_some());
-                        assert!(
-                            damaged,
-                            "{case}: extraction refused ({refusal}), decoding in place saw no damage"
-                        );
-                        salvaged += 1;
+                        let skipped: u64 = summary.cpus.iter().map(|c| c.damaged_chunks).sum();
+                        match extracted {
+                            // Both skip exactly the chunks that do not decompress.
+                            Ok(extracted) => {
+                                assert_eq!(
+                                    extracted.damaged_chunks.len() as u64,
+                                    skipped,
+                                    "{case}: {:?}",
+                                    extracted.damaged_chunks
+                                );
+                                chunks_skipped += u64::from(skipped > 0);
+                            }
+                            Err(refusal) => assert!(
+                                damaged,
+                                "{case}: extraction refused ({refusal}), decoding in place saw no damage"
+                            ),
+                        }
+                        salvaged += u64::from(damaged);
                     }
                     _ => {}
                 }
             }
         }
     }
-    println!("{cases} damaged files, {refused} refused by both, {salvaged} salvaged in place");
-    // Damage to the pages, which both once refused, is now salvaged in place; damage to
-    // the container is refused by DatFile itself before either runs.
+    println!(
+        "{cases} damaged files, {refused} refused by both, {salvaged} salvaged in place, \
+         {chunks_skipped} with damaged chunks that both skipped"
+    );
+    // Damage to the pages is salvaged in place; damage to the container is refused by
+    // DatFile itself before either runs. A damaged compressed chunk costs both only its
+    // pages.
     assert!(salvaged > 100, "{salvaged} of {cases} salvaged");
+    assert!(
+        chunks_skipped > 10,
+        "{chunks_skipped} of {cases} with skipped chunks"
+    );
 }
 
 /// The small files decode in place with events, and are the seeds of the `dat_reader`
