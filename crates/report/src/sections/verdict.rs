@@ -54,7 +54,7 @@ pub(crate) fn section(record: &RunRecord, depth: Depth) -> Option<Section> {
         ..Section::new(
             "verdict",
             format!(
-                "verdict for {}: what the explained time went to, largest first",
+                "verdict for {}: what the explained time went to, largest first (time no kernel cause explains comes last)",
                 record.scenario
             ),
         )
