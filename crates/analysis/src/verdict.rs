@@ -625,7 +625,12 @@ fn subject_findings(
 ) -> Vec<Finding> {
     let total = subject.total_ns;
     let command = command_name(record);
-    let calls = vmscale_run::schema::timed_calls(&record.points).len();
+    let calls: usize = record
+        .points
+        .iter()
+        .flat_map(|p| &p.series)
+        .map(|s| s.timed_calls.len())
+        .sum();
     let whose = if explained == Explained::TimedCalls {
         format!(
             "the time of {}'s {calls} timed calls on {} threads ({})",
