@@ -277,7 +277,7 @@ pub fn analyse_excluding(
         breakdown: breakdown.finish(symbols, &contention.locks),
         spinlocks: spinlocks.finish(&contention.locks),
         contention,
-        ipis: ipis.finish(symbols),
+        ipis: ipis.finish(symbols, &decoder.printk_strings()),
         decoded_events: summary.events(),
         events_seen: seen
             .iter()

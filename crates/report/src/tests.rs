@@ -1393,6 +1393,7 @@ fn ipi_record() -> RunRecord {
     let site = |callsite: &str, callback: &str, ipis| IpiSite {
         callsite: callsite.into(),
         callback: callback.into(),
+        reason: String::new(),
         ipis,
     };
     let quiet = IpiPhase {
@@ -1434,6 +1435,11 @@ fn ipi_record() -> RunRecord {
                 ipis: 345,
             },
         ],
+        victim_work: vec![vmscale_run::findings::IpiVictimWork {
+            function: "flush_tlb_func".into(),
+            calls: 12_000,
+            total_ns: 9_000_000,
+        }],
         ..IpiPhase::default()
     };
     let mut record = explained_record();
@@ -1461,8 +1467,9 @@ fn table_lists_ipis_per_phase_between_the_locks_and_their_explanation() {
             "IPIs",
             "cross-CPU calls",
             "target CPUs",
-            "top sites (call site -> callback)",
-            "top senders"
+            "top sites (call site -> callback, or reason)",
+            "top senders",
+            "run on the targets"
         ]
     );
     let row = |phase: &str| {
@@ -1480,12 +1487,62 @@ fn table_lists_ipis_per_phase_between_the_locks_and_their_explanation() {
          flush_tlb_func: 3.00k; ttwu_queue_wakelist -> reschedule: 300; 2 more"
     );
     assert_eq!(storm[6], "vmscale/4242: 12.0k; kworker/3:1/77: 345");
+    assert_eq!(storm[7], "flush_tlb_func: 9.0 ms in 12.0k");
     let quiet = row("mlock mode=pool");
+    assert_eq!(quiet[7], "");
     assert_eq!(quiet[4], "1", "a CPU that received nothing is not a target");
     // After the lock sections, before the holders' explanation.
     let at = |marker: &str| text.find(marker).unwrap_or_else(|| panic!("{marker}"));
     assert!(at("worst locks: who waited") < at("IPIs per measured phase"));
     assert!(at("IPIs per measured phase") < at("explain: what the holders"));
+}
+
+/// A trace from a kernel with only ipi_raise and the targets' handlers: IPIs are named by
+/// reason, the handlers fill the targets' column, and a sentence says what is unknown.
+#[test]
+fn ipis_counted_from_ipi_raise_are_named_by_reason_and_say_so() {
+    use vmscale_run::findings::IpiVictimWork;
+    use vmscale_run::{IpiPhase, IpiSite};
+    let mut record = explained_record();
+    record.trace.as_mut().unwrap().ipis = vec![IpiPhase {
+        label: IpiPhase::WHOLE_TRACE.into(),
+        duration_ns: 1_000_000_000,
+        ipis: 250,
+        counted_from: "ipi_raise".into(),
+        by_target: BTreeMap::from([("1".to_string(), 250)]),
+        by_site: vec![IpiSite {
+            callsite: String::new(),
+            callback: String::new(),
+            reason: "Function call interrupts".into(),
+            ipis: 250,
+        }],
+        handlers: vec![IpiVictimWork {
+            function: "Function call interrupts".into(),
+            calls: 250,
+            total_ns: 2_500_000,
+        }],
+        ..IpiPhase::default()
+    }];
+    let text = render(&record, Format::Table);
+    let ipis = after(&text, "\nIPIs per measured phase\n");
+    assert!(
+        ipis.contains("Function call interrupts: 250"),
+        "the site is the reason: {ipis}"
+    );
+    assert!(
+        ipis.contains("Function call interrupts: 2.5 ms in 250"),
+        "{ipis}"
+    );
+    assert!(
+        ipis.contains("IPIs counted from ipi_raise")
+            && ipis.contains("call sites and callbacks are unknown"),
+        "{ipis}"
+    );
+    let row = ipis
+        .lines()
+        .find(|l| l.contains("| whole trace"))
+        .unwrap_or_else(|| panic!("no row: {ipis}"));
+    assert!(!row.contains(" -> "), "no invented call site: {row}");
 }
 
 #[test]
@@ -1494,10 +1551,10 @@ fn markdown_lists_ipis_per_phase_in_a_table_of_constant_width() {
     let ipis = after(&text, "\n#### IPIs per measured phase\n\n");
     let rows: Vec<&str> = ipis.lines().take_while(|l| l.starts_with('|')).collect();
     assert_eq!(rows.len(), 2 + 2, "header, alignment, two phases: {ipis}");
-    assert!(rows.iter().all(|r| r.matches('|').count() == 8), "{rows:?}");
+    assert!(rows.iter().all(|r| r.matches('|').count() == 9), "{rows:?}");
     assert_eq!(
         rows[1],
-        "| :--- | ---: | ---: | ---: | ---: | :--- | :--- |"
+        "| :--- | ---: | ---: | ---: | ---: | :--- | :--- | :--- |"
     );
     assert!(
         rows[3].starts_with("| mlock mode=map | 45.6 ms | 12.3k | 6.00k | 4 | "),

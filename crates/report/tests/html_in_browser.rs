@@ -153,6 +153,7 @@ fn trace() -> TraceSection {
             by_site: vec![IpiSite {
                 callsite: "kvm_make_all_cpus_request".into(),
                 callback: String::new(),
+                reason: String::new(),
                 ipis: 640,
             }],
             by_sender: vec![IpiSender {

@@ -327,13 +327,19 @@ pub struct WaitStack {
 }
 
 /// IPIs and cross-CPU calls sent during one measured phase (between the scenario's
-/// `vmscale: begin <label>` and `vmscale: end <label>` markers).
+/// `vmscale: begin <label>` and `vmscale: end <label>` markers), or during the whole trace
+/// of a recording or an import that has no phases ([`IpiPhase::WHOLE_TRACE`]).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct IpiPhase {
     pub label: String,
     pub duration_ns: u64,
     /// IPIs sent, one per target CPU (a cpumask IPI to 3 CPUs counts 3).
     pub ipis: u64,
+    /// The events `ipis` was counted from: `ipi_send` (ipi_send_cpu/cpumask, which name
+    /// the call site and callback), `ipi_raise` (older and ARM kernels: only the reason),
+    /// or empty when the trace has neither.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub counted_from: String,
     /// Cross-CPU function calls queued (csd_queue_cpu).
     pub csd_queued: u64,
     /// Target CPU (as a string, for JSON) -> IPIs.
@@ -349,6 +355,16 @@ pub struct IpiPhase {
     /// (csd_function_entry .. exit), worst first.
     #[serde(default)]
     pub victim_work: Vec<IpiVictimWork>,
+    /// IPI handlers run on the target CPUs, by the IPI's reason (ipi_entry .. ipi_exit, or
+    /// x86's irq_vectors call_function*_entry .. _exit): what older kernels show of the
+    /// victims' cost, worst first. `function` holds the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub handlers: Vec<IpiVictimWork>,
+}
+
+impl IpiPhase {
+    /// The label of the phase that stands for a whole trace without measured phases.
+    pub const WHOLE_TRACE: &'static str = "whole trace";
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -372,6 +388,10 @@ pub struct IpiSite {
     /// The function the target CPU was asked to run, symbolized ("" for a bare
     /// rescheduling IPI).
     pub callback: String,
+    /// Counted from ipi_raise, which names neither: the IPI's reason (`Function call
+    /// interrupts`), and `callsite` and `callback` are empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
     pub ipis: u64,
 }
 

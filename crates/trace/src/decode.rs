@@ -29,6 +29,7 @@ pub mod format;
 pub mod kallsyms;
 pub mod merge;
 pub mod page;
+pub mod printk;
 pub mod views;
 
 pub use cpu_stream::{CpuSummary, LossPoint};
@@ -43,6 +44,10 @@ use format::{EventFormat, FormatError, HeaderEvent, HeaderPage};
 use kallsyms::{Kallsyms, KallsymsError};
 use merge::{EventStream, Lane};
 use page::PageLayout;
+pub use printk::PrintkStrings;
+
+/// The trace directory's copy of tracefs' `printk_formats` ([`Decoder::printk_strings`]).
+pub const PRINTK_FORMATS_FILE: &str = "printk_formats";
 
 /// Largest page size accepted from meta.json (the kernel's sub-buffers are at most a few
 /// hundred KiB); it sizes a buffer, so it is bounded before use.
@@ -518,6 +523,23 @@ impl Decoder {
                         source: not_utf8(),
                     })?;
                 Ok(Kallsyms::parse(text)?)
+            }
+        }
+    }
+
+    /// The trace's printk strings (what `const char *` fields point at): the directory's
+    /// `printk_formats`, or the .dat's copy. Empty when the trace has none; a field that
+    /// needs one then shows its address.
+    pub fn printk_strings(&self) -> PrintkStrings {
+        match &self.origin {
+            Origin::Dir(dir) => bounded::read_regular_string(
+                &dir.join(PRINTK_FORMATS_FILE),
+                bounded::MAX_METADATA_BYTES,
+            )
+            .map(|text| PrintkStrings::parse(&text))
+            .unwrap_or_default(),
+            Origin::Dat { dat, .. } => {
+                PrintkStrings::parse(&String::from_utf8_lossy(&dat.metadata.printk_formats))
             }
         }
     }

@@ -26,4 +26,4 @@ pub use decode::kallsyms::{Kallsyms, Symbol};
 pub use decode::merge::EventStream;
 pub use decode::views::EventKind;
 pub use decode::{CpuFile, DecodeError, DecodeSummary, Decoder, DirDamage, MetaDamage};
-pub use decode::{CpuSummary, LossPoint};
+pub use decode::{CpuSummary, LossPoint, PrintkStrings};

@@ -35,10 +35,11 @@ struct Decoded {
 fn decode(name: &str) -> Decoded {
     let decoder = Decoder::open(fixture(name)).unwrap();
     let kallsyms = decoder.kallsyms().unwrap();
+    let printk = decoder.printk_strings();
     let mut events = Vec::new();
     let summary = decoder
         .for_each(|event| {
-            let (name, body, stack) = kernel_text::render(&event, &kallsyms);
+            let (name, body, stack) = kernel_text::render(&event, &kallsyms, &printk);
             events.push(Rendered {
                 ts: event.ts(),
                 cpu: event.cpu(),
@@ -145,6 +146,58 @@ fn contention_fixture_matches_the_kernel_text_event_for_event() {
     }
     // The stacktrace trigger adds one stack to every contention_begin.
     assert_eq!(counts["<stack trace>"], counts["contention_begin"]);
+}
+
+#[test]
+fn ipi_vectors_fixture_matches_the_kernel_text_and_views_each_handler() {
+    let (decoded, expected) = compare_with_kernel_text("ipi-vectors");
+    assert_eq!(decoded.summary.corrupt_pages(), 0);
+    let counts = count_by_name(&expected);
+    for kind in [
+        "ipi_send_cpu",
+        "call_function_single_entry",
+        "call_function_single_exit",
+        "reschedule_entry",
+        "reschedule_exit",
+    ] {
+        assert!(
+            counts.get(kind).copied().unwrap_or(0) > 0,
+            "no {kind} in {counts:?}"
+        );
+    }
+    // Every handler event gets its typed view, with the vector its name says.
+    let decoder = Decoder::open(fixture("ipi-vectors")).unwrap();
+    let mut viewed: BTreeMap<String, usize> = BTreeMap::new();
+    decoder
+        .for_each(|event| {
+            use vmscale_trace::decode::views::IpiVector;
+            let (vector, exit) = match event.kind() {
+                EventKind::IpiVectorEntry(v) => (v, false),
+                EventKind::IpiVectorExit(v) => (v, true),
+                _ => return,
+            };
+            let number = event.i64("vector").unwrap();
+            let expected_number = match vector {
+                IpiVector::Reschedule => 0xfd,
+                IpiVector::CallFunction => 0xfc,
+                IpiVector::CallFunctionSingle => 0xfb,
+            };
+            assert_eq!(number, expected_number, "{}", event.name());
+            assert_eq!(event.name().ends_with("_exit"), exit);
+            *viewed.entry(event.name().to_string()).or_default() += 1;
+        })
+        .unwrap();
+    for (name, n) in &viewed {
+        assert_eq!(counts[name.as_str()], *n, "{name}");
+    }
+    assert_eq!(
+        viewed.values().sum::<usize>(),
+        counts
+            .iter()
+            .filter(|(name, _)| name.starts_with("reschedule_") || name.starts_with("call_function"))
+            .map(|(_, n)| n)
+            .sum::<usize>()
+    );
 }
 
 #[test]

@@ -277,10 +277,11 @@ struct Line {
 fn render_dir(dir: &Path) -> Vec<Line> {
     let decoder = Decoder::open(dir).unwrap();
     let kallsyms = decoder.kallsyms().unwrap();
+    let printk = decoder.printk_strings();
     let mut lines = Vec::new();
     let summary = decoder
         .for_each(|event| {
-            let (name, body, stack) = kernel_text::render(&event, &kallsyms);
+            let (name, body, stack) = kernel_text::render(&event, &kallsyms, &printk);
             lines.push(Line {
                 time: kernel_text::kernel_time(event.ts()),
                 cpu: event.cpu(),
@@ -337,6 +338,7 @@ fn text_round_trips_through_a_trace_directory() {
     for (name, text) in [
         ("contention", read("contention/expected.txt")),
         ("overrun", read("overrun/expected.txt")),
+        ("ipi-vectors", read("ipi-vectors/expected.txt")),
         ("events", read("text/events/default.txt")),
     ] {
         let (dir, summary) = trace_dir_of(&text, name);

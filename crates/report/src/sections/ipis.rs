@@ -24,8 +24,9 @@ pub(crate) fn section(ipis: &[IpiPhase]) -> Option<Section> {
         ("IPIs", true),
         ("cross-CPU calls", true),
         ("target CPUs", true),
-        ("top sites (call site -> callback)", false),
+        ("top sites (call site -> callback, or reason)", false),
         ("top senders", false),
+        ("run on the targets", false),
     ]);
     for phase in ipis {
         grid.rows.push(vec![
@@ -36,11 +37,61 @@ pub(crate) fn section(ipis: &[IpiPhase]) -> Option<Section> {
             targets(&phase.by_target),
             top_sites(phase),
             top_senders(phase),
+            victim_work(phase),
         ]);
     }
     let mut section = Section::new("ipis", "IPIs per measured phase");
     section.blocks.push(Block::Table(grid));
+    if let Some(note) = sources_note(ipis) {
+        section.blocks.push(Block::Paragraph(note.into()));
+    }
     Some(section)
+}
+
+/// What the trace's IPI events could not say, when it has only the older ones.
+fn sources_note(ipis: &[IpiPhase]) -> Option<String> {
+    let raised = ipis.iter().any(|p| p.counted_from == "ipi_raise");
+    let unsent = ipis.iter().all(|p| p.counted_from.is_empty())
+        && ipis.iter().any(|p| !p.handlers.is_empty());
+    if raised {
+        Some(
+            "IPIs counted from ipi_raise: this trace has no ipi_send_cpu/cpumask (kernel 6.5 or later), so call sites and callbacks are unknown and each IPI is named by its reason"
+                .to_string(),
+        )
+    } else if unsent {
+        Some(
+            "who sent these IPIs is unknown: it needs ipi_send_cpu/cpumask (kernel 6.5 or later) or ipi_raise (ARM), and this trace has only the targets' handlers"
+                .to_string(),
+        )
+    } else {
+        None
+    }
+}
+
+/// The functions the targets ran for the phase's cross-CPU calls (csd_function_*), else
+/// the IPI handlers by reason (older kernels).
+fn victim_work(phase: &IpiPhase) -> String {
+    let work = if phase.victim_work.is_empty() {
+        &phase.handlers
+    } else {
+        &phase.victim_work
+    };
+    let mut parts: Vec<String> = work
+        .iter()
+        .take(IPI_TOP)
+        .map(|w| {
+            format!(
+                "{}: {} in {}",
+                w.function,
+                units::duration(w.total_ns),
+                units::count(w.calls)
+            )
+        })
+        .collect();
+    if work.len() > IPI_TOP {
+        parts.push(format!("{} more", work.len() - IPI_TOP));
+    }
+    parts.join("; ")
 }
 
 /// CPUs that received IPIs during the phase.
@@ -54,6 +105,9 @@ fn top_sites(phase: &IpiPhase) -> String {
         .iter()
         .take(IPI_TOP)
         .map(|site| {
+            if !site.reason.is_empty() {
+                return format!("{}: {}", site.reason, units::count(site.ipis));
+            }
             let callback = if site.callback.is_empty() {
                 "reschedule"
             } else {

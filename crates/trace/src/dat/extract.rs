@@ -170,6 +170,12 @@ impl DatFile {
         write_file(&out.join("header_event"), self.header_event()?)?;
         let formats = self.write_formats(out)?;
         write_file(&out.join("kallsyms"), &self.metadata.kallsyms)?;
+        if !self.metadata.printk_formats.is_empty() {
+            write_file(
+                &out.join(crate::decode::PRINTK_FORMATS_FILE),
+                &self.metadata.printk_formats,
+            )?;
+        }
 
         let stack_id = self.kernel_stack_id();
         let mut stacks = false;

@@ -173,8 +173,7 @@ pub fn write_dat_to<W: Write + Seek>(
         ),
         (EVENT_FORMATS, "event formats", formats.events_block()),
         (KALLSYMS, "kallsyms", kallsyms_block(dir)?),
-        // trace_printk format strings: vmscale records no events that use them.
-        (PRINTK, "printk formats", 0u32.to_le_bytes().to_vec()),
+        (PRINTK, "printk formats", printk_block(dir)?),
         (CMDLINES, "command lines", cmdlines_block(&names)),
     ];
     for (id, description, data) in &metadata {
@@ -339,6 +338,20 @@ fn header_info(dir: &Path) -> Result<Vec<u8>, DatWriteError> {
 /// reader accepts) to far less.
 fn kallsyms_block(dir: &Path) -> Result<Vec<u8>, DatWriteError> {
     let text = read_bounded(&dir.join("kallsyms"), METADATA_LIMIT)?;
+    let mut block = (text.len() as u32).to_le_bytes().to_vec();
+    block.extend_from_slice(&text);
+    Ok(block)
+}
+
+/// u32 size, the directory's printk_formats (empty when it has none: directories written
+/// before it was kept, or from a kernel without it).
+fn printk_block(dir: &Path) -> Result<Vec<u8>, DatWriteError> {
+    let path = dir.join(crate::decode::PRINTK_FORMATS_FILE);
+    let text = if path.exists() {
+        read_bounded(&path, METADATA_LIMIT)?
+    } else {
+        Vec::new()
+    };
     let mut block = (text.len() as u32).to_le_bytes().to_vec();
     block.extend_from_slice(&text);
     Ok(block)

@@ -31,6 +31,11 @@ pub enum EventKind<'a> {
     SchedWakeupNew(SchedWakeup<'a>),
     IpiSendCpu(IpiSendCpu),
     IpiSendCpumask(IpiSendCpumask<'a>),
+    IpiRaise(IpiRaise<'a>),
+    IpiEntry(IpiHandler),
+    IpiExit(IpiHandler),
+    IpiVectorEntry(IpiVector),
+    IpiVectorExit(IpiVector),
     CsdQueueCpu(CsdQueueCpu),
     CsdFunctionEntry(CsdFunction),
     CsdFunctionExit(CsdFunction),
@@ -117,6 +122,43 @@ pub struct IpiSendCpumask<'a> {
     pub cpumask: CpuMask<'a>,
     pub callsite: u64,
     pub callback: u64,
+}
+
+/// ipi:ipi_raise: the sender's side of an IPI as ARM kernels trace it (since 3.17), the only
+/// sender-side IPI event before ipi_send_cpu/cpumask (6.5). A kernel that has both fires
+/// ipi_send_* first, then ipi_raise, for one IPI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpiRaise<'a> {
+    pub targets: CpuMask<'a>,
+    /// A `const char *` into the kernel's image (`ipi_types[]`): its text is in the trace's
+    /// printk strings ([`crate::PrintkStrings`]).
+    pub reason: u64,
+}
+
+/// ipi:ipi_entry and ipi_exit: the target CPU's handler of an IPI (ARM), begun or done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpiHandler {
+    /// As [`IpiRaise::reason`].
+    pub reason: u64,
+}
+
+/// Which IPI an x86 `irq_vectors:*_entry`/`*_exit` pair brackets on its target CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IpiVector {
+    Reschedule,
+    CallFunction,
+    CallFunctionSingle,
+}
+
+impl IpiVector {
+    /// The name /proc/interrupts gives it, which is also ARM's ipi_raise reason for it.
+    pub fn reason(self) -> &'static str {
+        match self {
+            IpiVector::Reschedule => "Rescheduling interrupts",
+            IpiVector::CallFunction => "Function call interrupts",
+            IpiVector::CallFunctionSingle => "Single function call interrupts",
+        }
+    }
 }
 
 /// csd:csd_queue_cpu.
@@ -334,6 +376,18 @@ pub(crate) enum ViewLayout {
         callsite: FieldRef,
         callback: FieldRef,
     },
+    IpiRaise {
+        targets: FieldRef,
+        reason: FieldRef,
+    },
+    IpiHandler {
+        exit: bool,
+        reason: FieldRef,
+    },
+    IpiVector {
+        exit: bool,
+        vector: IpiVector,
+    },
     CsdQueueCpu {
         cpu: FieldRef,
         callsite: FieldRef,
@@ -488,6 +542,26 @@ impl ViewLayout {
                 callsite: l.get("callsite", Int),
                 callback: l.get("callback", Int),
             },
+            ("ipi", "ipi_raise") => ViewLayout::IpiRaise {
+                targets: l.get("target_cpus", Dynamic),
+                reason: l.get("reason", Int),
+            },
+            ("ipi", name @ ("ipi_entry" | "ipi_exit")) => ViewLayout::IpiHandler {
+                exit: name == "ipi_exit",
+                reason: l.get("reason", Int),
+            },
+            ("irq_vectors", name) => {
+                let (vector, exit) = match name {
+                    "reschedule_entry" => (IpiVector::Reschedule, false),
+                    "reschedule_exit" => (IpiVector::Reschedule, true),
+                    "call_function_entry" => (IpiVector::CallFunction, false),
+                    "call_function_exit" => (IpiVector::CallFunction, true),
+                    "call_function_single_entry" => (IpiVector::CallFunctionSingle, false),
+                    "call_function_single_exit" => (IpiVector::CallFunctionSingle, true),
+                    _ => return (ViewLayout::Other, 0),
+                };
+                ViewLayout::IpiVector { exit, vector }
+            }
             ("csd", "csd_queue_cpu") => ViewLayout::CsdQueueCpu {
                 cpu: l.get("cpu", Int),
                 callsite: l.get("callsite", Int),
@@ -618,6 +692,25 @@ impl ViewLayout {
                 callsite: u(callsite),
                 callback: u(callback),
             }),
+            ViewLayout::IpiRaise { targets, reason } => EventKind::IpiRaise(IpiRaise {
+                targets: CpuMask(targets.bytes(record).unwrap_or(&[])),
+                reason: u(reason),
+            }),
+            ViewLayout::IpiHandler { exit, reason } => {
+                let view = IpiHandler { reason: u(reason) };
+                if *exit {
+                    EventKind::IpiExit(view)
+                } else {
+                    EventKind::IpiEntry(view)
+                }
+            }
+            ViewLayout::IpiVector { exit, vector } => {
+                if *exit {
+                    EventKind::IpiVectorExit(*vector)
+                } else {
+                    EventKind::IpiVectorEntry(*vector)
+                }
+            }
             ViewLayout::CsdQueueCpu {
                 cpu,
                 callsite,

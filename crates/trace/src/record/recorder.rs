@@ -65,11 +65,6 @@ pub fn default_events() -> Vec<String> {
         "sched:sched_wakeup",
         "sched:sched_wakeup_new",
         "sched:sched_waking",
-        "ipi:ipi_send_cpu",
-        "ipi:ipi_send_cpumask",
-        "csd:csd_queue_cpu",
-        "csd:csd_function_entry",
-        "csd:csd_function_exit",
         "raw_syscalls:sys_enter",
         "raw_syscalls:sys_exit",
     ]
@@ -78,11 +73,20 @@ pub fn default_events() -> Vec<String> {
     .collect()
 }
 
-/// Events recorded where the kernel has them: mmap_lock:* (5.10 and later) gives every
-/// acquisition and release of an mm's mmap_lock, so its holders are known exactly rather
-/// than inferred from wakeups.
+/// Events recorded where the kernel has them:
+/// - who sends IPIs, from where, asking what (ipi_send_*: 6.5 and later), and the cross-CPU
+///   calls senders wait for (csd:*: 6.3 and later);
+/// - mmap_lock:* (5.10 and later), every acquisition and release of an mm's mmap_lock, so
+///   its holders are known exactly rather than inferred from wakeups.
+///
+/// A kernel without the IPI events gets [`OLDER_IPI_EVENTS`] instead.
 pub fn optional_events() -> Vec<String> {
     [
+        "ipi:ipi_send_cpu",
+        "ipi:ipi_send_cpumask",
+        "csd:csd_queue_cpu",
+        "csd:csd_function_entry",
+        "csd:csd_function_exit",
         "mmap_lock:mmap_lock_start_locking",
         "mmap_lock:mmap_lock_acquire_returned",
         "mmap_lock:mmap_lock_released",
@@ -91,6 +95,20 @@ pub fn optional_events() -> Vec<String> {
     .map(|s| s.to_string())
     .collect()
 }
+
+/// What older kernels trace of IPIs, recorded where ipi_send_cpu or csd_function_entry is
+/// missing: ARM's sender (ipi_raise) and handler (ipi_entry/exit) events, and x86's
+/// function-call IPI handlers. They count IPIs and their handlers' time; they cannot tie a
+/// sender's wait to the call it waits for, which only csd:* can.
+pub const OLDER_IPI_EVENTS: &[&str] = &[
+    "ipi:ipi_raise",
+    "ipi:ipi_entry",
+    "ipi:ipi_exit",
+    "irq_vectors:call_function_entry",
+    "irq_vectors:call_function_exit",
+    "irq_vectors:call_function_single_entry",
+    "irq_vectors:call_function_single_exit",
+];
 
 impl Default for RecordConfig {
     fn default() -> Self {
@@ -234,7 +252,15 @@ impl Recording {
         // What this kernel lacks is left out; the events list (meta.json, saved formats)
         // then says what was really recorded.
         let mut config = config;
-        for event in std::mem::take(&mut config.optional_events) {
+        let mut optional = std::mem::take(&mut config.optional_events);
+        let newer_ipis = ["ipi:ipi_send_cpu", "csd:csd_function_entry"];
+        if newer_ipis
+            .iter()
+            .any(|e| optional.iter().any(|o| o == e) && instance.event_dir(e).is_err())
+        {
+            optional.extend(OLDER_IPI_EVENTS.iter().map(|e| e.to_string()));
+        }
+        for event in optional {
             if instance.event_dir(&event).is_ok() && !config.events.contains(&event) {
                 instance.enable_event(&event)?;
                 config.events.push(event);
@@ -247,6 +273,12 @@ impl Recording {
         save_formats(&instance, dir, &config)?;
         let kallsyms = dir.join("kallsyms");
         std::fs::copy("/proc/kallsyms", &kallsyms).map_err(io_at(&kallsyms))?;
+        // What `const char *` fields point at (ipi_raise's reason): the root's listing,
+        // read only. A kernel without it leaves such fields as addresses.
+        let printk = dir.join(crate::decode::PRINTK_FORMATS_FILE);
+        if let Ok(text) = std::fs::read(mount.join("printk_formats")) {
+            std::fs::write(&printk, text).map_err(io_at(&printk))?;
+        }
 
         let page_size = page_size();
         let cpus = instance.cpus()?;

@@ -262,7 +262,13 @@ pub fn event_system(name: &str) -> Option<&'static str> {
     Some(match name {
         "contention_begin" | "contention_end" => "lock",
         "sched_switch" | "sched_waking" | "sched_wakeup" | "sched_wakeup_new" => "sched",
-        "ipi_send_cpu" | "ipi_send_cpumask" => "ipi",
+        "ipi_send_cpu" | "ipi_send_cpumask" | "ipi_raise" | "ipi_entry" | "ipi_exit" => "ipi",
+        "reschedule_entry"
+        | "reschedule_exit"
+        | "call_function_entry"
+        | "call_function_exit"
+        | "call_function_single_entry"
+        | "call_function_single_exit" => "irq_vectors",
         "csd_queue_cpu" | "csd_function_entry" | "csd_function_exit" => "csd",
         "sys_enter" | "sys_exit" => "raw_syscalls",
         "tracing_mark_write" => "ftrace",

@@ -327,6 +327,10 @@ impl Writer<'_> {
         self.put("header_page", formats::HEADER_PAGE.as_bytes())?;
         self.put("header_event", formats::HEADER_EVENT.as_bytes())?;
         self.put("kallsyms", self.symbols.kallsyms().as_bytes())?;
+        self.put(
+            crate::decode::PRINTK_FORMATS_FILE,
+            self.symbols.printk_formats().as_bytes(),
+        )?;
 
         let cpus: Vec<u32> = self.cpus.keys().copied().collect();
         let events: BTreeSet<String> = self

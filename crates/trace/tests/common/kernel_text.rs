@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use vmscale_trace::{Event, EventKind, Kallsyms};
+use vmscale_trace::{Event, EventKind, Kallsyms, PrintkStrings};
 
 /// One event as the kernel printed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,7 +198,11 @@ fn task_state(state: i64) -> String {
 }
 
 /// The name and body the kernel prints for a decoded event, plus its stack frames.
-pub fn render(event: &Event<'_>, kallsyms: &Kallsyms) -> (String, String, Vec<String>) {
+pub fn render(
+    event: &Event<'_>,
+    kallsyms: &Kallsyms,
+    printk: &PrintkStrings,
+) -> (String, String, Vec<String>) {
     let name = event.name().to_string();
     let ps = |a| symbol_offset(kallsyms, a);
     let body = match event.kind() {
@@ -249,6 +253,25 @@ pub fn render(event: &Event<'_>, kallsyms: &Kallsyms) -> (String, String, Vec<St
         ),
         EventKind::CsdFunctionEntry(e) | EventKind::CsdFunctionExit(e) => {
             format!("func={}, csd={:016x}", symbol_name(kallsyms, e.func), e.csd)
+        }
+        EventKind::IpiRaise(e) => {
+            // __get_bitmask: 32-bit groups, most significant first.
+            let groups: Vec<String> = e
+                .targets
+                .0
+                .chunks(4)
+                .rev()
+                .map(|group| {
+                    let mut word = [0u8; 4];
+                    word[..group.len()].copy_from_slice(group);
+                    format!("{:08x}", u32::from_le_bytes(word))
+                })
+                .collect();
+            format!("target_mask={} ({})", groups.join(","), printk.name(e.reason))
+        }
+        EventKind::IpiEntry(e) | EventKind::IpiExit(e) => format!("({})", printk.name(e.reason)),
+        EventKind::IpiVectorEntry(_) | EventKind::IpiVectorExit(_) => {
+            format!("vector={}", event.i64("vector").unwrap())
         }
         EventKind::SysEnter(e) => {
             let args = e.args();

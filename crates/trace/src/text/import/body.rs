@@ -44,6 +44,8 @@ pub(crate) fn parse(name: &str, body: &str) -> Result<(Fields, BodyForm), Reject
             Ok((plugin_wakeup(body)?, BodyForm::Plugin))
         }
         "function" => function(body),
+        "ipi_raise" => ipi_raise(body),
+        "ipi_entry" | "ipi_exit" => ipi_handler(body),
         "sys_enter" if body.trim_start().starts_with("id=") => raw_sys_enter(body),
         "sys_exit" if body.trim_start().starts_with("id=") => raw_sys_exit(body),
         _ if looks_like_pairs(body) => kernel(parse_pairs(body)),
@@ -318,6 +320,57 @@ fn raw_syscall(body: &str) -> Result<(Pairs, i64), Reject> {
     Ok((pairs, id))
 }
 
+/// ipi_raise as its print format writes it, `target_mask=00000000,00000004 (Rescheduling
+/// interrupts)`, or raw, `target_cpus=ARRAY[04, 00, ..] reason=ffff80000a1b2c3d`: the targets
+/// as `target_mask`, the reason's text as `reason` or, raw, its address as `reason_addr`.
+fn ipi_raise(body: &str) -> Result<(Fields, BodyForm), Reject> {
+    let bad = || Reject::new(SkipReason::Body, body);
+    let body = body.trim();
+    if let Some(rest) = body.strip_prefix("target_mask=") {
+        let (mask, reason) = rest.split_once(' ').ok_or_else(bad)?;
+        let reason = in_parentheses(reason).ok_or_else(bad)?;
+        return Ok((
+            vec![field("target_mask", mask), field("reason", reason)],
+            BodyForm::Kernel,
+        ));
+    }
+    let pairs = Pairs::of(body);
+    let bytes = array_bytes(pairs.get("target_cpus").ok_or_else(bad)?).ok_or_else(bad)?;
+    let cpus: Vec<String> = bytes
+        .iter()
+        .enumerate()
+        .flat_map(|(index, &byte)| {
+            (0..8)
+                .filter(move |bit| byte & (1 << bit) != 0)
+                .map(move |bit| (index * 8 + bit).to_string())
+        })
+        .collect();
+    let reason = pairs.get("reason").ok_or_else(bad)?;
+    Ok((
+        vec![
+            field("target_mask", cpus.join(",")),
+            field("reason_addr", reason),
+        ],
+        BodyForm::Raw,
+    ))
+}
+
+/// ipi_entry and ipi_exit: `(Rescheduling interrupts)`, or raw, `reason=ffff80000a1b2c3d`.
+fn ipi_handler(body: &str) -> Result<(Fields, BodyForm), Reject> {
+    let bad = || Reject::new(SkipReason::Body, body);
+    if let Some(reason) = in_parentheses(body) {
+        return Ok((vec![field("reason", reason)], BodyForm::Kernel));
+    }
+    let pairs = Pairs::of(body);
+    let reason = pairs.get("reason").ok_or_else(bad)?;
+    Ok((vec![field("reason_addr", reason)], BodyForm::Raw))
+}
+
+/// The text of `(text)`.
+fn in_parentheses(text: &str) -> Option<&str> {
+    text.trim().strip_prefix('(')?.strip_suffix(')')
+}
+
 /// `ARRAY[8b, eb, 3d]`: the bytes libtraceevent prints for an array field. At most 64 KiB of
 /// them, the longest line there is.
 pub(crate) fn array_bytes(text: &str) -> Option<Vec<u8>> {
@@ -445,6 +498,43 @@ mod tests {
             "vivid-000-vid-c:212 [120]<CANT FIND FIELD success> CPU:000",
         );
         assert_eq!(f[0].1, "vivid-000-vid-c");
+    }
+
+    #[test]
+    fn ipi_raise_and_handler_in_kernel_and_raw_forms() {
+        assert_eq!(
+            fields(
+                "ipi_raise",
+                "target_mask=00000000,00000004 (Rescheduling interrupts)"
+            ),
+            (
+                pairs(&[
+                    ("target_mask", "00000000,00000004"),
+                    ("reason", "Rescheduling interrupts")
+                ]),
+                BodyForm::Kernel
+            )
+        );
+        assert_eq!(
+            fields(
+                "ipi_raise",
+                "target_cpus=ARRAY[06, 00, 00, 00, 00, 00, 00, 00] reason=ffff800081a2b3c8"
+            ),
+            (
+                pairs(&[("target_mask", "1,2"), ("reason_addr", "ffff800081a2b3c8")]),
+                BodyForm::Raw
+            )
+        );
+        assert_eq!(
+            fields("ipi_entry", "(Function call interrupts)").0,
+            pairs(&[("reason", "Function call interrupts")])
+        );
+        assert_eq!(
+            fields("ipi_exit", "reason=ffff800081a2b3c8").0,
+            pairs(&[("reason_addr", "ffff800081a2b3c8")])
+        );
+        assert!(parse("ipi_raise", "target_mask=1").is_err());
+        assert!(parse("ipi_entry", "Function call").is_err());
     }
 
     #[test]

@@ -48,6 +48,15 @@ pub(crate) enum Kind {
     CsdFunctionExit,
     SysEnter,
     SysExit,
+    IpiRaise,
+    IpiEntry,
+    IpiExit,
+    RescheduleEntry,
+    RescheduleExit,
+    CallFunctionEntry,
+    CallFunctionExit,
+    CallFunctionSingleEntry,
+    CallFunctionSingleExit,
 }
 
 const WAKEUP: &[FieldDef] = &[
@@ -57,6 +66,17 @@ const WAKEUP: &[FieldDef] = &[
     f("int target_cpu", 32, 4, true),
 ];
 const CSD_FUNCTION: &[FieldDef] = &[f("void * func", 8, 8, false), f("void * csd", 16, 8, false)];
+const IPI_HANDLER: &[FieldDef] = &[f("const char * reason", 8, 8, false)];
+const VECTOR: &[FieldDef] = &[f("int vector", 8, 4, true)];
+
+const fn vector_event(name: &'static str, id: u16) -> EventDef {
+    EventDef {
+        system: "irq_vectors",
+        name,
+        id,
+        fields: VECTOR,
+    }
+}
 
 /// In [`Kind`] order. The ids are vmscale's; kernel_stack and print keep the kernel's.
 pub(crate) const EVENTS: &[EventDef] = &[
@@ -186,6 +206,33 @@ pub(crate) const EVENTS: &[EventDef] = &[
         id: 22,
         fields: &[f("long id", 8, 8, true), f("long ret", 16, 8, true)],
     },
+    EventDef {
+        system: "ipi",
+        name: "ipi_raise",
+        id: 23,
+        fields: &[
+            f("__data_loc unsigned long[] target_cpus", 8, 4, false),
+            f("const char * reason", 16, 8, false),
+        ],
+    },
+    EventDef {
+        system: "ipi",
+        name: "ipi_entry",
+        id: 24,
+        fields: IPI_HANDLER,
+    },
+    EventDef {
+        system: "ipi",
+        name: "ipi_exit",
+        id: 25,
+        fields: IPI_HANDLER,
+    },
+    vector_event("reschedule_entry", 26),
+    vector_event("reschedule_exit", 27),
+    vector_event("call_function_entry", 28),
+    vector_event("call_function_exit", 29),
+    vector_event("call_function_single_entry", 30),
+    vector_event("call_function_single_exit", 31),
 ];
 
 impl Kind {
@@ -210,6 +257,15 @@ impl Kind {
             "csd_function_exit" => Kind::CsdFunctionExit,
             "sys_enter" => Kind::SysEnter,
             "sys_exit" => Kind::SysExit,
+            "ipi_raise" => Kind::IpiRaise,
+            "ipi_entry" => Kind::IpiEntry,
+            "ipi_exit" => Kind::IpiExit,
+            "reschedule_entry" => Kind::RescheduleEntry,
+            "reschedule_exit" => Kind::RescheduleExit,
+            "call_function_entry" => Kind::CallFunctionEntry,
+            "call_function_exit" => Kind::CallFunctionExit,
+            "call_function_single_entry" => Kind::CallFunctionSingleEntry,
+            "call_function_single_exit" => Kind::CallFunctionSingleExit,
             _ => return None,
         })
     }

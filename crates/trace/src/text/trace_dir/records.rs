@@ -138,6 +138,20 @@ pub(crate) fn event_record(
             r.u64(8, id as u64);
             r.u64(16, ret as u64);
         }
+        Kind::IpiRaise => {
+            let mask = cpumask(need(event, "target_mask")?)?;
+            r.u64(16, reason(event, symbols)?);
+            let offset = r.bytes.len();
+            r.u32(8, (mask.len() as u32) << 16 | offset as u32);
+            r.bytes.extend_from_slice(&mask);
+        }
+        Kind::IpiEntry | Kind::IpiExit => r.u64(8, reason(event, symbols)?),
+        Kind::RescheduleEntry
+        | Kind::RescheduleExit
+        | Kind::CallFunctionEntry
+        | Kind::CallFunctionExit
+        | Kind::CallFunctionSingleEntry
+        | Kind::CallFunctionSingleExit => r.u32(8, int::<i32>(event, "vector")? as u32),
         Kind::KernelStack => return Ok(None),
     }
     Ok(Some((kind, r.bytes)))
@@ -171,6 +185,15 @@ fn kernel_address(frame: &str) -> Option<u64> {
     u64::from_str_radix(digits, 16)
         .ok()
         .filter(|&address| address >= 0xffff_0000_0000_0000)
+}
+
+/// An IPI's reason: its text gets an address of the directory's printk strings; a raw
+/// text's address (`reason_addr`) stays itself, unnamed, as the text left it.
+fn reason(event: &TextEvent, symbols: &mut Symbols) -> Result<u64, FieldError> {
+    match event.field("reason") {
+        Some(text) => Ok(symbols.string(text)),
+        None => hex("reason_addr", need(event, "reason_addr")?),
+    }
 }
 
 fn cpu(event: &TextEvent, name: &str) -> Result<u32, FieldError> {

@@ -18,6 +18,12 @@ const SPACING: u64 = 1 << 32;
 const MAX_NAME: usize = 256;
 /// What names the functions beyond [`MAX_SYMBOLS`].
 const OVERFLOW_NAME: &str = "(symbols_beyond_the_import_limit)";
+/// Distinct printk strings kept (IPI reasons: a kernel has a handful).
+const MAX_STRINGS: usize = 1024;
+/// Where the printk strings' addresses start: below the functions' range, one apart.
+const STRING_BASE: u64 = 0xfffd_0000_0000_0000;
+/// What names the strings beyond [`MAX_STRINGS`].
+const OVERFLOW_STRING: &str = "(strings beyond the import limit)";
 
 #[derive(Default)]
 pub(crate) struct Symbols {
@@ -27,6 +33,8 @@ pub(crate) struct Symbols {
     overflow: Option<u64>,
     /// Names that did not get a symbol of their own.
     pub dropped: u64,
+    /// Printk strings (`const char *` fields' texts) and the addresses they were given.
+    strings: HashMap<String, u64>,
 }
 
 impl Symbols {
@@ -86,6 +94,31 @@ impl Symbols {
             return None;
         }
         Some(self.address(name, module, offset))
+    }
+
+    /// The address standing for the constant string `text` (what a `const char *` field
+    /// printed), listed by [`Symbols::printk_formats`].
+    pub(crate) fn string(&mut self, text: &str) -> u64 {
+        let text = cut(text);
+        if let Some(&address) = self.strings.get(&text) {
+            return address;
+        }
+        let text = if self.strings.len() < MAX_STRINGS {
+            text
+        } else {
+            OVERFLOW_STRING.to_string()
+        };
+        let next = STRING_BASE + self.strings.len() as u64;
+        *self.strings.entry(text).or_insert(next)
+    }
+
+    /// tracefs' `printk_formats` lines for every string handed out.
+    pub(crate) fn printk_formats(&self) -> String {
+        let mut strings = crate::PrintkStrings::default();
+        for (text, &address) in &self.strings {
+            strings.insert(address, text);
+        }
+        strings.to_text()
     }
 
     /// `/proc/kallsyms` lines for every symbol handed out.
@@ -150,6 +183,27 @@ mod tests {
         assert_eq!(name(a), "on_each_cpu_cond_mask+0x20");
         assert_eq!(name(b), "flush_tlb_func+0x0");
         assert_eq!(name(c), "kvm_mmu_free_roots+0x12 [kvm]");
+    }
+
+    #[test]
+    fn strings_come_back_from_the_printk_formats_written() {
+        let mut symbols = Symbols::default();
+        let a = symbols.string("Rescheduling interrupts");
+        let b = symbols.string("Function call interrupts");
+        assert_eq!(symbols.string("Rescheduling interrupts"), a);
+        assert_ne!(a, b);
+        let strings = crate::PrintkStrings::parse(&symbols.printk_formats());
+        assert_eq!(strings.get(a), Some("Rescheduling interrupts"));
+        assert_eq!(strings.get(b), Some("Function call interrupts"));
+        for index in 0..MAX_STRINGS + 5 {
+            symbols.string(&format!("s{index}"));
+        }
+        let strings = crate::PrintkStrings::parse(&symbols.printk_formats());
+        assert_eq!(strings.len(), MAX_STRINGS + 1);
+        assert_eq!(
+            strings.get(symbols.string("one more")),
+            Some(OVERFLOW_STRING)
+        );
     }
 
     #[test]
