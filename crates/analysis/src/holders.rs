@@ -27,6 +27,7 @@ use vmscale_trace::decode::event::Event;
 use vmscale_trace::decode::views::{
     contention_flags as flag, EventKind, IpiSendCpu, IpiSendCpumask, MmapLock, MmapLockStep,
 };
+use vmscale_trace::PrintkStrings;
 
 use crate::naming;
 use crate::open_waits::{OpenWaits, Wait};
@@ -191,7 +192,20 @@ pub struct HoldersPass {
     /// known stays known, so its next events on that CPU need no lookup.
     known_on_cpu: Vec<i32>,
     mmap: ExactMmapLocks,
+    /// ipi_raise reasons that ask the targets to run a function (by their printk address):
+    /// what a trace without ipi_send_* tells of a holder's cross-CPU calls.
+    function_call_reasons: foldhash::HashSet<u64>,
+    /// An ipi_send_* was seen: ipi_raise then only repeats it.
+    saw_send: bool,
 }
+
+/// ipi_raise reasons (ARM's `ipi_types[]`) that mean "run this function", as opposed to a
+/// reschedule, a timer broadcast or a CPU stop.
+const FUNCTION_CALL_REASONS: &[&str] = &[
+    "Function call interrupts",
+    "Single function call interrupts",
+    "TLB shootdown interrupts",
+];
 
 /// mmap_lock holds as the kernel's mmap_lock events give them.
 #[derive(Default)]
@@ -237,6 +251,18 @@ struct HoldCapture {
 const MAX_CAPTURED_HOLDS: usize = 4096;
 
 impl HoldersPass {
+    /// Names the trace's printk strings, so that ipi_raise's function-call IPIs count as a
+    /// holder's IPIs where the trace has no ipi_send_*. Without them no ipi_raise counts:
+    /// an unnamed reason could be a reschedule, which every release sends.
+    pub fn with_printk(mut self, printk: &PrintkStrings) -> HoldersPass {
+        self.function_call_reasons = printk
+            .iter()
+            .filter(|(_, text)| FUNCTION_CALL_REASONS.contains(text))
+            .map(|(address, _)| address)
+            .collect();
+        self
+    }
+
     /// A pass that also keeps every hold overlapping `[start, end]`.
     pub fn capturing(start: u64, end: u64) -> HoldersPass {
         HoldersPass {
@@ -363,19 +389,32 @@ impl HoldersPass {
             // A function call on other CPUs (a TLB shootdown, a cross-CPU call), not a
             // reschedule: waking the next waiter sends those, and every hold ends in one.
             EventKind::IpiSendCpu(IpiSendCpu { callback, .. })
-            | EventKind::IpiSendCpumask(IpiSendCpumask { callback, .. })
-                if pid != 0 && callback != 0 =>
-            {
-                let times = self.ipi_times.entry(pid).or_default();
-                while times.front().is_some_and(|&t| t < floor) || times.len() >= MAX_IPI_TIMES {
-                    times.pop_front();
-                }
-                // Only a task that may hold a lock someone waits for needs them.
-                if floor != u64::MAX {
-                    times.push_back(ts);
+            | EventKind::IpiSendCpumask(IpiSendCpumask { callback, .. }) => {
+                self.saw_send = true;
+                if pid != 0 && callback != 0 {
+                    self.ipi_sent(pid, ts, floor)
                 }
             }
+            EventKind::IpiRaise(raise)
+                if pid != 0
+                    && !self.saw_send
+                    && self.function_call_reasons.contains(&raise.reason) =>
+            {
+                self.ipi_sent(pid, ts, floor)
+            }
             _ => {}
+        }
+    }
+
+    /// `pid` sent a function-call IPI at `ts`.
+    fn ipi_sent(&mut self, pid: i32, ts: u64, floor: u64) {
+        let times = self.ipi_times.entry(pid).or_default();
+        while times.front().is_some_and(|&t| t < floor) || times.len() >= MAX_IPI_TIMES {
+            times.pop_front();
+        }
+        // Only a task that may hold a lock someone waits for needs them.
+        if floor != u64::MAX {
+            times.push_back(ts);
         }
     }
 

@@ -173,7 +173,8 @@ pub fn analyse_excluding(
     excluded.extend(threads);
     let mut contention = ContentionPass::default();
     let mut ipis = ipi::IpiPass::default();
-    let mut holders = HoldersPass::default();
+    let printk = decoder.printk_strings();
+    let mut holders = HoldersPass::default().with_printk(&printk);
     let async_calls = cause_names::async_cross_calls(symbols);
     let mut breakdown =
         BreakdownPass::timed(scope.timed_windows.clone()).with_async_calls(&async_calls);
@@ -277,7 +278,7 @@ pub fn analyse_excluding(
         breakdown: breakdown.finish(symbols, &contention.locks),
         spinlocks: spinlocks.finish(&contention.locks),
         contention,
-        ipis: ipis.finish(symbols, &decoder.printk_strings()),
+        ipis: ipis.finish(symbols, &printk),
         decoded_events: summary.events(),
         events_seen: seen
             .iter()

@@ -32,6 +32,29 @@ const MIN_SHARE: f64 = 0.05;
 
 /// The ranked findings of `record`.
 pub fn verdict(record: &RunRecord) -> Vec<Finding> {
+    let mut findings = findings_of(record);
+    if let Some(trace) = &record.trace {
+        say_cross_cpu_waits_unknown(trace, &mut findings);
+    }
+    findings
+}
+
+/// On-CPU time may hide a wait for other CPUs (a sender spins until its cross-CPU call has
+/// run) that only csd:* events tell apart: a trace without them says so where it blames a
+/// CPU's own work, rather than let it read as "no IPI cost".
+fn say_cross_cpu_waits_unknown(trace: &TraceSection, findings: &mut [Finding]) {
+    if vmscale_run::findings::cross_cpu_observable(trace) {
+        return;
+    }
+    for finding in findings.iter_mut().filter(|f| f.cause == Cause::OnCpu) {
+        finding.evidence.push(
+            "waits for other CPUs unknown: they need csd:csd_queue_cpu and csd_function_entry/exit (kernel 6.3 or later), and this trace has none, so such a wait counts as on-CPU time here"
+                .to_string(),
+        );
+    }
+}
+
+fn findings_of(record: &RunRecord) -> Vec<Finding> {
     let clocks = two_clocks(record);
     let Some(trace) = &record.trace else {
         let mut untraced = vec![none(
@@ -1287,6 +1310,36 @@ mod tests {
         assert!((found[0].share - 0.6).abs() < 1e-9);
         assert!(found[1].summary.contains("flush_tlb_func (IPIs)"));
         assert!(found[2].summary.contains("asleep in do_nanosleep"));
+    }
+
+    #[test]
+    fn on_cpu_work_says_when_the_trace_cannot_show_waits_for_other_cpus() {
+        let on_cpu = || subject(vec![(ComponentKind::OnCpu, "", 600)], 0, 600);
+        let unknown = "waits for other CPUs unknown: they need csd:csd_queue_cpu";
+        let without = verdict(&record(Some(on_cpu())));
+        assert_eq!(without[0].cause, Cause::OnCpu);
+        assert!(
+            without[0].evidence.iter().any(|e| e.starts_with(unknown)),
+            "{:?}",
+            without[0].evidence
+        );
+        for csd in [
+            TraceSection {
+                events: vec!["csd:csd_function_entry".into()],
+                ..on_cpu()
+            },
+            TraceSection {
+                events_seen: [("csd:csd_function_entry".to_string(), 3)].into(),
+                ..on_cpu()
+            },
+        ] {
+            let with = verdict(&record(Some(csd)));
+            assert!(
+                !with[0].evidence.iter().any(|e| e.starts_with(unknown)),
+                "{:?}",
+                with[0].evidence
+            );
+        }
     }
 
     #[test]

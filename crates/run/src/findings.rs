@@ -17,6 +17,18 @@ pub fn contention_observable(trace: &TraceSection) -> bool {
     seen || (enabled && !trace.lock_format_missing)
 }
 
+/// Whether the trace could show a task waiting for other CPUs to run a function it asked
+/// them to (csd_queue_cpu until the targets' csd_function_exit): the csd events were
+/// recorded or seen.
+pub fn cross_cpu_observable(trace: &TraceSection) -> bool {
+    let recorded = trace
+        .events
+        .iter()
+        .any(|e| e == "csd" || e == "csd:*" || e == "csd:csd_function_entry");
+    let seen = trace.events_seen.contains_key("csd:csd_function_entry");
+    recorded || seen
+}
+
 /// The trace part of a run: how it was recorded and what the analyses found.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct TraceSection {

@@ -39,6 +39,13 @@ impl PrintkStrings {
             .map_or_else(|| format!("{address:#x}"), str::to_string)
     }
 
+    /// Every (address, text), in no order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &str)> {
+        self.strings
+            .iter()
+            .map(|(&address, text)| (address, text.as_str()))
+    }
+
     pub fn len(&self) -> usize {
         self.strings.len()
     }
