@@ -78,7 +78,13 @@ fn findings_of(record: &RunRecord) -> Vec<Finding> {
     if let Some(calls) = trace.timed_calls.as_ref().filter(|c| c.total_ns > 0) {
         return subject_findings(record, trace, calls, Explained::TimedCalls);
     }
-    if let Some(subject) = &trace.subject {
+    // A system-wide trace without scheduler events places no task's time: only its lock
+    // waits can speak.
+    if let Some(subject) = trace
+        .subject
+        .as_ref()
+        .filter(|s| s.total_ns > 0 || !s.every_task)
+    {
         if subject.total_ns > 0 {
             return subject_findings(record, trace, subject, Explained::Recorded);
         }

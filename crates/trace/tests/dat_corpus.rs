@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use big_endian::{as_stored_big_endian, big_endian_writer};
+use big_endian::{as_stored_big_endian, big_endian_writer, printk_pointer_fields};
 use report::{
     bare_hex_fields, compare_with_formats, decode_all, parse_report_of, symbol_addresses,
     Comparison, Decoded, Reported,
@@ -92,6 +92,24 @@ const CASES: &[Case] = &[
         commit_size: 8,
         time_stamp_line: true,
         events: 41400,
+    },
+    Case {
+        file: "arm64-6.12-ipi-all-v7-zstd.dat",
+        sha256: "a5aa0f094bbeffce01e4198d2f887d59e90ab7d1f380cbaffe3c24458b14d7ae",
+        version: 7,
+        long_size: 8,
+        commit_size: 8,
+        time_stamp_line: true,
+        events: 29383,
+    },
+    Case {
+        file: "arm64-6.1-ipi-v7-zstd.dat",
+        sha256: "58a3aabf9f559a3c5bec2cb0c35f364f29035cdeea229b49e3a430b57fbb3f92",
+        version: 7,
+        long_size: 8,
+        commit_size: 8,
+        time_stamp_line: true,
+        events: 11885,
     },
     Case {
         file: "arch-x86_64-7.1-v7-zstd-no-data.dat",
@@ -162,13 +180,27 @@ fn compare_in(
     decoded: &[Decoded],
     reported: &[Reported],
 ) -> Comparison {
+    compare_in_with(dat, decoder, decoded, reported, Default::default())
+}
+
+/// [`compare_in`], reading the fields of `bare_hex` as bare hex digits too.
+fn compare_in_with(
+    dat: &DatFile,
+    decoder: &Decoder,
+    decoded: &[Decoded],
+    reported: &[Reported],
+    bare_hex: std::collections::HashSet<(String, String)>,
+) -> Comparison {
     let formats: Vec<_> = decoder.catalog().iter().map(|t| t.format.clone()).collect();
-    compare_with_formats(
-        decoded,
-        reported,
-        &symbol_addresses(&dat.metadata.kallsyms),
-        &bare_hex_fields(&formats),
-    )
+    // trace-cmd prints a `const char *` (ipi_raise's reason) as the printk string it
+    // points at: that string names its address, as a symbol names its own.
+    let mut symbols = symbol_addresses(&dat.metadata.kallsyms);
+    for (address, text) in decoder.printk_strings().iter() {
+        symbols.entry(text.to_string()).or_default().push(address);
+    }
+    let mut bare_hex = bare_hex;
+    bare_hex.extend(bare_hex_fields(&formats));
+    compare_with_formats(decoded, reported, &symbols, &bare_hex)
 }
 
 fn check(scratch: &Path, case: &Case) {
@@ -242,11 +274,12 @@ fn check_big_endian(
         reported.len(),
         "{big_label}: trace-cmd's events"
     );
-    compare_in(
+    compare_in_with(
         &big,
         &decoder,
         &as_stored_big_endian(&decoded, &big),
         &big_reported,
+        printk_pointer_fields(&big),
     )
     .assert_agrees(&big_label);
 }

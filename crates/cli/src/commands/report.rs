@@ -113,7 +113,13 @@ fn import_dat(
     let analysed = Decoder::from_dat(Arc::clone(&dat), name).and_then(|decoder| {
         // A missing or unreadable snapshot only costs names, not the analysis.
         let symbols = decoder.kallsyms().unwrap_or_default();
-        let analysis = vmscale_analysis::analyse_with(&decoder, &symbols)?;
+        // A trace from elsewhere has no measured samples and no command: like a system-wide
+        // recording, every task it shows is what it explains.
+        let scope = vmscale_analysis::Scope {
+            every_task: true,
+            ..Default::default()
+        };
+        let analysis = vmscale_analysis::analyse_excluding(&decoder, &symbols, &scope)?;
         let summary = decoder.last_summary().unwrap_or_default();
         let ticks = (!decoder.times_in_ns()).then(|| decoder.clock().unwrap_or("?").to_string());
         Ok((analysis, summary, decoder.page_layout().page_size, ticks))
@@ -141,6 +147,7 @@ fn import_dat(
     let meta = dat.trace_meta(buffer, stacks);
     let mut section = TraceSection {
         dir: ".".into(),
+        every_task: true,
         events: meta.events.clone(),
         stacks: meta.stacks,
         lost_per_cpu: meta

@@ -102,6 +102,8 @@ fn analyse(path: &Path, scratch: &Path) -> Result<RunRecord, Failure> {
     warnings.extend(summary.warnings());
     let mut section = TraceSection {
         dir: ".".into(),
+        // No samples and no command: every task the text shows is what it explains.
+        every_task: true,
         // As a recording lists them: the events asked for, not the markers ftrace adds.
         events: summary
             .events

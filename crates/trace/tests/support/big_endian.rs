@@ -47,9 +47,13 @@ pub fn big_endian_writer(dat: &DatFile) -> DatWriter {
 }
 
 /// The events with the elements of their numeric arrays (kernel_stack's `caller`) back in
-/// big-endian order.
+/// big-endian order, and their printk-string pointers (`const char *`, ipi_raise's
+/// `reason`) as trace-cmd 3.1 reads them from a big-endian file: in host order. It then
+/// finds no printk string at that address and prints the pointer as bare hex digits, which
+/// [`printk_pointer_fields`] lists for the comparison.
 #[allow(dead_code)] // not every test that includes this file compares with trace-cmd
 pub fn as_stored_big_endian(events: &[Decoded], dat: &DatFile) -> Vec<Decoded> {
+    let pointers = printk_pointer_fields(dat);
     let mut element_sizes: HashMap<(String, String), usize> = HashMap::new();
     for format in dat
         .metadata
@@ -83,13 +87,41 @@ pub fn as_stored_big_endian(events: &[Decoded], dat: &DatFile) -> Vec<Decoded> {
             let mut event = event.clone();
             for (name, value) in &mut event.fields {
                 let size = element_sizes.get(&(event.name.clone(), name.clone()));
-                if let (Some(&size), Value::Bytes { bytes, .. }) = (size, value) {
+                if let (Some(&size), Value::Bytes { bytes, .. }) = (size, &mut *value) {
                     for element in bytes.chunks_mut(size) {
                         element.reverse();
                     }
                 }
+                if let Value::Int { value, size: 8 } = value {
+                    if pointers.contains(&(event.name.clone(), name.clone())) {
+                        *value = value.swap_bytes();
+                    }
+                }
             }
             event
+        })
+        .collect()
+}
+
+/// `(event, field)` of every `const char *` field of 8 bytes: a pointer to a printk string.
+#[allow(dead_code)] // not every test that includes this file compares with trace-cmd
+pub fn printk_pointer_fields(dat: &DatFile) -> std::collections::HashSet<(String, String)> {
+    dat.metadata
+        .event_formats
+        .iter()
+        .filter_map(|format| {
+            vmscale_trace::decode::format::EventFormat::parse(&String::from_utf8_lossy(
+                &format.text,
+            ))
+            .ok()
+        })
+        .flat_map(|parsed| {
+            parsed
+                .fields
+                .iter()
+                .filter(|f| f.type_text.replace(' ', "") == "constchar*" && f.size == 8)
+                .map(|f| (parsed.name.clone(), f.name.clone()))
+                .collect::<Vec<_>>()
         })
         .collect()
 }

@@ -284,6 +284,14 @@ fn mismatch(
             sorted,
             bare_hex,
         ),
+        // `trace-cmd report -R` prints a __data_loc field whose type it does not read as an
+        // array (`__data_loc cpumask_t`) as the raw __data_loc word, length << 16 | offset:
+        // its length must be the decoded one.
+        Value::Bytes { bytes, .. } if reported.parse::<u32>().is_ok() => {
+            let word = reported.parse::<u32>().unwrap_or(0);
+            ((word >> 16) as usize != bytes.len())
+                .then(|| format!("decoded {} bytes, __data_loc word {word:#x}", bytes.len()))
+        }
         Value::Bytes { bytes, declared } => {
             let listed = reported
                 .strip_prefix("ARRAY[")

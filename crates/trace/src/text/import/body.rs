@@ -345,14 +345,22 @@ fn ipi_raise(body: &str) -> Result<(Fields, BodyForm), Reject> {
                 .map(move |bit| (index * 8 + bit).to_string())
         })
         .collect();
-    let reason = pairs.get("reason").ok_or_else(bad)?;
+    let reason = reason_field(pairs.get("reason").ok_or_else(bad)?);
     Ok((
-        vec![
-            field("target_mask", cpus.join(",")),
-            field("reason_addr", reason),
-        ],
+        vec![field("target_mask", cpus.join(",")), reason],
         BodyForm::Raw,
     ))
+}
+
+/// A raw `reason=`: libtraceevent prints the string the pointer names when the file's
+/// printk formats have it (`reason=Function call interrupts`), else the pointer.
+fn reason_field(value: &str) -> (String, String) {
+    let digits = value.strip_prefix("0x").unwrap_or(value);
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        field("reason_addr", value)
+    } else {
+        field("reason", value)
+    }
 }
 
 /// ipi_entry and ipi_exit: `(Rescheduling interrupts)`, or raw, `reason=ffff80000a1b2c3d`.
@@ -362,8 +370,8 @@ fn ipi_handler(body: &str) -> Result<(Fields, BodyForm), Reject> {
         return Ok((vec![field("reason", reason)], BodyForm::Kernel));
     }
     let pairs = Pairs::of(body);
-    let reason = pairs.get("reason").ok_or_else(bad)?;
-    Ok((vec![field("reason_addr", reason)], BodyForm::Raw))
+    let reason = reason_field(pairs.get("reason").ok_or_else(bad)?);
+    Ok((vec![reason], BodyForm::Raw))
 }
 
 /// The text of `(text)`.
@@ -532,6 +540,18 @@ mod tests {
         assert_eq!(
             fields("ipi_exit", "reason=ffff800081a2b3c8").0,
             pairs(&[("reason_addr", "ffff800081a2b3c8")])
+        );
+        assert_eq!(
+            fields(
+                "ipi_raise",
+                "target_cpus=ARRAY[01, 00, 00, 00, 00, 00, 00, 00] reason=Function call interrupts"
+            )
+            .0,
+            pairs(&[("target_mask", "0"), ("reason", "Function call interrupts")])
+        );
+        assert_eq!(
+            fields("ipi_entry", "reason=Function call interrupts").0,
+            pairs(&[("reason", "Function call interrupts")])
         );
         assert!(parse("ipi_raise", "target_mask=1").is_err());
         assert!(parse("ipi_entry", "Function call").is_err());
