@@ -142,6 +142,8 @@ fn every_corpus_file_reports_or_says_in_one_line_why_not() {
         "lisa-arm64-juno-v6.dat",
         "igt-x86_64-v6.dat",
         "virtualbox-x86_64-5.15-v7-zstd.dat",
+        "arm64-6.12-ipi-all-v7-zstd.dat",
+        "arm64-6.1-ipi-v7-zstd.dat",
     ] {
         let o = vmscale()
             .arg("report")
@@ -164,4 +166,58 @@ fn every_corpus_file_reports_or_says_in_one_line_why_not() {
         1,
         &format!("{name}: no events: the trace buffer holds no pages"),
     );
+}
+
+/// A trace from another host with scheduler events is explained as a system-wide recording
+/// is: every task's time by cause, not only its lock waits. On a kernel before 6.3 (arm64
+/// 6.1) the IPIs are counted from ipi_raise and named by reason, and the verdict says that
+/// waits for other CPUs are unknown rather than absent.
+#[test]
+fn an_imported_arm64_trace_explains_every_task_and_what_it_cannot_show() {
+    let dir = scratch("report-dat-arm64");
+    let _removed = RemovedOnDrop(dir.clone());
+    std::fs::create_dir_all(&dir).unwrap();
+    let o = vmscale()
+        .args(["report", "--format", "json"])
+        .arg(corpus_file("arm64-6.1-ipi-v7-zstd.dat", &dir))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let json: serde_json::Value = serde_json::from_str(&common::stdout(&o)).unwrap();
+    let verdict = json["verdict"].as_array().unwrap();
+    let first = &verdict[0];
+    let evidence: Vec<&str> = first["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert!(
+        evidence[0].starts_with("subject: every task the trace shows"),
+        "{first}"
+    );
+    assert!(
+        verdict.iter().any(|f| f["cause"] == "lock-wait"),
+        "the 6.1 kernel traces lock contention: {verdict:?}"
+    );
+    let on_cpu = verdict
+        .iter()
+        .find(|f| f["cause"] == "on-cpu")
+        .expect("an on-cpu finding");
+    assert!(
+        on_cpu["evidence"].as_array().unwrap().iter().any(|e| e
+            .as_str()
+            .unwrap()
+            .starts_with("waits for other CPUs unknown")),
+        "{on_cpu}"
+    );
+    let ipis = &json["trace"]["ipis"][0];
+    assert_eq!(ipis["label"], "whole trace");
+    assert_eq!(ipis["counted_from"], "ipi_raise");
+    assert!(ipis["by_site"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["reason"] == "Function call interrupts"));
+    assert!(!ipis["handlers"].as_array().unwrap().is_empty());
 }

@@ -1,7 +1,8 @@
 //! Arbitrary bytes as pasted ftrace text (events in every layout, function_graph output):
 //! the reader gives items or skipped lines, the trace directory written from them (in
 //! memory) holds whole pages that decode without error, in time order per CPU, into
-//! records of its own formats whose typed views read within bounds.
+//! records of its own formats whose typed views read within bounds, with a printk_formats
+//! listing that reads back as written.
 #![no_main]
 
 use std::collections::BTreeMap;
@@ -46,6 +47,11 @@ fuzz_target!(|data: &[u8]| {
     let catalog = catalog(&sink.files);
     let kallsyms = std::str::from_utf8(&sink.files["kallsyms"]).unwrap();
     Kallsyms::parse(kallsyms).unwrap();
+    // The reasons' strings (ipi_raise, ipi_entry) list back as they were written.
+    let printk = std::str::from_utf8(&sink.files["printk_formats"]).unwrap();
+    let strings = vmscale_trace::PrintkStrings::parse(printk);
+    assert_eq!(strings.len(), printk.lines().count());
+    assert_eq!(strings.to_text(), printk);
     let mut records = 0u64;
     for (name, bytes) in &sink.files {
         if !name.ends_with(".raw") {
