@@ -216,6 +216,7 @@ pub fn analyse_excluding(
                 .collect(),
         )
         .with_async_calls(&async_calls)
+        .leaving_out_sleeps_from_before()
     });
     let mut vmm = (!scope.vmm.is_empty()).then(|| vmm::VmmPass::new(scope.vmm.clone()));
     let (mut first_ts, mut last_ts) = (None, 0);

@@ -131,6 +131,10 @@ pub struct SubjectPass {
     every_task: Option<HashSet<i32>>,
     /// Task -> its thread group, where the trace says.
     tgids: HashMap<i32, i32>,
+    /// In windowed mode, a sleep already going on when a window began is left out of that
+    /// window ([`SubjectPass::leaving_out_sleeps_from_before`]), and counted here.
+    leave_out_sleeps_from_before: bool,
+    asleep_from_before_ns: u64,
 }
 
 impl SubjectPass {
@@ -154,7 +158,19 @@ impl SubjectPass {
             async_calls: HashSet::new(),
             every_task: None,
             tgids: HashMap::new(),
+            leave_out_sleeps_from_before: false,
+            asleep_from_before_ns: 0,
         }
+    }
+
+    /// In windowed mode, leaves out of each window a sleep (without a contended lock) that
+    /// began before the window did: a thread with nothing to do when a sample began (a
+    /// halted vCPU thread of a VM that is torn down later in the sample) is idle until
+    /// woken, which is no cost of the sample's work. A sleep that begins inside a window
+    /// still counts.
+    pub fn leaving_out_sleeps_from_before(mut self) -> SubjectPass {
+        self.leave_out_sleeps_from_before = true;
+        self
     }
 
     /// Every task the trace shows, from its first event to its exit, except `excluded`
@@ -198,21 +214,38 @@ impl SubjectPass {
     /// Accounts `part` for the task's time from `from` to `to`: all of it, or in windowed
     /// mode the part inside its windows.
     fn account(&mut self, pid: i32, part: Part, from: u64, to: u64) {
-        let ns = match self.windows.get_mut(&pid) {
-            None => to.saturating_sub(from),
+        let leave_out = self.leave_out_sleeps_from_before && matches!(part, Part::Asleep(_));
+        let (ns, left_out) = match self.windows.get_mut(&pid) {
+            None => (to.saturating_sub(from), 0),
             Some((list, first)) => {
                 // Time only moves forward per task, so windows ending before `from` are done.
                 while *first < list.len() && list[*first].1 <= from {
                     *first += 1;
                 }
-                list[*first..]
-                    .iter()
-                    .take_while(|w| w.0 < to)
-                    .map(|w| w.1.min(to).saturating_sub(w.0.max(from)))
-                    .sum()
+                let (mut counted, mut left_out) = (0, 0);
+                for w in list[*first..].iter().take_while(|w| w.0 < to) {
+                    let overlap = w.1.min(to).saturating_sub(w.0.max(from));
+                    if leave_out && from < w.0 {
+                        left_out += overlap;
+                    } else {
+                        counted += overlap;
+                    }
+                }
+                (counted, left_out)
             }
         };
+        self.asleep_from_before_ns += left_out;
         self.add(pid, part, ns);
+    }
+
+    /// The end of `pid`'s window that holds `ts`, in windowed mode.
+    fn window_at(&self, pid: i32, ts: u64) -> Option<u64> {
+        let (list, first) = self.windows.get(&pid)?;
+        list[*first..]
+            .iter()
+            .take_while(|w| w.0 <= ts)
+            .find(|w| w.1 > ts)
+            .map(|w| w.1)
     }
 
     fn add(&mut self, pid: i32, part: Part, ns: u64) {
@@ -358,6 +391,12 @@ impl SubjectPass {
             EventKind::SchedWakeupNew(w) => {
                 remember(&mut self.comms, w.pid, w.comm.as_bytes());
                 let created_by_subject = self.windows.is_empty() && self.tasks.contains_key(&pid);
+                // A windowed task's new thread (a holder's release threads) is followed
+                // for the rest of the creator's window.
+                if let Some(end) = self.window_at(pid, ts) {
+                    self.windows.insert(w.pid, (vec![(ts, end)], 0));
+                    self.roots.insert(w.pid);
+                }
                 if created_by_subject || self.is_new_root(w.pid) {
                     self.join(w.pid, ts, Sched::Runnable);
                 }
@@ -520,6 +559,7 @@ impl SubjectPass {
             parts,
             every_task,
             asleep_left_out_ns,
+            asleep_from_before_ns: self.asleep_from_before_ns,
         })
     }
 

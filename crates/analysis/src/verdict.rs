@@ -660,9 +660,31 @@ fn subject_findings(
         .flat_map(|p| &p.series)
         .map(|s| s.timed_calls.len())
         .sum();
-    let whose = if explained == Explained::TimedCalls {
+    // A sample carried out by several threads at once (teardown's holder processes) has one
+    // window per thread: count samples, not windows.
+    let samples: usize = record
+        .points
+        .iter()
+        .flat_map(|p| &p.series)
+        .map(|s| {
+            s.timed_calls
+                .iter()
+                .map(|w| (w.start_ns, w.end_ns))
+                .collect::<std::collections::HashSet<_>>()
+                .len()
+        })
+        .sum();
+    let per_thread = samples == calls;
+    let whose = if explained == Explained::TimedCalls && per_thread {
         format!(
             "the time of {}'s {calls} timed calls on {} threads ({})",
+            record.scenario,
+            subject.tasks,
+            duration(total)
+        )
+    } else if explained == Explained::TimedCalls {
+        format!(
+            "the time of {}'s {samples} timed samples on {} threads ({})",
             record.scenario,
             subject.tasks,
             duration(total)
@@ -863,9 +885,14 @@ fn subject_findings(
     }
     let pid = trace.command.as_ref().map_or(0, |c| c.pid);
     let attached = record.knobs["pid"].is_u64();
-    let mut head = vec![if explained == Explained::TimedCalls {
+    let mut head = vec![if explained == Explained::TimedCalls && per_thread {
         format!(
             "subject: each of the {calls} timed calls, on the thread that made it, from its start to its end ({}), nothing the threads did between calls",
+            duration(total)
+        )
+    } else if explained == Explained::TimedCalls {
+        format!(
+            "subject: each of the {samples} timed samples, on every thread of the processes that carried it out and the threads they started meanwhile, from its start to its end ({}), nothing between samples",
             duration(total)
         )
     } else if subject.every_task {
@@ -895,6 +922,12 @@ fn subject_findings(
         head.push(format!(
             "left out: {} asleep without a contended lock (tasks with nothing to do, or waiting for an event: the trace cannot tell which)",
             duration(subject.asleep_left_out_ns)
+        ));
+    }
+    if subject.asleep_from_before_ns > 0 {
+        head.push(format!(
+            "left out: {} its threads slept from before a sample began until woken in it (threads with nothing to do until their turn)",
+            duration(subject.asleep_from_before_ns)
         ));
     }
     if subject.joined_ns > 0 {
@@ -1267,6 +1300,7 @@ mod tests {
                     .collect(),
                 every_task: false,
                 asleep_left_out_ns: 0,
+                asleep_from_before_ns: 0,
             }),
             ..TraceSection::default()
         }

@@ -63,6 +63,95 @@ fn teardown_time_grows_with_the_number_of_vms_in_every_mode() {
     assert!(notes.iter().any(|n| n.contains("ms per VM")), "{notes:?}");
 }
 
+/// Traced, a teardown sample is explained on the holder's threads during that sample: every
+/// thread the holder had when told to release (its vCPU threads too: any may be the last to
+/// leave and free the VMs), and the threads it starts for the release (`threads` mode),
+/// followed from their creation to the sample's end.
+#[test]
+fn a_traced_teardown_explains_the_holders_threads_during_each_sample() {
+    let repeat = 2;
+    let run = json_run(
+        &[
+            "run",
+            "teardown",
+            "--vms",
+            "2",
+            "--vcpus",
+            "2",
+            "--repeat",
+            "2",
+            "--mode",
+            "close,threads",
+        ],
+        "teardown-traced",
+    );
+    let mut listed = std::collections::BTreeSet::new();
+    for series in run["points"][0]["series"].as_array().unwrap() {
+        let samples = series["samples_ns"].as_array().unwrap();
+        let windows = series["timed_calls"].as_array().unwrap();
+        let mut by_window: std::collections::BTreeMap<(u64, u64), usize> = Default::default();
+        for w in windows {
+            let (start, end) = (
+                w["start_ns"].as_u64().unwrap(),
+                w["end_ns"].as_u64().unwrap(),
+            );
+            *by_window.entry((start, end)).or_default() += 1;
+            listed.insert(w["tid"].as_u64().unwrap());
+        }
+        assert_eq!(
+            by_window.len(),
+            repeat,
+            "{}: one window per sample",
+            series["name"]
+        );
+        // Main thread, and two vCPU threads per VM, at least.
+        assert!(by_window.values().all(|&tids| tids >= 5), "{by_window:?}");
+        let mut lengths: Vec<u64> = by_window.keys().map(|(s, e)| e - s).collect();
+        let mut sampled: Vec<u64> = samples.iter().map(|n| n.as_u64().unwrap()).collect();
+        lengths.sort_unstable();
+        sampled.sort_unstable();
+        assert_eq!(
+            lengths, sampled,
+            "{}: a window is its sample",
+            series["name"]
+        );
+    }
+    let calls = &run["trace"]["timed_calls"];
+    assert!(calls["total_ns"].as_u64().unwrap() > 0, "{calls:#}");
+    // The release threads of `threads` mode were not listed, and are followed.
+    assert!(
+        calls["tasks"].as_u64().unwrap() > listed.len() as u64,
+        "{} tasks explained, {} listed",
+        calls["tasks"],
+        listed.len()
+    );
+    // Halted vCPU threads of the VM closed second slept from before the sample began.
+    assert!(
+        calls["asleep_from_before_ns"].as_u64().unwrap() > 0,
+        "{calls:#}"
+    );
+    let first = &run["verdict"][0];
+    let evidence: Vec<&str> = first["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert!(
+        evidence
+            .iter()
+            .any(|e| e.starts_with("subject: each of the 4 timed samples, on every thread")),
+        "{first:#}"
+    );
+    assert!(
+        first["summary"]
+            .as_str()
+            .unwrap()
+            .contains("teardown's 4 timed samples"),
+        "{first:#}"
+    );
+}
+
 #[test]
 fn irqfd_registers_exactly_the_requested_count() {
     let run = json_run(

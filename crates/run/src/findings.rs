@@ -199,6 +199,11 @@ pub struct SubjectTime {
     pub every_task: bool,
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub asleep_left_out_ns: u64,
+    /// Samples carried out by several threads (teardown's holders): time their threads spent
+    /// asleep from before a sample began until woken in it, left out of `total_ns` (threads
+    /// with nothing to do until their turn).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub asleep_from_before_ns: u64,
 }
 
 /// One cause of the subject's time and the tasks that spent most of it.

@@ -113,9 +113,11 @@ pub struct Series {
     /// pause's guest stall, each vCPU thread from its release until it entered KVM_RUN.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub task_windows: Vec<TaskWindow>,
-    /// Samples timed on several threads at once (irqfd's holders): each sample's thread,
-    /// start and end on the trace's clock, so the trace explains those calls and nothing
-    /// the threads did between them. Empty when the measuring thread timed every sample.
+    /// Samples timed on several threads at once (irqfd's holders), or carried out by other
+    /// processes' threads (teardown's holders, one window per thread and sample): each
+    /// window's thread, start and end on the trace's clock, so the trace explains those
+    /// calls and nothing the threads did between them. Empty when the measuring thread
+    /// timed every sample.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timed_calls: Vec<TaskWindow>,
 }

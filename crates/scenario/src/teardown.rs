@@ -480,13 +480,33 @@ impl Drop for Holder {
     }
 }
 
-/// One measured release of `vms` VMs in `mode`: total ns and the holders' reports.
+/// One measured release: how long it took, the holders' reports, and the window each
+/// holder thread was timed in.
+struct Release {
+    total_ns: u64,
+    reports: Vec<HolderReport>,
+    windows: Vec<vmscale_run::schema::TaskWindow>,
+}
+
+/// The threads of process `pid` now (its vCPU threads and main thread: any of them may be
+/// the last to leave and release the VMs).
+fn threads_of(pid: u32) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_else(|_| vec![pid])
+}
+
+/// One measured release of `vms` VMs in `mode`.
 fn release_once(
     exe: &Path,
     knobs: &TeardownKnobs,
     vms: usize,
     mode: Mode,
-) -> Result<(u64, Vec<HolderReport>), Error> {
+) -> Result<Release, Error> {
     let holders: Vec<Holder> = match mode {
         Mode::Fork => (0..vms)
             .map(|i| Holder::spawn(exe, knobs, i, 1, mode.holder_release()))
@@ -494,6 +514,9 @@ fn release_once(
         _ => vec![Holder::spawn(exe, knobs, 0, vms, mode.holder_release())?],
     };
     let mut holders = holders;
+    // The release's work happens in the holders' own threads (and threads they start for
+    // it): those are the tasks the trace explains, for the sample's window.
+    let tids: Vec<u32> = holders.iter().flat_map(|h| threads_of(h.child.id())).collect();
     let start = monotonic_ns();
     for holder in &mut holders {
         holder.go()?;
@@ -502,7 +525,19 @@ fn release_once(
     for holder in holders {
         reports.extend(holder.finish()?);
     }
-    Ok((monotonic_ns() - start, reports))
+    let end = monotonic_ns();
+    Ok(Release {
+        total_ns: end - start,
+        reports,
+        windows: tids
+            .into_iter()
+            .map(|tid| vmscale_run::schema::TaskWindow {
+                tid,
+                start_ns: start,
+                end_ns: end,
+            })
+            .collect(),
+    })
 }
 
 /// The `teardown` scenario. Its VMs are held by child processes running this executable's
@@ -595,6 +630,7 @@ pub fn run(
             let label = format!("teardown vms={vms} mode={}", mode.name());
             let mut totals = Vec::new();
             let mut reports = Vec::new();
+            let mut windows = Vec::new();
             for _ in 0..knobs.repeat {
                 cancel.check()?;
                 hook.measured_phase_begins(&label)?;
@@ -603,12 +639,15 @@ pub fn run(
                 let measured = release_once(exe, knobs, vms, mode)
                     .map_err(|e| cancel.check().err().unwrap_or(e));
                 hook.measured_phase_ends(&label)?;
-                let (total, r) = measured?;
-                totals.push(total);
-                reports.extend(r);
+                let release = measured?;
+                totals.push(release.total_ns);
+                reports.extend(release.reports);
+                windows.extend(release.windows);
                 progress.advance(1);
             }
-            series.push(mode_series(mode, totals, &reports));
+            let mut one = mode_series(mode, totals, &reports);
+            one.timed_calls = windows;
+            series.push(one);
         }
         points.push(Point {
             n: vms as u64,
