@@ -6,8 +6,13 @@ use std::path::{Path, PathBuf};
 
 const PAGE: usize = 4096;
 
+#[path = "support/fixture_copy.rs"]
+mod fixture_copy;
+
+use fixture_copy::copy_dir;
+
 fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../trace/tests/fixtures/contention")
+    fixture_copy::trace_fixture("contention")
 }
 
 /// A copy of the fixture as `<scratch>/trace`, removed when dropped.
@@ -34,19 +39,6 @@ impl Copy {
 impl Drop for Copy {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
     }
 }
 

@@ -4,15 +4,14 @@
 //! give the handlers, and say it cannot name the senders, not that there were none.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use vmscale_run::IpiPhase;
 
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../trace/tests/fixtures")
-        .join(name)
-}
+#[path = "support/fixture_copy.rs"]
+mod fixture_copy;
+
+use fixture_copy::{copy_dir, trace_fixture as fixture};
 
 /// Events per name in the kernel's text rendering of a fixture.
 fn kernel_counts(dir: &Path) -> BTreeMap<String, u64> {
@@ -108,19 +107,6 @@ fn without_the_newer_events_the_handlers_remain_and_senders_are_unknown() {
             .collect()
     };
     assert_eq!(calls(older), calls(newer));
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 fn corpus(file: &str) -> std::sync::Arc<vmscale_trace::dat::DatFile> {
