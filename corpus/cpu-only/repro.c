@@ -8,15 +8,10 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define THREADS 2
+#define REPRO "cpu-only"
+#include "../common.h"
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	/* clock_gettime goes through the vDSO: no system call. */
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+#define THREADS 2
 
 static volatile uint64_t sink[THREADS];
 

@@ -13,17 +13,14 @@
 #include <string.h>
 #include <time.h>
 
+#define REPRO "cpu-overcommit"
+#include "../common.h"
+
 #define THREADS 4
 
 static int cpu;
 static volatile uint64_t sink[THREADS];
 static pthread_barrier_t started;
-
-static void die(const char *what)
-{
-	fprintf(stderr, "cpu-overcommit: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
 
 static uint64_t thread_cpu_ns(void)
 {

@@ -20,25 +20,15 @@
 #include <string.h>
 #include <time.h>
 
+#define REPRO "futex-user-mutex"
+#include "../common.h"
+
 #define THREADS 3
 #define SECONDS 1
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static volatile uint64_t shared;
 static volatile int stop;
-
-static void die(const char *what)
-{
-	fprintf(stderr, "futex-user-mutex: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void *worker(void *arg)
 {

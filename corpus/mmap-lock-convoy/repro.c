@@ -29,6 +29,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#define REPRO "mmap-lock-convoy"
+#include "../common.h"
+
 #define READERS 2
 #define WRITERS 2
 #define PAGES 64
@@ -37,19 +40,12 @@
 static volatile int stop;
 static long page_size;
 
-static void die(const char *what)
-{
-	fprintf(stderr, "mmap-lock-convoy: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
-
 static void *mapper(void *arg)
 {
 	char name[16];
 	snprintf(name, sizeof name, "repro-mapper%d", (int)(uintptr_t)arg);
 	pthread_setname_np(pthread_self(), name);
-	struct timespec start, now;
-	clock_gettime(CLOCK_MONOTONIC, &start);
+	uint64_t end = deadline(SECONDS);
 	for (unsigned long calls = 0;; calls++) {
 		void *p = mmap(NULL, PAGES * page_size, PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -57,12 +53,8 @@ static void *mapper(void *arg)
 			die("mmap");
 		if (munmap(p, PAGES * page_size) != 0)
 			die("munmap");
-		if (calls % 16 == 0) {
-			clock_gettime(CLOCK_MONOTONIC, &now);
-			if ((now.tv_sec - start.tv_sec) * 1000000000L + now.tv_nsec - start.tv_nsec >=
-			    SECONDS * 1000000000L)
-				break;
-		}
+		if (calls % 16 == 0 && now_ns() >= end)
+			break;
 	}
 	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
 	return NULL;
@@ -86,9 +78,7 @@ static void *reader(void *arg)
 
 int main(void)
 {
-	/* Ahead of ordinary work on a busy machine, so the threads do run at the same time. */
-	if (setpriority(PRIO_PROCESS, 0, -10) != 0)
-		die("setpriority");
+	run_ahead_of_other_work();
 	page_size = sysconf(_SC_PAGESIZE);
 	pthread_t threads[READERS + WRITERS];
 	for (int i = 0; i < READERS; i++)

@@ -18,6 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#define REPRO "mmap-lock-held-sending-ipis"
+#include "../common.h"
+
 #define PAGES 4
 #define WAITERS 2
 #define SECONDS 1
@@ -25,23 +28,7 @@
 static volatile int stop;
 static char *region;
 static long page_size;
-static int cpus[2];
 static pthread_barrier_t started;
-
-static void die(const char *what)
-{
-	fprintf(stderr, "mmap-lock-held-sending-ipis: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
-
-static void pin(int index)
-{
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(cpus[index], &set);
-	if (sched_setaffinity(0, sizeof set, &set) != 0)
-		die("sched_setaffinity");
-}
 
 static void *flipper(void *arg)
 {
@@ -49,18 +36,13 @@ static void *flipper(void *arg)
 	pthread_setname_np(pthread_self(), "repro-mprotect");
 	pin(0);
 	pthread_barrier_wait(&started);
-	struct timespec start, now;
-	clock_gettime(CLOCK_MONOTONIC, &start);
+	uint64_t end = deadline(SECONDS);
 	for (unsigned long calls = 0;; calls++) {
 		/* Present PTEs change every call: read-only, then writable again. */
 		if (mprotect(region, PAGES * page_size, calls % 2 ? PROT_READ | PROT_WRITE : PROT_READ) != 0)
 			die("mprotect");
-		if (calls % 256 == 0) {
-			clock_gettime(CLOCK_MONOTONIC, &now);
-			if ((now.tv_sec - start.tv_sec) * 1000000000L + now.tv_nsec - start.tv_nsec >=
-			    SECONDS * 1000000000L)
-				break;
-		}
+		if (calls % 256 == 0 && now_ns() >= end)
+			break;
 	}
 	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
 	return NULL;
@@ -86,20 +68,8 @@ static void *waiter(void *arg)
 
 int main(void)
 {
-	/* Ahead of ordinary work on a busy machine, so the threads do run at the same time. */
-	if (setpriority(PRIO_PROCESS, 0, -10) != 0)
-		die("setpriority");
-	cpu_set_t allowed;
-	if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
-		die("sched_getaffinity");
-	for (int cpu = 0, found = 0; found < 2; cpu++) {
-		if (cpu == CPU_SETSIZE) {
-			fprintf(stderr, "mmap-lock-held-sending-ipis: needs two CPUs\n");
-			return 1;
-		}
-		if (CPU_ISSET(cpu, &allowed))
-			cpus[found++] = cpu;
-	}
+	run_ahead_of_other_work();
+	find_two_cpus();
 	page_size = sysconf(_SC_PAGESIZE);
 	region = mmap(NULL, PAGES * page_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (region == MAP_FAILED)

@@ -25,16 +25,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#define REPRO "mutex-held-across-sleep"
+#include "../common.h"
+
 #define WAITERS 2
 #define ROUNDS 6
 #define HOLD_MS 100
 #define MSG 64
-
-static void die(const char *what)
-{
-	fprintf(stderr, "mutex-held-across-sleep: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
 
 static int pipe_w;
 static void *page;

@@ -11,14 +11,11 @@
 #include <sys/random.h>
 #include <time.h>
 
+#define REPRO "on-cpu-getrandom"
+#include "../common.h"
+
 #define CHUNK (1 << 20)
 #define SECONDS 1
-
-static void die(const char *what)
-{
-	fprintf(stderr, "on-cpu-getrandom: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
 
 static void *generate(void *arg)
 {
@@ -28,8 +25,7 @@ static void *generate(void *arg)
 	if (!buf)
 		die("malloc");
 	memset(buf, 0, CHUNK);
-	struct timespec start, now;
-	clock_gettime(CLOCK_MONOTONIC, &start);
+	uint64_t end = deadline(SECONDS);
 	do {
 		for (long done = 0; done < CHUNK;) {
 			ssize_t n = getrandom(buf + done, CHUNK - done, 0);
@@ -38,9 +34,7 @@ static void *generate(void *arg)
 			if (n > 0)
 				done += n;
 		}
-		clock_gettime(CLOCK_MONOTONIC, &now);
-	} while ((now.tv_sec - start.tv_sec) * 1000000000L + now.tv_nsec - start.tv_nsec <
-		 SECONDS * 1000000000L);
+	} while (now_ns() < end);
 	free(buf);
 	return NULL;
 }

@@ -14,22 +14,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#define REPRO "on-cpu-page-faults"
+#include "../common.h"
+
 #define BYTES (32L << 20)
 #define SECONDS 1
-
-static void die(const char *what)
-{
-	fprintf(stderr, "on-cpu-page-faults: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
 
 static void *fault(void *arg)
 {
 	(void)arg;
 	pthread_setname_np(pthread_self(), "repro-faulter");
 	long page_size = sysconf(_SC_PAGESIZE);
-	struct timespec start, now;
-	clock_gettime(CLOCK_MONOTONIC, &start);
+	uint64_t end = deadline(SECONDS);
 	do {
 		/* MAP_POPULATE is not used: the faults are the point. No huge pages either, so
 		 * each 4 KiB page is its own fault. */
@@ -42,9 +38,7 @@ static void *fault(void *arg)
 			p[off] = 1;
 		if (munmap(p, BYTES) != 0)
 			die("munmap");
-		clock_gettime(CLOCK_MONOTONIC, &now);
-	} while ((now.tv_sec - start.tv_sec) * 1000000000L + now.tv_nsec - start.tv_nsec <
-		 SECONDS * 1000000000L);
+	} while (now_ns() < end);
 	return NULL;
 }
 

@@ -18,25 +18,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#define REPRO "pipe-mutex-short-holds"
+#include "../common.h"
+
 #define THREADS 4
 #define CHUNK (64 * 1024)
 #define PIPE_SIZE (1024 * 1024)
 #define SECONDS 1
 
 static int fds[2];
-
-static void die(const char *what)
-{
-	fprintf(stderr, "pipe-mutex-short-holds: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
-
-static long elapsed_ns(const struct timespec *start)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (now.tv_sec - start->tv_sec) * 1000000000L + now.tv_nsec - start->tv_nsec;
-}
 
 static void *copier(void *arg)
 {
@@ -45,9 +35,8 @@ static void *copier(void *arg)
 	pthread_setname_np(pthread_self(), name);
 	static __thread char buf[CHUNK];
 	memset(buf, 'p', sizeof buf);
-	struct timespec start;
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	while (elapsed_ns(&start) < SECONDS * 1000000000L) {
+	uint64_t end = deadline(SECONDS);
+	while (now_ns() < end) {
 		/* What this thread writes, it reads back (any thread's bytes): the pipe never
 		 * holds more than THREADS chunks, well under its size. */
 		for (size_t done = 0; done < CHUNK;) {
@@ -68,9 +57,7 @@ static void *copier(void *arg)
 
 int main(void)
 {
-	/* Ahead of ordinary work on a busy machine, so the threads do run at the same time. */
-	if (setpriority(PRIO_PROCESS, 0, -10) != 0)
-		die("setpriority");
+	run_ahead_of_other_work();
 	if (pipe(fds) != 0)
 		die("pipe");
 	if (fcntl(fds[1], F_SETPIPE_SZ, PIPE_SIZE) < PIPE_SIZE)

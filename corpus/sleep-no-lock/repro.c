@@ -13,16 +13,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#define REPRO "sleep-no-lock"
+#include "../common.h"
+
 #define ROUNDS 400
 
 /* to[i]: the pipe thread i reads its token from. */
 static int to[2][2];
-
-static void die(const char *what)
-{
-	fprintf(stderr, "sleep-no-lock: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
 
 static void *player(void *arg)
 {

@@ -20,30 +20,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#define REPRO "spinlock-eventfd"
+#include "../common.h"
+
 #define ADDERS 3
 #define SECONDS 1
 #define WATCHERS 16
 
 static int efd;
 static volatile int stop;
-
-static void die(const char *what)
-{
-	fprintf(stderr, "spinlock-eventfd: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
-
-static int cpus[2];
-
-/* Pins the calling thread to the index-th of the first two CPUs it may run on. */
-static void pin(int index)
-{
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(cpus[index % 2], &set);
-	if (sched_setaffinity(0, sizeof set, &set) != 0)
-		die("sched_setaffinity");
-}
 
 static void *adder(void *arg)
 {
@@ -63,18 +48,13 @@ static void *reader(void *arg)
 	(void)arg;
 	pthread_setname_np(pthread_self(), "repro-reader");
 	pin(ADDERS);
-	struct timespec start, now;
-	clock_gettime(CLOCK_MONOTONIC, &start);
+	uint64_t end = deadline(SECONDS);
 	uint64_t value;
 	for (unsigned long reads = 0;; reads++) {
 		if (read(efd, &value, sizeof value) != sizeof value && errno != EAGAIN)
 			die("read the eventfd");
-		if (reads % 1024 == 0) {
-			clock_gettime(CLOCK_MONOTONIC, &now);
-			if ((now.tv_sec - start.tv_sec) * 1000000000L + now.tv_nsec - start.tv_nsec >=
-			    SECONDS * 1000000000L)
-				break;
-		}
+		if (reads % 1024 == 0 && now_ns() >= end)
+			break;
 	}
 	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
 	return NULL;
@@ -82,21 +62,9 @@ static void *reader(void *arg)
 
 int main(void)
 {
-	/* Ahead of ordinary work on a busy machine, so the threads do run at the same time. */
-	if (setpriority(PRIO_PROCESS, 0, -10) != 0)
-		die("setpriority");
+	run_ahead_of_other_work();
+	find_two_cpus();
 	/* Non-blocking: a read of a zero counter returns EAGAIN instead of sleeping. */
-	cpu_set_t allowed;
-	if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
-		die("sched_getaffinity");
-	for (int cpu = 0, found = 0; found < 2; cpu++) {
-		if (cpu == CPU_SETSIZE) {
-			fprintf(stderr, "spinlock-eventfd: needs two CPUs\n");
-			return 1;
-		}
-		if (CPU_ISSET(cpu, &allowed))
-			cpus[found++] = cpu;
-	}
 	efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (efd < 0)
 		die("eventfd");

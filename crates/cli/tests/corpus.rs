@@ -418,7 +418,13 @@ impl Recorded {
         match (holder_does, cause) {
             (Some("sleeps"), _) => assert!(holder.contains(" slept in "), "{context}"),
             // A sleeping lock's holder is named by the waiter it woke; a spinning one's is not.
-            (Some("runs"), "lock-wait") => assert!(holder.contains("running"), "{context}"),
+            // "Runs" is on a CPU or waiting for one (preempted while holding, on two busy
+            // CPUs), never asleep.
+            (Some("runs"), "lock-wait") => assert!(
+                (holder.contains("running") || holder.contains("runnable"))
+                    && !holder.contains(" slept in "),
+                "{context}"
+            ),
             (Some("sends-ipis"), _) => assert!(
                 holder.contains(" in its ") && holder.contains(" IPI"),
                 "{context}"

@@ -1,0 +1,76 @@
+/* What every reproducer of the corpus repeats: failing with a one-line reason, the
+ * monotonic clock and a run's deadline, finding and pinning to two CPUs, and running ahead
+ * of ordinary work. A case defines REPRO (its name, the prefix of its errors) and includes
+ * this after its system headers. Everything is static: each case is one translation unit,
+ * and a case that uses only some of it gets no warning for the rest. */
+#ifndef REPRO
+#error "define REPRO (the case's name) before including common.h"
+#endif
+
+#include <errno.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#define REPRO_UNUSED __attribute__((unused))
+
+/* Fails the case: `what` and errno's text, on one line. */
+REPRO_UNUSED static void die(const char *what)
+{
+	fprintf(stderr, REPRO ": %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+REPRO_UNUSED static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* When a run of `seconds` that starts now ends. */
+REPRO_UNUSED static uint64_t deadline(unsigned seconds)
+{
+	return now_ns() + seconds * 1000000000ull;
+}
+
+/* The first two CPUs the process may use, which pin() places threads on. */
+static int repro_cpus[2];
+
+/* Fills repro_cpus, or fails the case on a machine with one CPU. */
+REPRO_UNUSED static void find_two_cpus(void)
+{
+	cpu_set_t allowed;
+	if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+		die("sched_getaffinity");
+	for (int cpu = 0, found = 0; found < 2; cpu++) {
+		if (cpu == CPU_SETSIZE) {
+			fprintf(stderr, REPRO ": needs two CPUs\n");
+			exit(1);
+		}
+		if (CPU_ISSET(cpu, &allowed))
+			repro_cpus[found++] = cpu;
+	}
+}
+
+/* Pins the calling thread to repro_cpus[index % 2]. */
+REPRO_UNUSED static void pin(int index)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(repro_cpus[index % 2], &set);
+	if (sched_setaffinity(0, sizeof set, &set) != 0)
+		die("sched_setaffinity");
+}
+
+/* Nice -10 (root may): ahead of ordinary work on a busy machine, so that the threads of a
+ * case whose bottleneck needs them at the same time do run at the same time. */
+REPRO_UNUSED static void run_ahead_of_other_work(void)
+{
+	if (setpriority(PRIO_PROCESS, 0, -10) != 0)
+		die("setpriority");
+}
