@@ -110,6 +110,19 @@ pub const OLDER_IPI_EVENTS: &[&str] = &[
     "irq_vectors:call_function_single_exit",
 ];
 
+/// `optional`, plus [`OLDER_IPI_EVENTS`] when it asks for a newer IPI event the kernel
+/// lacks (`exists` says whether the kernel has an event).
+fn with_older_ipi_events(mut optional: Vec<String>, exists: impl Fn(&str) -> bool) -> Vec<String> {
+    let newer = ["ipi:ipi_send_cpu", "csd:csd_function_entry"];
+    if newer
+        .iter()
+        .any(|e| optional.iter().any(|o| o == e) && !exists(e))
+    {
+        optional.extend(OLDER_IPI_EVENTS.iter().map(|e| e.to_string()));
+    }
+    optional
+}
+
 impl Default for RecordConfig {
     fn default() -> Self {
         RecordConfig {
@@ -252,14 +265,9 @@ impl Recording {
         // What this kernel lacks is left out; the events list (meta.json, saved formats)
         // then says what was really recorded.
         let mut config = config;
-        let mut optional = std::mem::take(&mut config.optional_events);
-        let newer_ipis = ["ipi:ipi_send_cpu", "csd:csd_function_entry"];
-        if newer_ipis
-            .iter()
-            .any(|e| optional.iter().any(|o| o == e) && instance.event_dir(e).is_err())
-        {
-            optional.extend(OLDER_IPI_EVENTS.iter().map(|e| e.to_string()));
-        }
+        let optional = with_older_ipi_events(std::mem::take(&mut config.optional_events), |e| {
+            instance.event_dir(e).is_ok()
+        });
         for event in optional {
             if instance.event_dir(&event).is_ok() && !config.events.contains(&event) {
                 instance.enable_event(&event)?;
@@ -577,6 +585,29 @@ fn parse_lost(stats: &str) -> LostEvents {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn older_ipi_events_only_where_the_newer_are_missing() {
+        let optional = super::optional_events();
+        let all = |_: &str| true;
+        assert_eq!(
+            super::with_older_ipi_events(optional.clone(), all),
+            optional
+        );
+        // A 6.1 kernel: csd and ipi_send missing.
+        let before_6_3 = |e: &str| !e.starts_with("csd:") && !e.starts_with("ipi:ipi_send");
+        let got = super::with_older_ipi_events(optional.clone(), before_6_3);
+        assert!(got.iter().any(|e| e == "ipi:ipi_raise"));
+        assert!(got.iter().any(|e| e == "irq_vectors:call_function_entry"));
+        // A 6.4 kernel: csd there, ipi_send missing: the senders come from ipi_raise.
+        let before_6_5 = |e: &str| !e.starts_with("ipi:ipi_send");
+        assert!(super::with_older_ipi_events(optional.clone(), before_6_5)
+            .iter()
+            .any(|e| e == "ipi:ipi_raise"));
+        // Asked for no IPI events at all: none added.
+        assert!(super::with_older_ipi_events(Vec::new(), before_6_3).is_empty());
+    }
+
     use super::*;
 
     #[test]
