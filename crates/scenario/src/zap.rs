@@ -198,6 +198,7 @@ impl crate::Scenario for Zap {
     /// First among the warnings: overcommitted points, and what this KVM backend means for
     /// the stalls (TSC alignment, which MMU).
     fn annotate(&self, _: &ZapKnobs, system: &KvmSystem, record: &mut RunRecord, _: u32) {
+        note_busy_host_in_baselines(record);
         let facts = system.facts();
         let mut warnings =
             overcommit_warnings(&record.points, record.host.online_cpus, GuestProgram::Spin);
@@ -216,6 +217,35 @@ impl crate::Scenario for Zap {
             }
         ));
         record.warnings.splice(0..0, warnings);
+    }
+}
+
+/// With fewer vCPUs than CPUs the measuring thread has a CPU of its own only while the
+/// host's other work leaves one free. On a busy host it wakes (every poll of a window) on a
+/// vCPU's CPU and displaces it: a traced 1-vCPU run beside a CPU-bound job counted two such
+/// preemptions per window, and every baseline window held a gap, where on the idle host
+/// 92 to 100 of 100 held none (docs/repeatability.md). The baselines of such points say so
+/// when most of their windows held a gap.
+fn note_busy_host_in_baselines(record: &mut RunRecord) {
+    let host_cpus = record.host.online_cpus.max(1) as u64;
+    let Some(busy) = record
+        .background
+        .as_ref()
+        .map(|b| b.other_busy_fraction)
+        .filter(|&f| f > vmscale_run::load::BUSY_THRESHOLD)
+    else {
+        return;
+    };
+    for point in record.points.iter_mut().filter(|p| p.n < host_cpus) {
+        // Only where most windows held a gap: a busy share that cost no window says nothing.
+        for series in point.series.iter_mut().filter(|s| {
+            s.name == "baseline-stall" && s.summary.as_ref().is_some_and(|x| x.p50_ns > 0)
+        }) {
+            series.notes.push(format!(
+                "other processes used {:.0}% of the host's CPU time: with no CPU free, the measuring thread runs by displacing a vCPU, which adds gaps to every window, the delete's included; the baseline holds them (docs/repeatability.md)",
+                busy * 100.0
+            ));
+        }
     }
 }
 
