@@ -221,28 +221,30 @@ impl crate::Scenario for Zap {
 }
 
 /// With fewer vCPUs than CPUs the measuring thread has a CPU of its own only while the
-/// host's other work leaves one free. On a busy host it wakes (every poll of a window) on a
-/// vCPU's CPU and displaces it: a traced 1-vCPU run beside a CPU-bound job counted two such
-/// preemptions per window, and every baseline window held a gap, where on the idle host
-/// 92 to 100 of 100 held none (docs/repeatability.md). The baselines of such points say so
-/// when most of their windows held a gap.
+/// host's other work leaves one free. On a busy host it may wake (every poll of a window)
+/// on a vCPU's CPU and displace it: a traced 1-vCPU run beside a CPU-bound nice-19 job
+/// counted two such preemptions per window, and every baseline window held a gap, where on
+/// the idle host 92 to 100 of 100 held none (docs/repeatability.md); beside a nice-0 job
+/// the scheduler placed it elsewhere and no window held one. The baselines of points whose
+/// windows mostly held a gap on a busy host say so.
 fn note_busy_host_in_baselines(record: &mut RunRecord) {
-    let host_cpus = record.host.online_cpus.max(1) as u64;
-    let Some(busy) = record
-        .background
-        .as_ref()
-        .map(|b| b.other_busy_fraction)
-        .filter(|&f| f > vmscale_run::load::BUSY_THRESHOLD)
-    else {
+    let busy = record.background.as_ref().map(|b| b.other_busy_fraction);
+    note_busy_baselines(&mut record.points, record.host.online_cpus, busy);
+}
+
+/// [`note_busy_host_in_baselines`] on the points of a run on `host_cpus` CPUs, of which
+/// others used the share `busy`.
+fn note_busy_baselines(points: &mut [Point], host_cpus: usize, busy: Option<f64>) {
+    let Some(busy) = busy.filter(|&f| f > vmscale_run::load::BUSY_THRESHOLD) else {
         return;
     };
-    for point in record.points.iter_mut().filter(|p| p.n < host_cpus) {
+    for point in points.iter_mut().filter(|p| p.n < host_cpus.max(1) as u64) {
         // Only where most windows held a gap: a busy share that cost no window says nothing.
         for series in point.series.iter_mut().filter(|s| {
             s.name == "baseline-stall" && s.summary.as_ref().is_some_and(|x| x.p50_ns > 0)
         }) {
             series.notes.push(format!(
-                "other processes used {:.0}% of the host's CPU time: with no CPU free, the measuring thread runs by displacing a vCPU, which adds gaps to every window, the delete's included; the baseline holds them (docs/repeatability.md)",
+                "other processes used {:.0}% of the host's CPU time and most windows held a gap: with no CPU free, the measuring thread (or that work) runs by displacing a vCPU, which adds gaps to the windows, the delete's included; the baseline holds them (docs/repeatability.md)",
                 busy * 100.0
             ));
         }
@@ -437,5 +439,34 @@ fn stall_series(name: &str, what: &str, pass: &Pass) -> Series {
         samples_ns: all,
         notes,
         ..Series::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use vmscale_run::{Point, Series};
+
+    #[test]
+    fn a_busy_hosts_gapped_baseline_is_noted_and_nothing_else() {
+        let points = |p50_ns: u64, n: u64| {
+            vec![Point {
+                n,
+                vcpus_per_host_cpu: 0.5,
+                series: vec![Series {
+                    name: "baseline-stall".into(),
+                    summary: vmscale_stats::Summary::from_samples(&[p50_ns, p50_ns, p50_ns]),
+                    ..Series::default()
+                }],
+            }]
+        };
+        let noted = |mut points: Vec<Point>, busy: Option<f64>| {
+            super::note_busy_baselines(&mut points, 2, busy);
+            !points[0].series[0].notes.is_empty()
+        };
+        assert!(noted(points(70_000, 1), Some(0.5)));
+        assert!(!noted(points(70_000, 1), Some(0.05)), "an idle host");
+        assert!(!noted(points(70_000, 1), None), "not measured");
+        assert!(!noted(points(0, 1), Some(0.5)), "no gap in most windows");
+        assert!(!noted(points(70_000, 2), Some(0.5)), "as many vCPUs as CPUs");
     }
 }
