@@ -1443,7 +1443,19 @@ fn ipi_record() -> RunRecord {
         ..IpiPhase::default()
     };
     let mut record = explained_record();
-    record.trace.as_mut().unwrap().ipis = vec![quiet, storm];
+    let trace = record.trace.as_mut().unwrap();
+    trace.ipis = vec![quiet, storm];
+    // As recorded on a kernel with them: the senders' and the cross-CPU calls' events.
+    trace.events.extend(
+        [
+            "ipi:ipi_send_cpu",
+            "ipi:ipi_send_cpumask",
+            "csd:csd_queue_cpu",
+            "csd:csd_function_entry",
+            "csd:csd_function_exit",
+        ]
+        .map(String::from),
+    );
     record
 }
 
@@ -1543,6 +1555,12 @@ fn ipis_counted_from_ipi_raise_are_named_by_reason_and_say_so() {
         .find(|l| l.contains("| whole trace"))
         .unwrap_or_else(|| panic!("no row: {ipis}"));
     assert!(!row.contains(" -> "), "no invented call site: {row}");
+    // No csd events: the cross-CPU calls are unknown, not 0.
+    assert!(row.contains(" unknown |"), "{row}");
+    assert!(
+        ipis.contains("cross-CPU calls unknown: they need csd:csd_queue_cpu"),
+        "{ipis}"
+    );
 }
 
 #[test]

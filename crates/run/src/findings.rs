@@ -29,6 +29,17 @@ pub fn cross_cpu_observable(trace: &TraceSection) -> bool {
     recorded || seen
 }
 
+/// Whether the trace could show who sent IPIs: ipi_send_cpu/cpumask or ipi_raise was
+/// recorded or seen. Otherwise a count of 0 sent means "unknown".
+pub fn ipi_senders_observable(trace: &TraceSection) -> bool {
+    let events = ["ipi:ipi_send_cpu", "ipi:ipi_send_cpumask", "ipi:ipi_raise"];
+    trace
+        .events
+        .iter()
+        .any(|e| e == "ipi" || e == "ipi:*" || events.contains(&e.as_str()))
+        || events.iter().any(|e| trace.events_seen.contains_key(*e))
+}
+
 /// The trace part of a run: how it was recorded and what the analyses found.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct TraceSection {

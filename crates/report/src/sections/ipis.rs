@@ -14,10 +14,22 @@ const IPI_TOP: usize = 3;
 
 /// One row per measured phase: how many IPIs and cross-CPU calls it sent, to how many
 /// CPUs, and from where.
-pub(crate) fn section(ipis: &[IpiPhase]) -> Option<Section> {
+pub(crate) fn section(trace: &vmscale_run::TraceSection) -> Option<Section> {
+    let ipis = &trace.ipis;
     if ipis.is_empty() {
         return None;
     }
+    // A count the trace could not have made is unknown, not 0.
+    let count = |observable: bool, n: u64| {
+        if observable {
+            units::count(n)
+        } else {
+            "unknown".to_string()
+        }
+    };
+    let senders = vmscale_run::findings::ipi_senders_observable(trace);
+    let calls = vmscale_run::findings::cross_cpu_observable(trace)
+        || trace.events_seen.contains_key("csd:csd_queue_cpu");
     let mut grid = Grid::new(&[
         ("phase", false),
         ("duration", true),
@@ -32,8 +44,8 @@ pub(crate) fn section(ipis: &[IpiPhase]) -> Option<Section> {
         grid.rows.push(vec![
             phase.label.clone(),
             units::duration(phase.duration_ns),
-            units::count(phase.ipis),
-            units::count(phase.csd_queued),
+            count(senders, phase.ipis),
+            count(calls, phase.csd_queued),
             targets(&phase.by_target),
             top_sites(phase),
             top_senders(phase),
@@ -42,6 +54,12 @@ pub(crate) fn section(ipis: &[IpiPhase]) -> Option<Section> {
     }
     let mut section = Section::new("ipis", "IPIs per measured phase");
     section.blocks.push(Block::Table(grid));
+    if !calls {
+        section.blocks.push(Block::Paragraph(
+            "cross-CPU calls unknown: they need csd:csd_queue_cpu (kernel 6.3 or later), and this trace has none"
+                .into(),
+        ));
+    }
     if let Some(note) = sources_note(ipis) {
         section.blocks.push(Block::Paragraph(note.into()));
     }

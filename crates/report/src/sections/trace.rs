@@ -18,7 +18,7 @@ pub(crate) fn section(trace: &TraceSection) -> Section {
     section.blocks.extend(contention::blocks(trace));
     section
         .blocks
-        .extend(ipis::section(&trace.ipis).map(Block::Section));
+        .extend(ipis::section(trace).map(Block::Section));
     section
         .blocks
         .extend(explain::sections(trace).into_iter().map(Block::Section));
