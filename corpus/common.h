@@ -1,5 +1,5 @@
 /* What every reproducer of the corpus repeats: failing with a one-line reason, the
- * monotonic clock and a run's deadline, finding and pinning to two CPUs, and running ahead
+ * monotonic clock and a run's deadline, finding CPUs and pinning to them, and running ahead
  * of ordinary work. A case defines REPRO (its name, the prefix of its errors) and includes
  * this after its system headers. Everything is static: each case is one translation unit,
  * and a case that uses only some of it gets no warning for the rest. */
@@ -38,31 +38,42 @@ REPRO_UNUSED static uint64_t deadline(unsigned seconds)
 	return now_ns() + seconds * 1000000000ull;
 }
 
-/* The first two CPUs the process may use, which pin() places threads on. */
-static int repro_cpus[2];
+/* The first CPUs the process may use (at most four), which pin() places threads on. */
+static int repro_cpus[4];
+static int repro_ncpus;
 
-/* Fills repro_cpus, or fails the case on a machine with one CPU. */
-REPRO_UNUSED static void find_two_cpus(void)
+/* Fills repro_cpus with up to `want` (at most four) of the CPUs the process may use and
+ * returns how many, or fails the case on a machine with one CPU. */
+REPRO_UNUSED static int find_cpus(int want)
 {
 	cpu_set_t allowed;
 	if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
 		die("sched_getaffinity");
-	for (int cpu = 0, found = 0; found < 2; cpu++) {
-		if (cpu == CPU_SETSIZE) {
-			fprintf(stderr, REPRO ": needs two CPUs\n");
-			exit(1);
-		}
+	if (want > 4)
+		want = 4;
+	repro_ncpus = 0;
+	for (int cpu = 0; cpu < CPU_SETSIZE && repro_ncpus < want; cpu++)
 		if (CPU_ISSET(cpu, &allowed))
-			repro_cpus[found++] = cpu;
+			repro_cpus[repro_ncpus++] = cpu;
+	if (repro_ncpus < 2) {
+		fprintf(stderr, REPRO ": needs two CPUs\n");
+		exit(1);
 	}
+	return repro_ncpus;
 }
 
-/* Pins the calling thread to repro_cpus[index % 2]. */
+/* The first two CPUs the process may use, or fails the case. */
+REPRO_UNUSED static void find_two_cpus(void)
+{
+	find_cpus(2);
+}
+
+/* Pins the calling thread to repro_cpus[index % the CPUs found]. */
 REPRO_UNUSED static void pin(int index)
 {
 	cpu_set_t set;
 	CPU_ZERO(&set);
-	CPU_SET(repro_cpus[index % 2], &set);
+	CPU_SET(repro_cpus[index % repro_ncpus], &set);
 	if (sched_setaffinity(0, sizeof set, &set) != 0)
 		die("sched_setaffinity");
 }

@@ -2,8 +2,9 @@
  * reading it back, for about a second. Every eventfd_write and eventfd_read takes the
  * eventfd's wait-queue spinlock (ctx->wqh.lock) with interrupts off and, holding it, wakes
  * the wait queue: sixteen epoll instances watch the eventfd, so each wakeup runs sixteen
- * ep_poll_callback calls under the lock, and the hold is long enough for the two threads
- * running at any time (two are pinned to each of two CPUs) to collide on it and spin.
+ * ep_poll_callback calls under the lock, and the hold is long enough for the threads
+ * running at the same time to collide on it and spin: two pinned to each of two CPUs, or
+ * one on each of four where the process may use four.
  * Nothing sleeps holding anything; nobody waits on the epoll instances. The main thread
  * only sets up and joins. */
 #define _GNU_SOURCE
@@ -63,7 +64,8 @@ static void *reader(void *arg)
 int main(void)
 {
 	run_ahead_of_other_work();
-	find_two_cpus();
+	/* One thread per CPU where there are four; else two threads on each of two CPUs. */
+	find_cpus(ADDERS + 1);
 	/* Non-blocking: a read of a zero counter returns EAGAIN instead of sleeping. */
 	efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (efd < 0)
