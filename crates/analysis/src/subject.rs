@@ -213,7 +213,8 @@ impl SubjectPass {
 
     /// Accounts `part` for the task's time from `from` to `to`: all of it, or in windowed
     /// mode the part inside its windows.
-    fn account(&mut self, pid: i32, part: Part, from: u64, to: u64) {
+    /// Returns the time counted.
+    fn account(&mut self, pid: i32, part: Part, from: u64, to: u64) -> u64 {
         let leave_out = self.leave_out_sleeps_from_before && matches!(part, Part::Asleep(_));
         let (ns, left_out) = match self.windows.get_mut(&pid) {
             None => (to.saturating_sub(from), 0),
@@ -236,6 +237,7 @@ impl SubjectPass {
         };
         self.asleep_from_before_ns += left_out;
         self.add(pid, part, ns);
+        ns
     }
 
     /// The end of `pid`'s window that holds `ts`, in windowed mode.
@@ -267,21 +269,24 @@ impl SubjectPass {
         if part == task.part {
             return;
         }
-        let (old, since, ns) = (task.part, task.since, ts.saturating_sub(task.since));
+        let (old, since) = (task.part, task.since);
         task.part = part;
         task.since = ts;
-        let joins = self.windows.is_empty();
-        if joins && was_asleep && !matches!(task.sched, Sched::Asleep(_)) {
-            if let Part::Asleep(_) = old {
+        let woke = was_asleep && !matches!(task.sched, Sched::Asleep(_));
+        // A whole command, or the threads of processes that carried out samples: a sleep
+        // another of its tasks ends by exiting is waiting for its own work.
+        let joins = self.windows.is_empty() || self.leave_out_sleeps_from_before;
+        let counted = self.account(pid, old, since, ts);
+        if let (true, true, Part::Asleep(_)) = (joins, woke, old) {
+            if let Some(task) = self.tasks.get_mut(&pid) {
                 task.last_sleep = Some(EndedSleep {
                     part: old,
-                    ns,
+                    ns: counted,
                     waker: 0,
                     woken_at: ts,
                 });
             }
         }
-        self.account(pid, old, since, ts);
     }
 
     /// A subject task's events say it is on a CPU, whatever was last seen of it.
