@@ -130,6 +130,8 @@ fn a_traced_teardown_explains_the_holders_threads_during_each_sample() {
         calls["asleep_from_before_ns"].as_u64().unwrap() > 0,
         "{calls:#}"
     );
+    // The holder joining its release threads (`threads`) waited for its own work.
+    assert!(calls["joined_ns"].as_u64().unwrap() > 0, "{calls:#}");
     let first = &run["verdict"][0];
     let evidence: Vec<&str> = first["evidence"]
         .as_array()
