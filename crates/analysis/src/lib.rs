@@ -174,7 +174,7 @@ pub fn analyse_excluding(
     let mut contention = ContentionPass::default();
     let mut ipis = ipi::IpiPass::default();
     let printk = decoder.printk_strings();
-    let mut holders = HoldersPass::default().with_printk(&printk);
+    let mut holders = HoldersPass::default().with_wakeup_sites(symbols);
     let async_calls = cause_names::async_cross_calls(symbols);
     let mut breakdown =
         BreakdownPass::timed(scope.timed_windows.clone()).with_async_calls(&async_calls);

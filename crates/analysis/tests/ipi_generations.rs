@@ -380,3 +380,61 @@ fn kernel_text_of_arm64_ipis_counts_each_ipi_once() {
         );
     }
 }
+
+/// A lock holder "sent IPIs" only where the trace says they were not wakeups: never from
+/// ipi_raise, which names no call site (on ARM most function-call IPIs are remote wakeups),
+/// and on 6.12 never from ttwu_queue_wakelist, the remote wakeup's own call site.
+#[test]
+fn holders_are_credited_only_with_ipis_the_trace_shows_are_not_wakeups() {
+    use vmscale_trace::EventKind;
+    let dat = corpus("arm64-6.1-ipi-v7-zstd.dat");
+    let decoder = vmscale_trace::Decoder::from_dat(dat, None).unwrap();
+    let symbols = decoder.kallsyms().unwrap();
+    let analysis = vmscale_analysis::analyse_with(&decoder, &symbols).unwrap();
+    assert!(
+        !analysis.holders.is_empty(),
+        "the 6.1 file has sleeping-lock holders"
+    );
+    for lock in &analysis.holders {
+        for holder in &lock.holders {
+            assert_eq!(holder.ipis_sent, 0, "{}: {holder:?}", lock.name);
+        }
+    }
+
+    let dat = corpus("arm64-6.12-ipi-all-v7-zstd.dat");
+    let decoder = vmscale_trace::Decoder::from_dat(dat, None).unwrap();
+    let symbols = decoder.kallsyms().unwrap();
+    let wakelist = symbols.text_extent("ttwu_queue_wakelist").unwrap();
+    // Every function-call IPI a task sent, and those not from the wakeup's call site.
+    let (mut all, mut not_wakeups) = (BTreeMap::<i32, u64>::new(), BTreeMap::<i32, u64>::new());
+    decoder
+        .for_each(|event| {
+            let (callsite, callback) = match event.kind() {
+                EventKind::IpiSendCpu(s) => (s.callsite, s.callback),
+                EventKind::IpiSendCpumask(s) => (s.callsite, s.callback),
+                _ => return,
+            };
+            if callback != 0 {
+                *all.entry(event.pid()).or_default() += 1;
+                if !(wakelist.0..wakelist.1).contains(&callsite) {
+                    *not_wakeups.entry(event.pid()).or_default() += 1;
+                }
+            }
+        })
+        .unwrap();
+    assert!(
+        all.values().sum::<u64>() > 2 * not_wakeups.values().sum::<u64>(),
+        "most function-call IPIs are wakeups here: {all:?} {not_wakeups:?}"
+    );
+    let analysis = vmscale_analysis::analyse_with(&decoder, &symbols).unwrap();
+    for lock in &analysis.holders {
+        for holder in &lock.holders {
+            let bound = not_wakeups.get(&holder.pid).copied().unwrap_or(0);
+            assert!(
+                holder.ipis_sent <= bound,
+                "{}: {holder:?} beyond {bound}",
+                lock.name
+            );
+        }
+    }
+}

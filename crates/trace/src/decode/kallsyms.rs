@@ -198,6 +198,20 @@ impl Kallsyms {
             .map(|e| e.address)
     }
 
+    /// Where the first text symbol called `name` starts, and where the next one does: the
+    /// addresses a call site inside that function lies in.
+    pub fn text_extent(&self, name: &str) -> Option<(u64, u64)> {
+        let start = self.text.iter().find(|e| self.name(e) == name)?.address;
+        let end = self
+            .text
+            .iter()
+            .map(|e| e.address)
+            .filter(|&a| a > start)
+            .min()
+            .unwrap_or(u64::MAX);
+        Some((start, end))
+    }
+
     fn lookup<'a>(&'a self, entries: &[Entry], address: u64) -> Option<Symbol<'a>> {
         let after = entries.partition_point(|e| e.address <= address);
         let mut index = after.checked_sub(1)?;
