@@ -22,7 +22,7 @@ use foldhash::HashMap;
 use vmscale_run::findings::{IpiSyscall, IpiVictimWork};
 use vmscale_run::{IpiPhase, IpiSender, IpiSite};
 use vmscale_trace::decode::event::Event;
-use vmscale_trace::decode::views::{EventKind, IpiVector};
+use vmscale_trace::decode::views::{CpuMask, EventKind, IpiVector};
 use vmscale_trace::PrintkStrings;
 
 use crate::symbols::Symbols;
@@ -42,6 +42,22 @@ struct Sends {
     by_site: HashMap<(u64, u64), u64>,
     by_sender: HashMap<i32, u64>,
     by_syscall: HashMap<i64, u64>,
+}
+
+/// The CPUs an IPI went to, read again for each aggregate it counts in.
+#[derive(Clone, Copy)]
+enum Targets<'a> {
+    One(u32),
+    Mask(CpuMask<'a>),
+}
+
+impl Targets<'_> {
+    fn for_each(self, f: impl FnMut(u32)) {
+        match self {
+            Targets::One(cpu) => std::iter::once(cpu).for_each(f),
+            Targets::Mask(mask) => mask.iter().for_each(f),
+        }
+    }
 }
 
 /// Why a target CPU ran an IPI handler: ARM's reason string, or x86's vector.
@@ -83,8 +99,6 @@ pub struct IpiPass {
     done: Vec<PhaseAggregate>,
     /// Everything, for a trace that turns out to have no phases.
     whole: PhaseAggregate,
-    first_ts: Option<u64>,
-    last_ts: u64,
     /// An ipi_send_* was seen: ipi_raise then only repeats it.
     saw_send: bool,
     comms: HashMap<i32, String>,
@@ -100,8 +114,6 @@ pub struct IpiPass {
 impl IpiPass {
     pub fn observe(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
         let ts = event.ts();
-        self.first_ts.get_or_insert(ts);
-        self.last_ts = ts;
         match *kind {
             EventKind::Print(print) => {
                 let text = print.text();
@@ -120,15 +132,15 @@ impl IpiPass {
             EventKind::IpiSendCpu(ipi) => {
                 self.saw_send = true;
                 let site = (ipi.callsite, ipi.callback);
-                self.count(event, std::iter::once(ipi.cpu), site, |p| &mut p.sent)
+                self.count(event, Targets::One(ipi.cpu), site, |p| &mut p.sent)
             }
             EventKind::IpiSendCpumask(ipi) => {
                 self.saw_send = true;
                 let site = (ipi.callsite, ipi.callback);
-                self.count(event, ipi.cpumask.iter(), site, |p| &mut p.sent)
+                self.count(event, Targets::Mask(ipi.cpumask), site, |p| &mut p.sent)
             }
             EventKind::IpiRaise(ipi) if !self.saw_send => {
-                self.count(event, ipi.targets.iter(), (0, ipi.reason), |p| {
+                self.count(event, Targets::Mask(ipi.targets), (0, ipi.reason), |p| {
                     &mut p.raised
                 })
             }
@@ -196,19 +208,19 @@ impl IpiPass {
     fn count(
         &mut self,
         event: &Event<'_>,
-        targets: impl Iterator<Item = u32>,
+        targets: Targets<'_>,
         site: (u64, u64),
         sends: fn(&mut PhaseAggregate) -> &mut Sends,
     ) {
-        let targets: Vec<u32> = targets.collect();
-        let n = targets.len() as u64;
         let syscall = *self.in_syscall.on(event.cpu(), event.pid());
         let pid = event.pid();
         self.each_phase(|phase| {
             let sends = sends(phase);
-            for &cpu in &targets {
+            let mut n = 0;
+            targets.for_each(|cpu| {
                 *sends.by_target.entry(cpu).or_default() += 1;
-            }
+                n += 1;
+            });
             sends.ipis += n;
             *sends.by_site.entry(site).or_default() += n;
             *sends.by_sender.entry(pid).or_default() += n;
@@ -226,8 +238,14 @@ impl IpiPass {
     }
 
     /// The phases, with call sites and callbacks named by `symbols` and IPI reasons by
-    /// `printk` (the trace's printk strings).
-    pub fn finish(mut self, symbols: &dyn Symbols, printk: &PrintkStrings) -> Vec<IpiPhase> {
+    /// `printk` (the trace's printk strings); `span` is the trace's first and last event
+    /// time, the whole-trace phase of a trace without phases.
+    pub fn finish(
+        mut self,
+        symbols: &dyn Symbols,
+        printk: &PrintkStrings,
+        span: (u64, u64),
+    ) -> Vec<IpiPhase> {
         // A phase without its end marker (trace cut short) ends at its last event.
         if let Some(phase) = self.current.take() {
             self.done.push(phase);
@@ -235,8 +253,7 @@ impl IpiPass {
         if self.done.is_empty() && !self.whole.is_empty() {
             let mut whole = std::mem::take(&mut self.whole);
             whole.label = IpiPhase::WHOLE_TRACE.to_string();
-            whole.start = self.first_ts.unwrap_or(0);
-            whole.end = self.last_ts;
+            (whole.start, whole.end) = span;
             self.done.push(whole);
         }
         let comms = &self.comms;
@@ -302,39 +319,18 @@ impl IpiPass {
                     })
                     .collect();
                 by_syscall.sort_by(|a, b| b.ipis.cmp(&a.ipis).then(a.syscall.cmp(&b.syscall)));
-                let mut victim_work: Vec<IpiVictimWork> = p
-                    .victim_work
-                    .iter()
-                    .map(|(&func, &(calls, total_ns))| IpiVictimWork {
-                        function: symbols.frame(func),
-                        calls,
-                        total_ns,
-                    })
-                    .collect();
-                victim_work.sort_by(|a, b| {
-                    b.total_ns
-                        .cmp(&a.total_ns)
-                        .then(a.function.cmp(&b.function))
-                });
-                victim_work.truncate(TOP_SITES);
-                let mut handlers: Vec<IpiVictimWork> = p
-                    .handlers
-                    .iter()
-                    .map(|(&reason, &(calls, total_ns))| IpiVictimWork {
-                        function: match reason {
-                            HandlerReason::Printk(address) => printk.name(address),
-                            HandlerReason::Vector(vector) => vector.reason().to_string(),
-                        },
-                        calls,
-                        total_ns,
-                    })
-                    .collect();
-                handlers.sort_by(|a, b| {
-                    b.total_ns
-                        .cmp(&a.total_ns)
-                        .then(a.function.cmp(&b.function))
-                });
-                handlers.truncate(TOP_SITES);
+                let victim_work = top_work(
+                    p.victim_work
+                        .iter()
+                        .map(|(&func, &work)| (symbols.frame(func), work)),
+                );
+                let handlers = top_work(p.handlers.iter().map(|(&reason, &work)| {
+                    let name = match reason {
+                        HandlerReason::Printk(address) => printk.name(address),
+                        HandlerReason::Vector(vector) => vector.reason().to_string(),
+                    };
+                    (name, work)
+                }));
                 IpiPhase {
                     label: p.label,
                     duration_ns: p.end.saturating_sub(p.start),
@@ -355,4 +351,23 @@ impl IpiPass {
             })
             .collect()
     }
+}
+
+/// Work run on target CPUs, (name, (calls, total ns)): the most time first, at most
+/// [`TOP_SITES`].
+fn top_work(work: impl Iterator<Item = (String, (u64, u64))>) -> Vec<IpiVictimWork> {
+    let mut work: Vec<IpiVictimWork> = work
+        .map(|(function, (calls, total_ns))| IpiVictimWork {
+            function,
+            calls,
+            total_ns,
+        })
+        .collect();
+    work.sort_by(|a, b| {
+        b.total_ns
+            .cmp(&a.total_ns)
+            .then(a.function.cmp(&b.function))
+    });
+    work.truncate(TOP_SITES);
+    work
 }

@@ -216,7 +216,7 @@ pub fn analyse_excluding(
                 .collect(),
         )
         .with_async_calls(&async_calls)
-        .leaving_out_sleeps_from_before()
+        .of_processes()
     });
     let mut vmm = (!scope.vmm.is_empty()).then(|| vmm::VmmPass::new(scope.vmm.clone()));
     let (mut first_ts, mut last_ts) = (None, 0);
@@ -279,7 +279,7 @@ pub fn analyse_excluding(
         breakdown: breakdown.finish(symbols, &contention.locks),
         spinlocks: spinlocks.finish(&contention.locks),
         contention,
-        ipis: ipis.finish(symbols, &printk),
+        ipis: ipis.finish(symbols, &printk, (first_ts.unwrap_or(0), last_ts)),
         decoded_events: summary.events(),
         events_seen: seen
             .iter()

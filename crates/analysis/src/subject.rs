@@ -131,9 +131,9 @@ pub struct SubjectPass {
     every_task: Option<HashSet<i32>>,
     /// Task -> its thread group, where the trace says.
     tgids: HashMap<i32, i32>,
-    /// In windowed mode, a sleep already going on when a window began is left out of that
-    /// window ([`SubjectPass::leaving_out_sleeps_from_before`]), and counted here.
-    leave_out_sleeps_from_before: bool,
+    /// The windows are whole processes' ([`SubjectPass::of_processes`]): a sleep already
+    /// going on when a window began is left out of it, and counted here, and joins count.
+    process_windows: bool,
     asleep_from_before_ns: u64,
 }
 
@@ -158,18 +158,21 @@ impl SubjectPass {
             async_calls: HashSet::new(),
             every_task: None,
             tgids: HashMap::new(),
-            leave_out_sleeps_from_before: false,
+            process_windows: false,
             asleep_from_before_ns: 0,
         }
     }
 
-    /// In windowed mode, leaves out of each window a sleep (without a contended lock) that
-    /// began before the window did: a thread with nothing to do when a sample began (a
-    /// halted vCPU thread of a VM that is torn down later in the sample) is idle until
-    /// woken, which is no cost of the sample's work. A sleep that begins inside a window
-    /// still counts.
-    pub fn leaving_out_sleeps_from_before(mut self) -> SubjectPass {
-        self.leave_out_sleeps_from_before = true;
+    /// In windowed mode, the windows are those of whole processes carrying out samples
+    /// (teardown's holders: every thread of the process during a sample). Then:
+    /// - a sleep (without a contended lock) that began before a window did is left out of
+    ///   it: a thread with nothing to do when a sample began (a halted vCPU thread of a VM
+    ///   torn down later in the sample) is idle until woken, no cost of the sample's work.
+    ///   A sleep that begins inside a window still counts;
+    /// - a sleep that another of the tasks ends by exiting is waiting for its own work
+    ///   (a join), as for a command.
+    pub fn of_processes(mut self) -> SubjectPass {
+        self.process_windows = true;
         self
     }
 
@@ -215,7 +218,7 @@ impl SubjectPass {
     /// mode the part inside its windows.
     /// Returns the time counted.
     fn account(&mut self, pid: i32, part: Part, from: u64, to: u64) -> u64 {
-        let leave_out = self.leave_out_sleeps_from_before && matches!(part, Part::Asleep(_));
+        let leave_out = self.process_windows && matches!(part, Part::Asleep(_));
         let (ns, left_out) = match self.windows.get_mut(&pid) {
             None => (to.saturating_sub(from), 0),
             Some((list, first)) => {
@@ -275,7 +278,7 @@ impl SubjectPass {
         let woke = was_asleep && !matches!(task.sched, Sched::Asleep(_));
         // A whole command, or the threads of processes that carried out samples: a sleep
         // another of its tasks ends by exiting is waiting for its own work.
-        let joins = self.windows.is_empty() || self.leave_out_sleeps_from_before;
+        let joins = self.windows.is_empty() || self.process_windows;
         let counted = self.account(pid, old, since, ts);
         if let (true, true, Part::Asleep(_)) = (joins, woke, old) {
             if let Some(task) = self.tasks.get_mut(&pid) {

@@ -926,7 +926,7 @@ fn subject_findings(
     }
     if subject.asleep_from_before_ns > 0 {
         head.push(format!(
-            "left out: {} its threads slept from before a sample began until woken in it (threads with nothing to do until their turn)",
+            "left out: {} asleep from before a sample began until woken in it (threads with nothing to do until their turn)",
             duration(subject.asleep_from_before_ns)
         ));
     }

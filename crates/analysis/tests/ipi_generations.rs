@@ -214,8 +214,11 @@ fn arm64_with_both_generations_counts_each_ipi_once_and_raise_agrees_with_send()
 
     let mut older = vmscale_analysis::ipi::IpiPass::default();
     let mut resched_sent = 0;
+    let mut span = (None, 0);
     decoder
         .for_each(|event| {
+            span.0.get_or_insert(event.ts());
+            span.1 = event.ts();
             let kind = event.kind();
             match kind {
                 EventKind::IpiSendCpu(s) => resched_sent += u64::from(s.callback == 0),
@@ -236,7 +239,7 @@ fn arm64_with_both_generations_counts_each_ipi_once_and_raise_agrees_with_send()
             }
         })
         .unwrap();
-    let older = older.finish(&symbols, &printk);
+    let older = older.finish(&symbols, &printk, (span.0.unwrap_or(0), span.1));
     let raised = only_phase(&older);
     assert_eq!(raised.counted_from, "ipi_raise");
     assert_eq!(

@@ -17,16 +17,16 @@ pub fn contention_observable(trace: &TraceSection) -> bool {
     seen || (enabled && !trace.lock_format_missing)
 }
 
-/// Whether the trace could show a task waiting for other CPUs to run a function it asked
-/// them to (csd_queue_cpu until the targets' csd_function_exit): the csd events were
-/// recorded or seen.
+/// Whether the trace could show cross-CPU calls, and a task waiting for other CPUs to run
+/// a function it asked them to (csd_queue_cpu until the targets' csd_function_exit): the
+/// csd events were recorded or seen.
 pub fn cross_cpu_observable(trace: &TraceSection) -> bool {
-    let recorded = trace
+    let events = ["csd:csd_queue_cpu", "csd:csd_function_entry"];
+    trace
         .events
         .iter()
-        .any(|e| e == "csd" || e == "csd:*" || e == "csd:csd_function_entry");
-    let seen = trace.events_seen.contains_key("csd:csd_function_entry");
-    recorded || seen
+        .any(|e| e == "csd" || e == "csd:*" || events.contains(&e.as_str()))
+        || events.iter().any(|e| trace.events_seen.contains_key(*e))
 }
 
 /// Whether the trace could show who sent IPIs: ipi_send_cpu/cpumask or ipi_raise was

@@ -28,8 +28,7 @@ pub(crate) fn section(trace: &vmscale_run::TraceSection) -> Option<Section> {
         }
     };
     let senders = vmscale_run::findings::ipi_senders_observable(trace);
-    let calls = vmscale_run::findings::cross_cpu_observable(trace)
-        || trace.events_seen.contains_key("csd:csd_queue_cpu");
+    let calls = vmscale_run::findings::cross_cpu_observable(trace);
     let mut grid = Grid::new(&[
         ("phase", false),
         ("duration", true),

@@ -202,14 +202,9 @@ impl Kallsyms {
     /// addresses a call site inside that function lies in.
     pub fn text_extent(&self, name: &str) -> Option<(u64, u64)> {
         let start = self.text.iter().find(|e| self.name(e) == name)?.address;
-        let end = self
-            .text
-            .iter()
-            .map(|e| e.address)
-            .filter(|&a| a > start)
-            .min()
-            .unwrap_or(u64::MAX);
-        Some((start, end))
+        // Text symbols are in address order.
+        let next = self.text.partition_point(|e| e.address <= start);
+        Some((start, self.text.get(next).map_or(u64::MAX, |e| e.address)))
     }
 
     fn lookup<'a>(&'a self, entries: &[Entry], address: u64) -> Option<Symbol<'a>> {
