@@ -337,10 +337,10 @@ fn header_info(dir: &Path) -> Result<Vec<u8>, DatWriteError> {
 /// u32 size, text. The size field limits kallsyms to 4 GiB, METADATA_LIMIT (what the
 /// reader accepts) to far less.
 fn kallsyms_block(dir: &Path) -> Result<Vec<u8>, DatWriteError> {
-    let text = read_bounded(&dir.join("kallsyms"), METADATA_LIMIT)?;
-    let mut block = (text.len() as u32).to_le_bytes().to_vec();
-    block.extend_from_slice(&text);
-    Ok(block)
+    Ok(size_prefixed(read_bounded(
+        &dir.join("kallsyms"),
+        METADATA_LIMIT,
+    )?))
 }
 
 /// u32 size, the directory's printk_formats (empty when it has none: directories written
@@ -352,9 +352,14 @@ fn printk_block(dir: &Path) -> Result<Vec<u8>, DatWriteError> {
     } else {
         Vec::new()
     };
+    Ok(size_prefixed(text))
+}
+
+/// `text` after its length as a u32, as the kallsyms and printk sections keep it.
+fn size_prefixed(text: Vec<u8>) -> Vec<u8> {
     let mut block = (text.len() as u32).to_le_bytes().to_vec();
     block.extend_from_slice(&text);
-    Ok(block)
+    block
 }
 
 /// The format files of a trace directory, by system, in name order.
