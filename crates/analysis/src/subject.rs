@@ -135,6 +135,9 @@ pub struct SubjectPass {
     /// going on when a window began is left out of it, and counted here, and joins count.
     process_windows: bool,
     asleep_from_before_ns: u64,
+    /// A sched_switch was seen: without one, no task's time can be split (every task
+    /// would read as running from its first event to the end).
+    saw_switch: bool,
 }
 
 impl SubjectPass {
@@ -160,6 +163,7 @@ impl SubjectPass {
             tgids: HashMap::new(),
             process_windows: false,
             asleep_from_before_ns: 0,
+            saw_switch: false,
         }
     }
 
@@ -347,6 +351,7 @@ impl SubjectPass {
         self.last_ts = ts;
         match *kind {
             EventKind::SchedSwitch(s) => {
+                self.saw_switch = true;
                 remember(&mut self.comms, s.prev_pid, s.prev_comm.as_bytes());
                 remember(&mut self.comms, s.next_pid, s.next_comm.as_bytes());
                 self.awaiting_stack.remove(&event.cpu());
@@ -493,7 +498,8 @@ impl SubjectPass {
     }
 
     /// The subject's time, closing every task still alive at the trace's last event; `None`
-    /// without a subject. `contention` names the locks.
+    /// without a subject, or when the trace has no sched_switch to place any task's time.
+    /// `contention` names the locks.
     pub fn finish(
         mut self,
         symbols: &dyn Symbols,
@@ -502,7 +508,7 @@ impl SubjectPass {
         let end = self.last_ts;
         let alive: Vec<i32> = self.tasks.keys().copied().collect();
         let seen = alive.len() + self.exited.len();
-        if self.roots.is_empty() && self.every_task.is_none() {
+        if (self.roots.is_empty() && self.every_task.is_none()) || !self.saw_switch {
             return None;
         }
         let unseen = self

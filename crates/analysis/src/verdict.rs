@@ -945,9 +945,12 @@ fn subject_findings(
 }
 
 fn lock_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Finding> {
-    let scope =
+    let scope = if trace.every_task && trace.subject.is_none() {
+        "subject: lock waits of every traced task (the trace has no sched:sched_switch, so no task's time can be split by cause)"
+    } else {
         "subject: lock waits of every traced task (this run did not record timed sample windows)"
-            .to_string();
+    }
+    .to_string();
     let total: u64 = trace.contention.iter().map(|l| l.total_wait_ns).sum();
     // The measured phases when the run had them (tracing was on only then), else the whole
     // trace (an imported or a --duration recording).

@@ -221,3 +221,33 @@ fn an_imported_arm64_trace_explains_every_task_and_what_it_cannot_show() {
         .any(|s| s["reason"] == "Function call interrupts"));
     assert!(!ipis["handlers"].as_array().unwrap().is_empty());
 }
+
+/// A trace without scheduler events (igt: only i915 events) places no task's time: the
+/// verdict must not call its tasks "on a CPU" for the whole trace, and says why.
+#[test]
+fn an_import_without_scheduler_events_claims_no_time_split() {
+    let dir = scratch("report-dat-nosched");
+    let _removed = RemovedOnDrop(dir.clone());
+    std::fs::create_dir_all(&dir).unwrap();
+    let o = vmscale()
+        .args(["report", "--format", "json"])
+        .arg(corpus_file("igt-x86_64-v6.dat", &dir))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let json: serde_json::Value = serde_json::from_str(&common::stdout(&o)).unwrap();
+    let verdict = json["verdict"].as_array().unwrap();
+    assert!(
+        verdict
+            .iter()
+            .all(|f| f["cause"] != "on-cpu" && f["cause"] != "cpu-starvation"),
+        "{verdict:?}"
+    );
+    assert!(
+        verdict[0]["evidence"][0]
+            .as_str()
+            .unwrap()
+            .contains("no sched:sched_switch"),
+        "{verdict:?}"
+    );
+}
