@@ -84,6 +84,8 @@ pub struct DatFile {
     /// instance; in version 7 one per BUFFER option.
     pub buffers: Vec<Buffer>,
     source: Source,
+    /// The file mapped for decoding in place, made on first use (`None`: not mappable).
+    mapping: std::sync::OnceLock<Option<std::sync::Arc<crate::mapped::MappedFile>>>,
 }
 
 impl DatFile {
@@ -115,6 +117,7 @@ impl DatFile {
             options: contents.options,
             buffers: contents.buffers,
             source,
+            mapping: std::sync::OnceLock::new(),
         })
     }
 

@@ -12,7 +12,6 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use vmscale_run::bounded;
@@ -36,9 +35,10 @@ pub use cpu_stream::{CpuSummary, LossPoint};
 pub use error::DecodeError;
 
 use crate::dat::{Buffer, DatError, DatFile, Tsc2Nsec};
+use crate::mapped::MappedFile;
 use catalog::{CatalogError, DamagedFormat, EventCatalog, EventType};
 use clock::{counts_nanoseconds, TimeConversion};
-use cpu_stream::{Batch, CpuStream, StreamSetup};
+use cpu_stream::{Batch, CpuStream, PageInput, StreamSetup};
 use event::Event;
 use format::{EventFormat, FormatError, HeaderEvent, HeaderPage};
 use kallsyms::{Kallsyms, KallsymsError};
@@ -601,9 +601,9 @@ impl Decoder {
             .collect())
     }
 
-    /// One CPU's pages as a byte stream, and how many bytes of pages it should yield
-    /// (`None`: unknown, but some).
-    fn pages_of(&self, cpu: u32) -> Result<(Box<dyn Read + Send + '_>, Option<u64>), DecodeError> {
+    /// One CPU's pages, mapped where they can be, else as a byte stream, and how many bytes
+    /// of pages they should yield (`None`: unknown, but some).
+    fn pages_of(&self, cpu: u32) -> Result<(PageInput<'_>, Option<u64>), DecodeError> {
         match &self.origin {
             Origin::Dir(dir) => {
                 let path = dir.join(format!("cpu{cpu}.raw"));
@@ -612,7 +612,13 @@ impl Decoder {
                     source,
                 })?;
                 let bytes = file.metadata().ok().map(|m| m.len());
-                Ok((Box::new(file), bytes))
+                let mapped = bytes
+                    .and_then(|len| MappedFile::map(&file, len)?.range(0, len))
+                    .map(PageInput::Mapped);
+                Ok((
+                    mapped.unwrap_or_else(|| PageInput::Stream(Box::new(file))),
+                    bytes,
+                ))
             }
             Origin::Dat { dat, buffer } => {
                 let buffer = dat.buffers.get(*buffer).ok_or(DatError::NoData)?;
@@ -621,7 +627,11 @@ impl Decoder {
                 let bytes = buffer
                     .cpu(cpu)
                     .map_or(0, |data| data.size.saturating_add(data.missing));
-                Ok((dat.cpu_pages(buffer, cpu)?, Some(bytes)))
+                let input = match dat.cpu_pages_mapped(buffer, cpu) {
+                    Some(mapped) => PageInput::Mapped(mapped),
+                    None => PageInput::Stream(dat.cpu_pages(buffer, cpu)?),
+                };
+                Ok((input, Some(bytes)))
             }
         }
     }

@@ -17,6 +17,7 @@
 pub mod dat;
 pub mod decode;
 pub mod input;
+pub mod mapped;
 pub mod record;
 pub mod text;
 
@@ -24,6 +25,6 @@ pub use decode::catalog::{EventCatalog, EventType};
 pub use decode::event::Event;
 pub use decode::kallsyms::{Kallsyms, Symbol};
 pub use decode::merge::EventStream;
-pub use decode::views::EventKind;
+pub use decode::views::{EventKind, ViewTag};
 pub use decode::{CpuFile, DecodeError, DecodeSummary, Decoder, DirDamage, MetaDamage};
 pub use decode::{CpuSummary, LossPoint, PrintkStrings};

@@ -115,6 +115,16 @@ fn peak_held<T>(f: impl FnOnce() -> T) -> (T, i64) {
 #[global_allocator]
 static ALLOCATOR: WatchedAlloc = WatchedAlloc;
 
+/// This process's resident file-backed memory (`RssFile`), in KiB.
+fn file_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("RssFile:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("RssFile in /proc/self/status")
+}
+
 // ---------------------------------------------------------------------------------------
 // Recording.
 
@@ -949,8 +959,31 @@ fn decoding_in_place_holds_a_bounded_amount_of_memory() {
         std::fs::write(&path, writer.to_bytes()).unwrap();
         let dat = Arc::new(DatFile::open(&path).unwrap());
         let decoder = Decoder::from_dat(dat, None).unwrap();
-        let (summary, peak) = peak_held(|| decoder.for_each(|_| {}).unwrap());
+        // Uncompressed pages are decoded where they lie in a mapping of the file: what
+        // the decode keeps mapped must not grow with what it has read either.
+        let file_rss_before = file_rss_kib();
+        let mut file_rss_peak = 0;
+        let mut seen = 0u64;
+        let (summary, peak) = peak_held(|| {
+            decoder
+                .for_each(|_| {
+                    seen += 1;
+                    if seen % 20_000 == 0 {
+                        file_rss_peak = file_rss_peak.max(file_rss_kib());
+                    }
+                })
+                .unwrap()
+        });
         let _ = std::fs::remove_file(&path);
+        let file_rss_growth = file_rss_peak.saturating_sub(file_rss_before);
+        println!("{label}: file-backed resident memory grew by at most {file_rss_growth} KiB");
+        // A few batches per CPU are mapped at once; the file system may map each of them
+        // in folios of up to 2 MiB.
+        assert!(
+            file_rss_growth < 16 << 10,
+            "{label}: {file_rss_growth} KiB of the file stayed mapped while decoding {} MiB",
+            data >> 20
+        );
         println!(
             "{label}: {} MiB of pages, {} events, at most {} KiB held while decoding",
             data >> 20,

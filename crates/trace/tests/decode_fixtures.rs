@@ -7,7 +7,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use common::kernel_text::{self, TextEvent};
-use vmscale_trace::{Decoder, EventKind, Kallsyms};
+use vmscale_trace::{Decoder, EventKind, Kallsyms, ViewTag};
+
+/// Recorded directories between them holding lock contention, scheduling, IPI, cross-CPU
+/// call, system call, stack and x86 vector events.
+const FIXTURES_WITH_VIEWS: [&str; 3] = ["contention", "ipi-vectors", "overrun"];
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -260,6 +264,26 @@ fn merged_stream_never_goes_back_in_time_and_keeps_every_cpus_order() {
             assert_eq!(alone, from_merge, "{name} cpu{cpu}");
         }
         assert!(decoder.events_on(&[99]).is_err());
+    }
+}
+
+/// Routing by a type's tag before reading its records sends each event where its view
+/// would: every record's view has its type's tag.
+#[test]
+fn every_view_has_its_types_tag() {
+    for name in FIXTURES_WITH_VIEWS {
+        let decoder = Decoder::open(fixture(name)).unwrap();
+        let mut tagged = 0u64;
+        decoder
+            .for_each(|event| {
+                let tag = event.event_type().view_tag();
+                assert_eq!(event.kind().tag(), tag, "{name}: {}", event.name());
+                if tag != ViewTag::Other {
+                    tagged += 1;
+                }
+            })
+            .unwrap();
+        assert!(tagged > 0, "{name}");
     }
 }
 

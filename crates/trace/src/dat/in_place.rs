@@ -17,6 +17,7 @@ use super::DatFile;
 use crate::decode::catalog::{EventCatalog, EventType};
 use crate::decode::format::{EventFormat, HeaderPage};
 use crate::decode::page::PageLayout;
+use crate::mapped::MappedRange;
 use std::sync::Arc;
 
 impl DatFile {
@@ -37,6 +38,18 @@ impl DatFile {
         }
         let convert = Arc::new(self.page_conversion(buffer)?);
         Ok(Box::new(LittleEndianPages::new(pages, convert)))
+    }
+
+    /// The pages of `cpu` in `buffer` where they lie in the file, when they can be decoded
+    /// there: stored uncompressed and little-endian, in a file that could be mapped.
+    /// `None` otherwise, and for a CPU without data: [`DatFile::cpu_pages`] then reads them.
+    pub fn cpu_pages_mapped(&self, buffer: &Buffer, cpu: u32) -> Option<MappedRange> {
+        if buffer.compression.is_some() || self.endian != Endian::Little {
+            return None;
+        }
+        let data = buffer.cpu(cpu).filter(|data| data.stored_size > 0)?;
+        let file = self.mapping.get_or_init(|| self.source.map()).as_ref()?;
+        file.range(data.offset, data.stored_size)
     }
 
     /// How the pages of `buffer` turn little-endian: its page layout and the fields of

@@ -42,6 +42,14 @@ impl Source {
         })
     }
 
+    /// The file mapped read-only, when it is a file that can be.
+    pub fn map(&self) -> Option<std::sync::Arc<crate::mapped::MappedFile>> {
+        match self {
+            Source::File { file, len, .. } => crate::mapped::MappedFile::map(file, *len),
+            Source::Memory(_) => None,
+        }
+    }
+
     pub fn len(&self) -> u64 {
         match self {
             Source::File { len, .. } => *len,

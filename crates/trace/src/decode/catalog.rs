@@ -5,7 +5,7 @@ use vmscale_run::bounded;
 
 use crate::decode::field::FieldRef;
 use crate::decode::format::{EventFormat, FormatError};
-use crate::decode::views::{EventKind, ViewLayout};
+use crate::decode::views::{EventKind, ViewLayout, ViewTag};
 
 /// A trace's `formats/` tree that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +68,11 @@ impl EventType {
     /// True when records of this type get a typed view (not [`EventKind::Other`]).
     pub fn has_view(&self) -> bool {
         self.view != ViewLayout::Other
+    }
+
+    /// Which view records of this type get (unless one is too short for it).
+    pub fn view_tag(&self) -> ViewTag {
+        self.view.tag()
     }
 
     /// The typed view of a record of this type ([`EventKind::Other`] when the type has no

@@ -1,16 +1,28 @@
 //! One CPU's pages, read a chunk of pages at a time and decoded a chunk at a time into a
 //! [`Batch`] of records.
 //!
-//! The pages come from any byte stream: a `cpu<N>.raw` file of a trace directory, a range
-//! of a .dat file, or a .dat's compressed chunks decompressed as the stream advances
-//! (`crate::dat`). Memory is a few chunk buffers (the one being read into and those of the
-//! batches not yet consumed), whatever the stream's length.
+//! The pages are decoded where they lie in the page cache when their file can be mapped
+//! (a `cpu<N>.raw` file of a trace directory, an uncompressed little-endian .dat): a batch
+//! is then a window of the mapping, given back once it is used ([`crate::mapped`]).
+//! Otherwise they come from a byte stream (a .dat's compressed chunks decompressed as the
+//! stream advances, big-endian pages converted, see `crate::dat`) read a chunk at a time.
+//! Memory is a few chunks (those of the batches not yet consumed, and the one being read
+//! into), whatever the stream's length.
 
 use std::collections::VecDeque;
 use std::io::Read;
 
 use crate::decode::error::DecodeError;
 use crate::decode::page::{Missed, Page, PageLayout, RecordCursor};
+use crate::mapped::MappedRange;
+
+/// Where one CPU's pages come from.
+pub(crate) enum PageInput<'d> {
+    /// Read a chunk at a time into the stream's buffer.
+    Stream(Box<dyn Read + Send + 'd>),
+    /// Decoded where they lie.
+    Mapped(MappedRange),
+}
 
 /// The first read of a stream: the buffer grows from here (doubling) only while data keeps
 /// filling it, so a CPU with little or no data costs little memory.
@@ -90,12 +102,16 @@ pub(crate) struct BatchRecord {
     pub id: u16,
 }
 
-/// What one CPU's stream decoded from one fill of its read buffer: the records in buffer
-/// order and the errors met between them. The buffer travels with the records, so a batch
-/// can be decoded on one thread and read on another, and handed back to be filled again.
+/// What one CPU's stream decoded from one fill of its read buffer (or one window of its
+/// mapping): the records in page order and the errors met between them. The bytes travel
+/// with the records, so a batch can be decoded on one thread and read on another, and
+/// handed back to be filled again.
 #[derive(Debug, Default)]
 pub(crate) struct Batch {
+    /// The bytes the records point into, when they were read.
     pub buf: Vec<u8>,
+    /// The bytes the records point into, when they are mapped.
+    pub mapped: Option<MappedRange>,
     pub records: Vec<BatchRecord>,
     /// Each error with the number of this batch's records that came before it.
     pub errors: VecDeque<(usize, DecodeError)>,
@@ -106,6 +122,15 @@ pub(crate) struct Batch {
 }
 
 impl Batch {
+    /// What the records' `start..end` index.
+    #[inline]
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match &self.mapped {
+            Some(mapped) => mapped.bytes(),
+            None => &self.buf,
+        }
+    }
+
     fn is_empty(&self) -> bool {
         self.records.is_empty() && self.errors.is_empty()
     }
@@ -117,8 +142,17 @@ pub(crate) struct CpuStream<'d> {
     expected: Option<u64>,
     /// Bytes the input yielded or skipped (damaged chunks) so far.
     consumed: u64,
-    /// `None` once the stream ended or failed.
+    /// `None` once the stream ended or failed (or from the start, when mapped).
     input: Option<Box<dyn Read + Send + 'd>>,
+    /// The pages, when they are mapped: `buf` is then unused, and `filled` and
+    /// `next_page_at` are offsets into this.
+    mapped: Option<MappedRange>,
+    /// The mapping has not been taken as read yet (it is, at the first refill).
+    mapped_pending: bool,
+    /// The mapping is used up (a refill found nothing more).
+    mapped_ended: bool,
+    /// Where the bytes of the batch being decoded begin (0 when read into `buf`).
+    batch_start: usize,
     setup: StreamSetup,
     buf: Vec<u8>,
     filled: usize,
@@ -130,16 +164,24 @@ pub(crate) struct CpuStream<'d> {
 
 impl<'d> CpuStream<'d> {
     pub(crate) fn new(
-        input: Box<dyn Read + Send + 'd>,
+        input: PageInput<'d>,
         cpu: u32,
         expected: Option<u64>,
         setup: StreamSetup,
     ) -> CpuStream<'d> {
+        let (input, mapped) = match input {
+            PageInput::Stream(stream) => (Some(stream), None),
+            PageInput::Mapped(mapped) => (None, Some(mapped)),
+        };
         CpuStream {
             cpu,
             expected,
             consumed: 0,
-            input: Some(input),
+            input,
+            mapped_pending: mapped.is_some(),
+            mapped_ended: false,
+            mapped,
+            batch_start: 0,
             setup,
             buf: Vec::new(),
             filled: 0,
@@ -168,6 +210,9 @@ impl<'d> CpuStream<'d> {
     /// corrupt page is noted and decoding goes on with the next page; after a failed read,
     /// or at the end of the input, the batch is the last.
     pub(crate) fn fill(&mut self, batch: &mut Batch) {
+        if let Some(used) = batch.mapped.take() {
+            used.release();
+        }
         batch.records.clear();
         batch.errors.clear();
         batch.last = false;
@@ -179,8 +224,10 @@ impl<'d> CpuStream<'d> {
         );
         loop {
             if let Some(page) = &mut self.page {
-                let data = &self.buf[page.data_start..page.data_end];
-                let base = page.data_start;
+                let bytes = pages(&self.mapped, &self.buf);
+                let data = &bytes[page.data_start..page.data_end];
+                // Record offsets count from the batch's first byte.
+                let base = page.data_start - self.batch_start;
                 let mut failure = None;
                 while let Some(step) = page.cursor.next_record(data) {
                     let span = match step {
@@ -232,9 +279,12 @@ impl<'d> CpuStream<'d> {
                     batch.errors.push_back((batch.records.len(), error));
                 }
             }
-            if self.filled - self.next_page_at < self.setup.layout.page_size && !batch.is_empty() {
-                // The next page needs a refill, which would overwrite what the batch's
-                // records point into.
+            // The next page needs a refill, which would overwrite what the batch's records
+            // point into; or, mapped, the batch holds a chunk's worth of pages.
+            let needs_refill = self.filled - self.next_page_at < self.setup.layout.page_size;
+            let full = self.mapped.is_some()
+                && self.next_page_at - self.batch_start >= self.setup.buffer_bytes;
+            if (needs_refill || full) && !batch.is_empty() {
                 break;
             }
             match self.next_page() {
@@ -260,6 +310,12 @@ impl<'d> CpuStream<'d> {
     /// Moves the read buffer into `batch` and takes the batch's old one (at the same
     /// size, so the stream reads as much at a time), with the unread tail copied over.
     fn hand_over(&mut self, batch: &mut Batch) {
+        if let Some(mapped) = &self.mapped {
+            // In range: batch_start <= next_page_at <= filled <= the mapping's length.
+            batch.mapped = mapped.sub(self.batch_start, self.next_page_at);
+            self.batch_start = self.next_page_at;
+            return;
+        }
         let mut next = std::mem::take(&mut batch.buf);
         next.resize(self.buf.len(), 0);
         let tail = self.filled - self.next_page_at;
@@ -294,7 +350,8 @@ impl<'d> CpuStream<'d> {
         self.next_page_at += page_size;
         self.next_page_index += 1;
         self.summary.pages += 1;
-        match Page::parse(&layout, &self.buf[start..start + page_size]) {
+        let bytes = pages(&self.mapped, &self.buf);
+        match Page::parse(&layout, &bytes[start..start + page_size]) {
             Ok(page) => {
                 let missed = match page.missed {
                     Missed::None => None,
@@ -337,6 +394,22 @@ impl<'d> CpuStream<'d> {
     /// Moves the unread tail to the front and reads until the buffer is full or the stream
     /// ends; the buffer grows towards its full size while the data keeps coming.
     fn refill(&mut self) -> Result<(), DecodeError> {
+        if let Some(mapped) = &self.mapped {
+            // All of it is there at once; the next refill means it is used up.
+            if self.mapped_pending {
+                self.mapped_pending = false;
+                self.filled = mapped.len();
+                self.consumed += mapped.len() as u64;
+                if self.filled - self.next_page_at >= self.setup.layout.page_size {
+                    return Ok(());
+                }
+            }
+            if !self.mapped_ended {
+                self.mapped_ended = true;
+                self.ended_short();
+            }
+            return Ok(());
+        }
         self.buf.copy_within(self.next_page_at..self.filled, 0);
         self.filled -= self.next_page_at;
         self.next_page_at = 0;
@@ -441,5 +514,14 @@ impl<'d> CpuStream<'d> {
                 }
             }
         }
+    }
+}
+
+/// What a stream's offsets index: its mapping, or the buffer it reads into.
+#[inline]
+fn pages<'a>(mapped: &'a Option<MappedRange>, buf: &'a [u8]) -> &'a [u8] {
+    match mapped {
+        Some(mapped) => mapped.bytes(),
+        None => buf,
     }
 }

@@ -125,7 +125,7 @@ impl<'d> Lane<'d> {
             self.cpu,
             record.pid,
             record.id,
-            &self.batch.buf[record.start as usize..record.end as usize],
+            &self.batch.bytes()[record.start as usize..record.end as usize],
             catalog.get_or_unknown(record.id),
         )
     }

@@ -48,6 +48,65 @@ pub enum EventKind<'a> {
     Other,
 }
 
+/// Which typed view an event gets, known from its type alone, before any record is read:
+/// what a consumer routes events by ([`crate::decode::catalog::EventType::view_tag`]). A
+/// record too short for its view is still [`EventKind::Other`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ViewTag {
+    ContentionBegin,
+    ContentionEnd,
+    SchedSwitch,
+    SchedWaking,
+    SchedWakeup,
+    SchedWakeupNew,
+    IpiSendCpu,
+    IpiSendCpumask,
+    IpiRaise,
+    IpiEntry,
+    IpiExit,
+    IpiVectorEntry,
+    IpiVectorExit,
+    CsdQueueCpu,
+    CsdFunctionEntry,
+    CsdFunctionExit,
+    SysEnter,
+    SysExit,
+    KernelStack,
+    Print,
+    MmapLock,
+    Other,
+}
+
+impl EventKind<'_> {
+    /// The tag of this view.
+    pub fn tag(&self) -> ViewTag {
+        match self {
+            EventKind::ContentionBegin(_) => ViewTag::ContentionBegin,
+            EventKind::ContentionEnd(_) => ViewTag::ContentionEnd,
+            EventKind::SchedSwitch(_) => ViewTag::SchedSwitch,
+            EventKind::SchedWaking(_) => ViewTag::SchedWaking,
+            EventKind::SchedWakeup(_) => ViewTag::SchedWakeup,
+            EventKind::SchedWakeupNew(_) => ViewTag::SchedWakeupNew,
+            EventKind::IpiSendCpu(_) => ViewTag::IpiSendCpu,
+            EventKind::IpiSendCpumask(_) => ViewTag::IpiSendCpumask,
+            EventKind::IpiRaise(_) => ViewTag::IpiRaise,
+            EventKind::IpiEntry(_) => ViewTag::IpiEntry,
+            EventKind::IpiExit(_) => ViewTag::IpiExit,
+            EventKind::IpiVectorEntry(_) => ViewTag::IpiVectorEntry,
+            EventKind::IpiVectorExit(_) => ViewTag::IpiVectorExit,
+            EventKind::CsdQueueCpu(_) => ViewTag::CsdQueueCpu,
+            EventKind::CsdFunctionEntry(_) => ViewTag::CsdFunctionEntry,
+            EventKind::CsdFunctionExit(_) => ViewTag::CsdFunctionExit,
+            EventKind::SysEnter(_) => ViewTag::SysEnter,
+            EventKind::SysExit(_) => ViewTag::SysExit,
+            EventKind::KernelStack(_) => ViewTag::KernelStack,
+            EventKind::Print(_) => ViewTag::Print,
+            EventKind::MmapLock(_) => ViewTag::MmapLock,
+            EventKind::Other => ViewTag::Other,
+        }
+    }
+}
+
 /// lock:contention_begin: a task starts waiting for a lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ContentionBegin {
@@ -615,6 +674,36 @@ impl ViewLayout {
             (layout, l.min_len)
         } else {
             (ViewLayout::Other, 0)
+        }
+    }
+
+    /// The tag of the views this layout gives.
+    pub(crate) fn tag(&self) -> ViewTag {
+        match self {
+            ViewLayout::ContentionBegin { .. } => ViewTag::ContentionBegin,
+            ViewLayout::ContentionEnd { .. } => ViewTag::ContentionEnd,
+            ViewLayout::SchedSwitch { .. } => ViewTag::SchedSwitch,
+            ViewLayout::SchedWakeup { which, .. } => match which {
+                WakeupKind::Waking => ViewTag::SchedWaking,
+                WakeupKind::Wakeup => ViewTag::SchedWakeup,
+                WakeupKind::WakeupNew => ViewTag::SchedWakeupNew,
+            },
+            ViewLayout::IpiSendCpu { .. } => ViewTag::IpiSendCpu,
+            ViewLayout::IpiSendCpumask { .. } => ViewTag::IpiSendCpumask,
+            ViewLayout::IpiRaise { .. } => ViewTag::IpiRaise,
+            ViewLayout::IpiHandler { exit: false, .. } => ViewTag::IpiEntry,
+            ViewLayout::IpiHandler { exit: true, .. } => ViewTag::IpiExit,
+            ViewLayout::IpiVector { exit: false, .. } => ViewTag::IpiVectorEntry,
+            ViewLayout::IpiVector { exit: true, .. } => ViewTag::IpiVectorExit,
+            ViewLayout::CsdQueueCpu { .. } => ViewTag::CsdQueueCpu,
+            ViewLayout::CsdFunction { exit: false, .. } => ViewTag::CsdFunctionEntry,
+            ViewLayout::CsdFunction { exit: true, .. } => ViewTag::CsdFunctionExit,
+            ViewLayout::SysEnter { .. } => ViewTag::SysEnter,
+            ViewLayout::SysExit { .. } => ViewTag::SysExit,
+            ViewLayout::KernelStack { .. } => ViewTag::KernelStack,
+            ViewLayout::Print { .. } => ViewTag::Print,
+            ViewLayout::MmapLock { .. } => ViewTag::MmapLock,
+            ViewLayout::Other => ViewTag::Other,
         }
     }
 
