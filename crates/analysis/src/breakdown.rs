@@ -26,7 +26,7 @@ use vmscale_run::findings::{Component, ComponentKind, OperationBreakdown, PhaseB
 use vmscale_run::LockContention;
 use vmscale_stats::StreamingSummary;
 use vmscale_trace::decode::event::Event;
-use vmscale_trace::decode::views::EventKind;
+use vmscale_trace::decode::views::{EventKind, ViewTag};
 
 use crate::cause_names;
 use crate::cause_names::function;
@@ -224,6 +224,43 @@ impl BreakdownPass {
                 self.close_op(op, end);
             }
             self.next_window += 1;
+        }
+    }
+
+    /// The views [`BreakdownPass::observe`] reads. Every other event may still end a timed
+    /// window or show the measuring thread running: pass it to
+    /// [`BreakdownPass::observe_other`].
+    pub fn wants(tag: ViewTag) -> bool {
+        use ViewTag::*;
+        matches!(
+            tag,
+            Print
+                | SchedSwitch
+                | KernelStack
+                | SchedWaking
+                | ContentionBegin
+                | ContentionEnd
+                | CsdQueueCpu
+                | CsdFunctionEntry
+                | CsdFunctionExit
+                | SysEnter
+                | SysExit
+        )
+    }
+
+    /// [`BreakdownPass::observe`] for an event whose view it does not read.
+    #[inline]
+    pub fn observe_other(&mut self, event: &Event<'_>) {
+        let Some(thread) = self.thread else {
+            return;
+        };
+        let ts = event.ts();
+        if !self.windows.is_empty() {
+            self.advance_windows(ts);
+        }
+        if event.pid() == thread {
+            let floor = self.floor(ts);
+            self.timelines.seen_running(thread, ts, floor);
         }
     }
 

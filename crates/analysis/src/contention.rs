@@ -14,7 +14,7 @@ use foldhash::{HashMap, HashMapExt};
 use vmscale_run::{LockContention, WaitStack, Waiter};
 use vmscale_stats::{StreamingSummary, Summary};
 use vmscale_trace::decode::event::Event;
-use vmscale_trace::decode::views::EventKind;
+use vmscale_trace::decode::views::{EventKind, ViewTag};
 
 use crate::naming;
 use crate::open_waits::{OpenWaits, Wait};
@@ -93,6 +93,21 @@ pub struct ContentionFindings {
 }
 
 impl ContentionPass {
+    /// The views [`ContentionPass::observe`] reads; other events change nothing.
+    pub fn wants(tag: ViewTag) -> bool {
+        use ViewTag::*;
+        matches!(
+            tag,
+            ContentionBegin
+                | ContentionEnd
+                | KernelStack
+                | SchedSwitch
+                | SchedWaking
+                | SchedWakeup
+                | SchedWakeupNew
+        )
+    }
+
     pub fn observe(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
         match *kind {
             EventKind::ContentionBegin(begin) => {

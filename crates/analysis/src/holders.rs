@@ -26,6 +26,7 @@ use vmscale_run::LockContention;
 use vmscale_trace::decode::event::Event;
 use vmscale_trace::decode::views::{
     contention_flags as flag, EventKind, IpiSendCpu, IpiSendCpumask, MmapLock, MmapLockStep,
+    ViewTag,
 };
 
 use crate::naming;
@@ -324,6 +325,48 @@ impl HoldersPass {
         self.open_starts.keys().next().copied().unwrap_or(u64::MAX)
     }
 
+    /// The views [`HoldersPass::observe`] reads. Every other event still shows its task
+    /// running: pass it to [`HoldersPass::observe_other`].
+    pub fn wants(tag: ViewTag) -> bool {
+        use ViewTag::*;
+        matches!(
+            tag,
+            ContentionBegin
+                | ContentionEnd
+                | SchedSwitch
+                | KernelStack
+                | SchedWaking
+                | SchedWakeup
+                | SchedWakeupNew
+                | MmapLock
+                | IpiSendCpu
+                | IpiSendCpumask
+        )
+    }
+
+    /// [`HoldersPass::observe`] for an event whose view it does not read: all such an
+    /// event says is that its task runs, which is news only when the CPU last showed
+    /// another task.
+    #[inline]
+    pub fn observe_other(&mut self, event: &Event<'_>) {
+        let pid = event.pid();
+        if pid != 0 && self.known_on_cpu.get(event.cpu() as usize) != Some(&pid) {
+            let floor = self.floor();
+            self.running(pid, event.cpu() as usize, event.ts(), floor);
+        }
+    }
+
+    /// `pid` shows it runs on `cpu` at `ts`.
+    fn running(&mut self, pid: i32, cpu: usize, ts: u64, floor: u64) {
+        self.timelines.seen_running(pid, ts, floor);
+        if cpu < MAX_CACHED_CPUS {
+            if self.known_on_cpu.len() <= cpu {
+                self.known_on_cpu.resize(cpu + 1, 0);
+            }
+            self.known_on_cpu[cpu] = pid;
+        }
+    }
+
     pub fn observe(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
         let ts = event.ts();
         let pid = event.pid();
@@ -331,13 +374,7 @@ impl HoldersPass {
         if pid != 0 && !matches!(kind, EventKind::KernelStack(_)) {
             let cpu = event.cpu() as usize;
             if self.known_on_cpu.get(cpu) != Some(&pid) {
-                self.timelines.seen_running(pid, ts, floor);
-                if cpu < MAX_CACHED_CPUS {
-                    if self.known_on_cpu.len() <= cpu {
-                        self.known_on_cpu.resize(cpu + 1, 0);
-                    }
-                    self.known_on_cpu[cpu] = pid;
-                }
+                self.running(pid, cpu, ts, floor);
             }
         }
         match *kind {

@@ -22,7 +22,7 @@ use foldhash::HashMap;
 use vmscale_run::findings::{IpiSyscall, IpiVictimWork};
 use vmscale_run::{IpiPhase, IpiSender, IpiSite};
 use vmscale_trace::decode::event::Event;
-use vmscale_trace::decode::views::{CpuMask, EventKind, IpiVector};
+use vmscale_trace::decode::views::{CpuMask, EventKind, IpiVector, ViewTag};
 use vmscale_trace::PrintkStrings;
 
 use crate::symbols::Symbols;
@@ -112,6 +112,28 @@ pub struct IpiPass {
 }
 
 impl IpiPass {
+    /// The views [`IpiPass::observe`] reads; other events change nothing.
+    pub fn wants(tag: ViewTag) -> bool {
+        use ViewTag::*;
+        matches!(
+            tag,
+            Print
+                | IpiSendCpu
+                | IpiSendCpumask
+                | IpiRaise
+                | CsdQueueCpu
+                | CsdFunctionEntry
+                | CsdFunctionExit
+                | IpiEntry
+                | IpiExit
+                | IpiVectorEntry
+                | IpiVectorExit
+                | SysEnter
+                | SysExit
+                | SchedSwitch
+        )
+    }
+
     pub fn observe(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
         let ts = event.ts();
         match *kind {

@@ -36,6 +36,110 @@ pub use holders::HoldersPass;
 pub use spinlocks::SpinLocksPass;
 pub use symbols::Symbols;
 
+/// The optional passes a run has, and whether each pass gets only the events it reads
+/// (always, but for the test that checks that this changes nothing).
+#[derive(Debug, Clone, Copy)]
+struct Passes {
+    subject: bool,
+    vmm: bool,
+    every_event_to_every_pass: bool,
+}
+
+/// Which passes read the events of one type, decided once from the type's view: most
+/// events of a big trace (system calls, say) interest one pass or none, and reading a
+/// view nobody uses, or calling passes that ignore it, cost more than the decode.
+#[derive(Debug, Clone, Copy, Default)]
+struct Route {
+    contention: bool,
+    ipi: bool,
+    holders: bool,
+    breakdown: bool,
+    spinlocks: bool,
+    vmm: bool,
+    /// A scheduler event: it places tasks, so even an excluded task's is kept.
+    sched: bool,
+    /// Some pass reads the view.
+    view: bool,
+}
+
+impl Route {
+    fn of_tag(tag: vmscale_trace::ViewTag, passes: Passes) -> Route {
+        use vmscale_trace::ViewTag;
+        if passes.every_event_to_every_pass {
+            return Route {
+                contention: true,
+                ipi: true,
+                holders: true,
+                breakdown: true,
+                spinlocks: true,
+                vmm: passes.vmm,
+                sched: matches!(
+                    tag,
+                    ViewTag::SchedSwitch
+                        | ViewTag::SchedWaking
+                        | ViewTag::SchedWakeup
+                        | ViewTag::SchedWakeupNew
+                ),
+                view: true,
+            };
+        }
+        let mut route = Route {
+            contention: ContentionPass::wants(tag),
+            ipi: ipi::IpiPass::wants(tag),
+            holders: HoldersPass::wants(tag),
+            breakdown: BreakdownPass::wants(tag),
+            spinlocks: SpinLocksPass::wants(tag),
+            vmm: passes.vmm && vmm::VmmPass::wants(tag),
+            sched: matches!(
+                tag,
+                ViewTag::SchedSwitch
+                    | ViewTag::SchedWaking
+                    | ViewTag::SchedWakeup
+                    | ViewTag::SchedWakeupNew
+            ),
+            view: false,
+        };
+        route.view = tag != ViewTag::Other
+            && (route.contention
+                || route.ipi
+                || route.holders
+                || route.breakdown
+                || route.spinlocks
+                || route.vmm
+                || (passes.subject && subject::SubjectPass::wants(tag)));
+        route
+    }
+}
+
+/// A [`Route`] per event type id.
+struct Routes {
+    by_id: Vec<Route>,
+    /// For ids without a format.
+    unknown: Route,
+}
+
+impl Routes {
+    fn new(catalog: &vmscale_trace::decode::catalog::EventCatalog, passes: Passes) -> Routes {
+        let mut by_id = Vec::new();
+        for event_type in catalog.iter() {
+            let id = event_type.format.id as usize;
+            if by_id.len() <= id {
+                by_id.resize(id + 1, Route::of_tag(vmscale_trace::ViewTag::Other, passes));
+            }
+            by_id[id] = Route::of_tag(event_type.view_tag(), passes);
+        }
+        Routes {
+            by_id,
+            unknown: Route::of_tag(vmscale_trace::ViewTag::Other, passes),
+        }
+    }
+
+    #[inline]
+    fn of(&self, id: u16) -> Route {
+        self.by_id.get(id as usize).copied().unwrap_or(self.unknown)
+    }
+}
+
 /// Everything the passes found in one trace, plus what the decode itself saw.
 pub struct TraceAnalysis {
     pub contention: ContentionFindings,
@@ -127,6 +231,21 @@ pub fn read_tgids(dir: &Path) -> std::collections::HashMap<i32, i32> {
 
 /// [`analyse`] within `scope`.
 pub fn analyse_scoped(dir: &Path, scope: &Scope) -> Result<TraceAnalysis, DecodeError> {
+    analyse_dir(dir, scope, false)
+}
+
+/// [`analyse_scoped`] with every event handed to every pass: the reference that routing
+/// events by view (what every other entry point does) is tested against.
+#[doc(hidden)]
+pub fn analyse_scoped_unrouted(dir: &Path, scope: &Scope) -> Result<TraceAnalysis, DecodeError> {
+    analyse_dir(dir, scope, true)
+}
+
+fn analyse_dir(
+    dir: &Path,
+    scope: &Scope,
+    every_event_to_every_pass: bool,
+) -> Result<TraceAnalysis, DecodeError> {
     let (decoder, damage) = Decoder::open_damaged(dir)?;
     let (symbols, kallsyms) = integrity::load_kallsyms(dir);
     let with_tgids;
@@ -139,7 +258,7 @@ pub fn analyse_scoped(dir: &Path, scope: &Scope) -> Result<TraceAnalysis, Decode
     } else {
         scope
     };
-    let mut analysis = analyse_excluding(&decoder, &symbols, scope)?;
+    let mut analysis = analyse_routed(&decoder, &symbols, scope, every_event_to_every_pass)?;
     let label = dir
         .file_name()
         .map_or_else(String::new, |name| format!("{}/", name.to_string_lossy()));
@@ -159,6 +278,17 @@ pub fn analyse_excluding(
     decoder: &Decoder,
     symbols: &Kallsyms,
     scope: &Scope,
+) -> Result<TraceAnalysis, DecodeError> {
+    analyse_routed(decoder, symbols, scope, false)
+}
+
+/// [`analyse_excluding`], with every event handed to every pass when
+/// `every_event_to_every_pass`.
+fn analyse_routed(
+    decoder: &Decoder,
+    symbols: &Kallsyms,
+    scope: &Scope,
+    every_event_to_every_pass: bool,
 ) -> Result<TraceAnalysis, DecodeError> {
     use vmscale_trace::EventKind;
     let mut excluded: std::collections::HashSet<i32> =
@@ -222,6 +352,14 @@ pub fn analyse_excluding(
     let (mut first_ts, mut last_ts) = (None, 0);
     // Per event type id: how many the trace holds.
     let mut seen: Vec<u64> = Vec::new();
+    let routes = Routes::new(
+        decoder.catalog(),
+        Passes {
+            subject: subject.is_some() || vcpu_resume.is_some() || timed_calls.is_some(),
+            vmm: vmm.is_some(),
+            every_event_to_every_pass,
+        },
+    );
     let summary = decoder.for_each(|event| {
         // Events come in time order.
         first_ts.get_or_insert(event.ts());
@@ -231,25 +369,36 @@ pub fn analyse_excluding(
             seen.resize(id + 1, 0);
         }
         seen[id] += 1;
-        // The typed view is read once and shared: each pass reading it again cost more
-        // than the decode itself.
-        let kind = event.kind();
-        if excluded.contains(&event.pid())
-            && !matches!(
-                kind,
-                EventKind::SchedSwitch(_)
-                    | EventKind::SchedWaking(_)
-                    | EventKind::SchedWakeup(_)
-                    | EventKind::SchedWakeupNew(_)
-            )
-        {
+        let route = routes.of(event.id());
+        if !excluded.is_empty() && !route.sched && excluded.contains(&event.pid()) {
             return;
         }
-        contention.observe(&event, &kind);
-        ipis.observe(&event, &kind);
-        holders.observe(&event, &kind);
-        breakdown.observe(&event, &kind);
-        spinlocks.observe(&event, &kind);
+        // The typed view is read once, and only when a pass reads it, then shared.
+        let kind = if route.view {
+            event.kind()
+        } else {
+            EventKind::Other
+        };
+        if route.contention {
+            contention.observe(&event, &kind);
+        }
+        if route.ipi {
+            ipis.observe(&event, &kind);
+        }
+        if route.holders {
+            holders.observe(&event, &kind);
+        } else {
+            holders.observe_other(&event);
+        }
+        if route.breakdown {
+            breakdown.observe(&event, &kind);
+        } else {
+            breakdown.observe_other(&event);
+        }
+        if route.spinlocks {
+            spinlocks.observe(&event, &kind);
+        }
+        // The subject passes place their tasks by every event, whatever its view.
         if let Some(subject) = &mut subject {
             subject.observe(&event, &kind);
         }
@@ -259,8 +408,10 @@ pub fn analyse_excluding(
         if let Some(pass) = &mut timed_calls {
             pass.observe(&event, &kind);
         }
-        if let Some(vmm) = &mut vmm {
-            vmm.observe(&event, &kind);
+        if route.vmm {
+            if let Some(vmm) = &mut vmm {
+                vmm.observe(&event, &kind);
+            }
         }
     })?;
     let contention = contention.finish(symbols);
@@ -372,4 +523,77 @@ fn timeline(
         }
     }
     Ok(pass.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../trace/tests/fixtures")
+            .join(name)
+    }
+
+    /// What the run record would hold.
+    fn findings(analysis: TraceAnalysis) -> String {
+        let mut section = TraceSection::default();
+        analysis.fill(&mut section);
+        serde_json::to_string(&section).unwrap()
+    }
+
+    /// Passes get only the events whose views they read; handing them everything must
+    /// change nothing, with and without the optional passes.
+    #[test]
+    fn routing_events_by_view_changes_no_finding() {
+        for name in ["contention", "ipi-vectors", "overrun"] {
+            let decoder = Decoder::open(fixture(name)).unwrap();
+            let symbols = decoder.kallsyms().unwrap();
+            let mut pids = std::collections::BTreeSet::new();
+            let (mut first, mut last) = (u64::MAX, 0);
+            decoder
+                .for_each(|e| {
+                    pids.insert(e.pid());
+                    first = first.min(e.ts());
+                    last = last.max(e.ts());
+                })
+                .unwrap();
+            let pids: Vec<u32> = pids
+                .into_iter()
+                .filter(|&p| p > 0)
+                .map(|p| p as u32)
+                .collect();
+            // Three windows across the trace, for the passes that explain windows.
+            let step = (last - first) / 7;
+            let windows: Vec<(u64, u64)> = (0..3)
+                .map(|i| (first + (2 * i + 1) * step, first + (2 * i + 2) * step))
+                .collect();
+            let on_tasks: Vec<(u32, u64, u64)> = pids
+                .iter()
+                .take(4)
+                .flat_map(|&pid| windows.iter().map(move |&(start, end)| (pid, start, end)))
+                .collect();
+            let windowed = Scope {
+                timed_windows: windows.clone(),
+                vcpu_resume_windows: on_tasks.clone(),
+                timed_calls: on_tasks,
+                ..Scope::default()
+            };
+            let everything = Scope {
+                every_task: true,
+                ..Scope::default()
+            };
+            let some_tasks = Scope {
+                subject: pids.iter().copied().take(3).collect(),
+                excluded_tids: pids.iter().copied().skip(3).take(2).collect(),
+                ..Scope::default()
+            };
+            for scope in [Scope::default(), everything, some_tasks, windowed] {
+                let routed = analyse_routed(&decoder, &symbols, &scope, false).unwrap();
+                let all = analyse_routed(&decoder, &symbols, &scope, true).unwrap();
+                assert!(routed.decoded_events > 100, "{name}");
+                assert_eq!(findings(routed), findings(all), "{name}: {scope:?}");
+            }
+        }
+    }
 }

@@ -15,7 +15,7 @@ use vmscale_run::findings::{ModeWaits, SpinLockWaits};
 use vmscale_run::LockContention;
 use vmscale_stats::StreamingSummary;
 use vmscale_trace::decode::event::Event;
-use vmscale_trace::decode::views::{contention_flags as flag, EventKind};
+use vmscale_trace::decode::views::{contention_flags as flag, EventKind, ViewTag};
 
 use crate::naming;
 
@@ -53,6 +53,11 @@ pub struct SpinLocksPass {
 }
 
 impl SpinLocksPass {
+    /// The views [`SpinLocksPass::observe`] reads; other events change nothing.
+    pub fn wants(tag: ViewTag) -> bool {
+        matches!(tag, ViewTag::ContentionBegin | ViewTag::ContentionEnd)
+    }
+
     pub fn observe(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
         let pid = event.pid();
         match *kind {

@@ -21,7 +21,7 @@ use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use vmscale_run::findings::{ComponentKind, SubjectPart, SubjectTime, TaskTime};
 use vmscale_run::LockContention;
 use vmscale_trace::decode::event::Event;
-use vmscale_trace::decode::views::EventKind;
+use vmscale_trace::decode::views::{EventKind, ViewTag};
 
 use crate::cause_names;
 use crate::open_waits;
@@ -343,6 +343,24 @@ impl SubjectPass {
             }
             *self.joined.entry(joiner).or_default() += sleep.ns;
         }
+    }
+
+    /// The views [`SubjectPass::observe`] reads. Every other event still places its task:
+    /// pass it with [`EventKind::Other`].
+    pub fn wants(tag: ViewTag) -> bool {
+        use ViewTag::*;
+        matches!(
+            tag,
+            SchedSwitch
+                | KernelStack
+                | SchedWakeupNew
+                | SchedWaking
+                | SchedWakeup
+                | ContentionBegin
+                | ContentionEnd
+                | CsdQueueCpu
+                | CsdFunctionExit
+        )
     }
 
     pub fn observe(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {

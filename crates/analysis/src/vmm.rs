@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use vmscale_run::findings::{VmmIoctl, VmmSamples};
 use vmscale_stats::StreamingSummary;
-use vmscale_trace::{Event, EventKind};
+use vmscale_trace::{Event, EventKind, ViewTag};
 
 /// The ioctl system call on x86-64.
 const SYS_IOCTL: i64 = 16;
@@ -193,6 +193,23 @@ impl VmmPass {
                 add(index, ns);
             }
         }
+    }
+
+    /// The views [`VmmPass::observe`] reads, [`ViewTag::Other`] among them (a fork is
+    /// read by its field names); other events change nothing.
+    pub fn wants(tag: ViewTag) -> bool {
+        use ViewTag::*;
+        matches!(
+            tag,
+            SchedSwitch
+                | SchedWakeup
+                | SchedWakeupNew
+                | ContentionBegin
+                | ContentionEnd
+                | SysEnter
+                | SysExit
+                | Other
+        )
     }
 
     pub fn observe(&mut self, event: &Event, kind: &EventKind) {

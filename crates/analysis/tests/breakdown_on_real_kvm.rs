@@ -66,16 +66,59 @@ fn record(
     let system = KvmSystem::open().unwrap_or_else(|e| panic!("this test needs /dev/kvm: {e}"));
     let dir: PathBuf = std::env::temp_dir().join(format!("vmscale-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let config = RecordConfig {
+    let mut config = RecordConfig {
         syscall_tids: vec![gettid()],
         ..RecordConfig::default()
     };
+    // Stacks at every switch too, as `--sleep-stacks` records them, so that the passes
+    // that name sleep functions have them to read.
+    config.stack_events.push("sched:sched_switch".into());
     let mut recording = Recording::prepare(&mount, &dir, config).unwrap();
     let points = scenario(&system, &mut Hook(&mut recording));
     recording.finish().unwrap();
     let analysis = vmscale_analysis::analyse(Path::new(&dir));
+    routing_changes_nothing(&dir, &points);
     std::fs::remove_dir_all(&dir).unwrap();
     (points, analysis.unwrap())
+}
+
+/// The findings, as a run record holds them.
+fn findings(analysis: vmscale_analysis::TraceAnalysis) -> String {
+    let mut section = vmscale_run::TraceSection::default();
+    analysis.fill(&mut section);
+    serde_json::to_string(&section).unwrap()
+}
+
+/// Every pass is handed only the events whose views it reads; handing each of them every
+/// event must find exactly the same, on this real run, with each optional pass in use:
+/// the phases' breakdown, the run's own thread as a subject, every task, and windows
+/// (the measured samples) on this thread.
+fn routing_changes_nothing(dir: &Path, points: &[Point]) {
+    let tid = gettid();
+    let mut samples = vmscale_run::schema::timed_windows(points);
+    samples.sort_unstable();
+    let scopes = [
+        vmscale_analysis::Scope::default(),
+        vmscale_analysis::Scope {
+            subject: vec![tid],
+            ..Default::default()
+        },
+        vmscale_analysis::Scope {
+            every_task: true,
+            ..Default::default()
+        },
+        vmscale_analysis::Scope {
+            timed_windows: samples.clone(),
+            timed_calls: samples.iter().map(|&(s, e)| (tid, s, e)).collect(),
+            vcpu_resume_windows: samples.iter().map(|&(s, e)| (tid, s, e)).collect(),
+            ..Default::default()
+        },
+    ];
+    for scope in scopes {
+        let routed = vmscale_analysis::analyse_scoped(dir, &scope).unwrap();
+        let reference = vmscale_analysis::analyse_scoped_unrouted(dir, &scope).unwrap();
+        assert_eq!(findings(routed), findings(reference), "{scope:?}");
+    }
 }
 
 #[test]
