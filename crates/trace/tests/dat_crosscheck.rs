@@ -968,7 +968,7 @@ fn decoding_in_place_holds_a_bounded_amount_of_memory() {
             decoder
                 .for_each(|_| {
                     seen += 1;
-                    if seen % 20_000 == 0 {
+                    if seen.is_multiple_of(20_000) {
                         file_rss_peak = file_rss_peak.max(file_rss_kib());
                     }
                 })
