@@ -67,13 +67,23 @@ fn main() {
         let t = Instant::now();
         let events = match step.as_str() {
             "raw" => d.for_each(|_| {}).unwrap().events(),
+            "typed" => {
+                let mut typed = 0u64;
+                d.for_each(|e| {
+                    if !matches!(e.kind(), EventKind::Other) {
+                        typed += 1;
+                    }
+                })
+                .unwrap();
+                typed
+            }
             "analysis" => {
                 vmscale_analysis::analyse_with(d, &symbols)
                     .unwrap()
                     .decoded_events
             }
             "none" => 0,
-            _ => panic!("step: raw, analysis or none"),
+            _ => panic!("step: raw, typed, analysis or none"),
         };
         let seconds = t.elapsed().as_secs_f64();
         println!("{step}, {threads} threads: {events} events, {seconds:.3} s");

@@ -264,7 +264,19 @@ impl BreakdownPass {
         }
     }
 
+    #[inline]
     pub fn observe(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
+        // Only the measuring thread's own system calls, outside timed windows, are read;
+        // for every other task's (most events of a big trace) nothing else happens.
+        if matches!(kind, EventKind::SysEnter(_) | EventKind::SysExit(_))
+            && (self.thread != Some(event.pid()) || !self.windows.is_empty())
+        {
+            return self.observe_other(event);
+        }
+        self.observe_view(event, kind)
+    }
+
+    fn observe_view(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
         let ts = event.ts();
         let pid = event.pid();
         let kind = *kind;

@@ -134,7 +134,20 @@ impl IpiPass {
         )
     }
 
+    #[inline]
     pub fn observe(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
+        // System calls, the most frequent events by far, only say which call each task
+        // is in.
+        match kind {
+            EventKind::SysEnter(enter) => {
+                *self.in_syscall.on(event.cpu(), event.pid()) = Some(enter.id);
+            }
+            EventKind::SysExit(_) => *self.in_syscall.on(event.cpu(), event.pid()) = None,
+            _ => self.observe_view(event, kind),
+        }
+    }
+
+    fn observe_view(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
         let ts = event.ts();
         match *kind {
             EventKind::Print(print) => {
@@ -186,10 +199,6 @@ impl IpiPass {
             EventKind::IpiVectorEntry(v) => self.handler_entry(event, HandlerReason::Vector(v)),
             EventKind::IpiExit(h) => self.handler_exit(event, HandlerReason::Printk(h.reason)),
             EventKind::IpiVectorExit(v) => self.handler_exit(event, HandlerReason::Vector(v)),
-            EventKind::SysEnter(enter) => {
-                *self.in_syscall.on(event.cpu(), event.pid()) = Some(enter.id);
-            }
-            EventKind::SysExit(_) => *self.in_syscall.on(event.cpu(), event.pid()) = None,
             EventKind::SchedSwitch(s) => {
                 self.comms.entry(s.prev_pid).or_insert_with(|| {
                     String::from_utf8_lossy(s.prev_comm.as_bytes()).into_owned()

@@ -29,7 +29,7 @@ impl<V: Copy + Default> Default for TaskSlots<V> {
 impl<V: Copy + Default> TaskSlots<V> {
     /// The value of `pid` (the default when it has none yet), which just had an event on
     /// `cpu`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn on(&mut self, cpu: u32, pid: i32) -> &mut V {
         let cpu = cpu as usize;
         if cpu >= MAX_SLOTTED_CPUS {

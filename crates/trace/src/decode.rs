@@ -28,6 +28,7 @@ pub mod format;
 pub mod kallsyms;
 pub mod merge;
 pub mod page;
+mod pipeline;
 pub mod printk;
 pub mod views;
 
@@ -59,6 +60,9 @@ const CHUNK_BYTES: usize = 256 << 10;
 /// The read buffers of all CPUs together: every CPU reads [`CHUNK_BYTES`] at a time up to
 /// 256 CPUs with data, fewer pages each beyond.
 const BUFFER_BUDGET: usize = 64 << 20;
+/// Bytes of mapped pages one batch covers: small enough that a batch's records and the
+/// pages they point into are still in the cache when the merge reads them.
+const MAPPED_BATCH_BYTES: usize = 256 << 10;
 /// Batches a CPU decoded on its own thread may have ready before the merge reads them.
 const BATCHES_IN_FLIGHT: usize = 2;
 /// Read buffers a CPU decoded on its own thread holds at most ([`decode_ahead`]).
@@ -587,6 +591,7 @@ impl Decoder {
             common_type_offset: common.common_type.offset,
             common_pid_offset: common.common_pid.offset,
             buffer_bytes: self.buffer_bytes(with_data, batches)?,
+            mapped_batch_bytes: MAPPED_BATCH_BYTES.max(self.layout.page_size),
             stack_id: self
                 .catalog
                 .find("ftrace", "kernel_stack")
@@ -657,14 +662,24 @@ impl Decoder {
     /// Calls `f` for every event in time order. Damaged pages are skipped and counted in
     /// the summary; a failed read ends the decode with an error.
     ///
-    /// With more than one thread ([`Decoder::with_threads`]) each CPU's pages are read
-    /// and decoded on a thread of their own, a few batches ahead of the merge, which runs
-    /// `f` on the calling thread; the events, errors and summary are the same either way.
+    /// With more than one thread ([`Decoder::with_threads`]), when every CPU's pages are
+    /// mapped one thread decodes and merges them all while `f` runs on the calling thread
+    /// (`pipeline`); otherwise each CPU's pages are read and decoded on a thread of their
+    /// own, a few batches ahead of the merge, which runs `f` on the calling thread. The
+    /// events, errors and summary are the same every way.
     pub fn for_each(&self, f: impl FnMut(Event<'_>)) -> Result<DecodeSummary, DecodeError> {
         if self.threads <= 1 {
             let stream = self.events()?;
             return self.drain(stream, f);
         }
+        let streams = self.streams(&self.cpus, 1)?;
+        let has_data: Vec<bool> = streams.iter().map(|(_, data)| *data).collect();
+        let lanes = streams.into_iter().map(|(stream, _)| Lane::here(stream));
+        let stream = EventStream::new(&self.catalog, lanes.collect(), self.time);
+        if let Some(mappings) = pipeline::mappings_of(&stream, &has_data) {
+            return self.drain_pipelined(stream, mappings, f);
+        }
+        drop(stream);
         let streams = self.streams(&self.cpus, BUFFERS_PER_THREAD)?;
         std::thread::scope(|scope| {
             let mut lanes = Vec::with_capacity(streams.len());
@@ -724,6 +739,52 @@ impl Decoder {
         }
         let summary = DecodeSummary {
             cpus: stream.summaries(),
+            errors,
+            unknown_types,
+        };
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(summary.clone());
+        Ok(summary)
+    }
+
+    /// [`Decoder::drain`] with the stream decoded on a thread of its own.
+    fn drain_pipelined(
+        &self,
+        stream: EventStream<'_>,
+        mappings: Vec<Option<crate::mapped::MappedRange>>,
+        mut f: impl FnMut(Event<'_>),
+    ) -> Result<DecodeSummary, DecodeError> {
+        let mut errors = Vec::new();
+        let mut unknown_types = BTreeMap::new();
+        let mut fatal = None;
+        let cpus = pipeline::run(
+            stream,
+            mappings,
+            |event| {
+                if self.catalog.is_unknown(event.event_type()) {
+                    *unknown_types.entry(event.id()).or_default() += 1;
+                }
+                f(event)
+            },
+            |error| {
+                if error.is_fatal() {
+                    fatal = Some(error);
+                    return false;
+                }
+                if errors.len() < KEPT_ERRORS {
+                    errors.push(error.to_string());
+                }
+                true
+            },
+        )
+        .map_err(|source| DecodeError::Read {
+            cpu: self.cpus.first().copied().unwrap_or(0),
+            source,
+        })?;
+        if let Some(error) = fatal {
+            return Err(error);
+        }
+        let summary = DecodeSummary {
+            cpus: cpus.unwrap_or_default(),
             errors,
             unknown_types,
         };

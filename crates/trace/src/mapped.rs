@@ -39,6 +39,7 @@ impl MappedFile {
         Some(Arc::new(MappedFile { map }))
     }
 
+    #[inline]
     pub fn bytes(&self) -> &[u8] {
         &self.map
     }
@@ -65,6 +66,7 @@ pub struct MappedRange {
 }
 
 impl MappedRange {
+    #[inline]
     pub fn bytes(&self) -> &[u8] {
         // In range: checked when the range was made.
         &self.file.map[self.start..self.start + self.len]

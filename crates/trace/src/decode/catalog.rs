@@ -77,7 +77,7 @@ impl EventType {
 
     /// The typed view of a record of this type ([`EventKind::Other`] when the type has no
     /// view or the record is too short for it).
-    #[inline]
+    #[inline(always)]
     pub fn kind<'a>(&self, record: &'a [u8]) -> EventKind<'a> {
         if record.len() < self.view_min_len {
             return EventKind::Other;

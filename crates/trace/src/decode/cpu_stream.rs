@@ -28,6 +28,9 @@ pub(crate) enum PageInput<'d> {
 /// filling it, so a CPU with little or no data costs little memory.
 const FIRST_READ: usize = 4096;
 
+/// Mapped bytes a stream reads before it gives them back ([`CpuStream::release_to`]).
+const RELEASE_BYTES: usize = 2 << 20;
+
 /// Loss points kept per CPU (all of them are counted).
 const KEPT_LOSSES: usize = 256;
 
@@ -80,6 +83,8 @@ pub(crate) struct StreamSetup {
     pub common_pid_offset: usize,
     /// The buffer each stream reads pages into grows up to this many bytes (whole pages).
     pub buffer_bytes: usize,
+    /// Bytes of mapped pages one batch covers at most.
+    pub mapped_batch_bytes: usize,
     /// The type id of `ftrace:kernel_stack`, when the trace has that format.
     pub stack_id: Option<u16>,
 }
@@ -112,6 +117,8 @@ pub(crate) struct Batch {
     pub buf: Vec<u8>,
     /// The bytes the records point into, when they are mapped.
     pub mapped: Option<MappedRange>,
+    /// Where those bytes end in the stream's mapping.
+    pub mapped_end: usize,
     pub records: Vec<BatchRecord>,
     /// Each error with the number of this batch's records that came before it.
     pub errors: VecDeque<(usize, DecodeError)>,
@@ -147,6 +154,8 @@ pub(crate) struct CpuStream<'d> {
     /// The pages, when they are mapped: `buf` is then unused, and `filled` and
     /// `next_page_at` are offsets into this.
     mapped: Option<MappedRange>,
+    /// Where the part of the mapping given back ends ([`MappedRange::release`]).
+    released_to: usize,
     /// The mapping has not been taken as read yet (it is, at the first refill).
     mapped_pending: bool,
     /// The mapping is used up (a refill found nothing more).
@@ -178,6 +187,7 @@ impl<'d> CpuStream<'d> {
             expected,
             consumed: 0,
             input,
+            released_to: 0,
             mapped_pending: mapped.is_some(),
             mapped_ended: false,
             mapped,
@@ -199,6 +209,11 @@ impl<'d> CpuStream<'d> {
         self.cpu
     }
 
+    /// All of this CPU's pages, when they are mapped.
+    pub(crate) fn mapping(&self) -> Option<&MappedRange> {
+        self.mapped.as_ref()
+    }
+
     /// What the pages held so far: up to the end of the last batch filled.
     pub(crate) fn summary(&self) -> &CpuSummary {
         &self.summary
@@ -210,8 +225,10 @@ impl<'d> CpuStream<'d> {
     /// corrupt page is noted and decoding goes on with the next page; after a failed read,
     /// or at the end of the input, the batch is the last.
     pub(crate) fn fill(&mut self, batch: &mut Batch) {
-        if let Some(used) = batch.mapped.take() {
-            used.release();
+        if batch.mapped.take().is_some() {
+            // Batches come back in the order they were handed out: everything before
+            // this one's end has been read.
+            self.release_to(batch.mapped_end);
         }
         batch.records.clear();
         batch.errors.clear();
@@ -283,7 +300,7 @@ impl<'d> CpuStream<'d> {
             // point into; or, mapped, the batch holds a chunk's worth of pages.
             let needs_refill = self.filled - self.next_page_at < self.setup.layout.page_size;
             let full = self.mapped.is_some()
-                && self.next_page_at - self.batch_start >= self.setup.buffer_bytes;
+                && self.next_page_at - self.batch_start >= self.setup.mapped_batch_bytes;
             if (needs_refill || full) && !batch.is_empty() {
                 break;
             }
@@ -313,6 +330,7 @@ impl<'d> CpuStream<'d> {
         if let Some(mapped) = &self.mapped {
             // In range: batch_start <= next_page_at <= filled <= the mapping's length.
             batch.mapped = mapped.sub(self.batch_start, self.next_page_at);
+            batch.mapped_end = self.next_page_at;
             self.batch_start = self.next_page_at;
             return;
         }
@@ -323,6 +341,19 @@ impl<'d> CpuStream<'d> {
         batch.buf = std::mem::replace(&mut self.buf, next);
         self.filled = tail;
         self.next_page_at = 0;
+    }
+
+    /// Gives back the mapping up to `end` once a few MiB of it have been read: each release
+    /// flushes TLBs on every CPU the process runs on, so it is not done per batch.
+    fn release_to(&mut self, end: usize) {
+        let Some(mapped) = &self.mapped else { return };
+        if end.saturating_sub(self.released_to) < RELEASE_BYTES {
+            return;
+        }
+        if let Some(read) = mapped.sub(self.released_to, end) {
+            read.release();
+        }
+        self.released_to = end;
     }
 
     /// Loads the next page's header; false at the end of the stream.

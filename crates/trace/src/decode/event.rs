@@ -89,7 +89,7 @@ impl<'a> Event<'a> {
     }
 
     /// The typed view of this event.
-    #[inline]
+    #[inline(always)]
     pub fn kind(&self) -> EventKind<'a> {
         self.event_type.kind(self.record)
     }

@@ -82,7 +82,7 @@ pub fn until_nul(bytes: &[u8]) -> &[u8] {
 }
 
 /// An unsigned little-endian integer of 1, 2, 4 or 8 bytes at `offset`.
-#[inline]
+#[inline(always)]
 pub fn read_uint(bytes: &[u8], offset: usize, size: usize) -> Option<u64> {
     let end = offset.checked_add(size)?;
     let b = bytes.get(offset..end)?;
@@ -96,7 +96,7 @@ pub fn read_uint(bytes: &[u8], offset: usize, size: usize) -> Option<u64> {
 }
 
 /// A signed little-endian integer of 1, 2, 4 or 8 bytes at `offset`, sign-extended.
-#[inline]
+#[inline(always)]
 pub fn read_int(bytes: &[u8], offset: usize, size: usize) -> Option<i64> {
     let raw = read_uint(bytes, offset, size)?;
     let shift = 64 - 8 * size as u32;

@@ -64,8 +64,20 @@ impl<'d> Lane<'d> {
 
     /// Moves to the next record: `None` at the end of the stream, an error where the
     /// stream met one (after a fatal one the stream has ended).
-    #[inline]
+    #[inline(always)]
     fn advance(&mut self) -> Option<Result<(), DecodeError>> {
+        // Within a batch, between errors: all but a few records of a trace.
+        if self.next != self.next_error && self.next < self.batch.records.len() {
+            self.current = self.next;
+            self.next += 1;
+            return Some(Ok(()));
+        }
+        self.advance_across()
+    }
+
+    /// [`Lane::advance`] at an error or at the end of a batch.
+    #[inline(never)]
+    fn advance_across(&mut self) -> Option<Result<(), DecodeError>> {
         loop {
             if self.next_error == self.next {
                 let error = self.batch.errors.pop_front().map(|(_, error)| Err(error));
@@ -112,12 +124,29 @@ impl<'d> Lane<'d> {
         true
     }
 
-    #[inline]
+    /// Where the current record's bytes begin in the CPU's mapping, when it is mapped.
+    #[inline(always)]
+    fn mapped_offset(&self) -> Option<usize> {
+        let window = self.batch.mapped.as_ref()?;
+        let record = self.batch.records[self.current];
+        Some(self.batch.mapped_end - window.len() + record.start as usize)
+    }
+
+    /// Every page of this lane's CPU where it is mapped: `None` when they are read
+    /// instead, or come from another thread.
+    fn mapping(&self) -> Option<&crate::mapped::MappedRange> {
+        match &self.feed {
+            Feed::Here(stream) => stream.mapping(),
+            Feed::Thread { .. } => None,
+        }
+    }
+
+    #[inline(always)]
     fn ts(&self) -> u64 {
         self.batch.records[self.current].ts
     }
 
-    #[inline]
+    #[inline(always)]
     fn event<'a>(&'a self, catalog: &'a EventCatalog) -> Event<'a> {
         let record = self.batch.records[self.current];
         Event::new(
@@ -190,9 +219,18 @@ impl<'d> EventStream<'d> {
 
     /// The next event in time order; `None` when every CPU is done. A corrupt page is an
     /// `Err` and the stream goes on after it; after a read failure that CPU's stream ends.
-    #[inline]
+    #[inline(always)]
     #[allow(clippy::should_implement_trait)] // lends from the stream: cannot be Iterator
     pub fn next_event(&mut self) -> Option<Result<Event<'_>, DecodeError>> {
+        match self.step()? {
+            Ok(()) => Some(Ok(self.current())),
+            Err(error) => Some(Err(error)),
+        }
+    }
+
+    /// Moves to the next event ([`EventStream::current`]), or to the next error.
+    #[inline(always)]
+    pub(crate) fn step(&mut self) -> Option<Result<(), DecodeError>> {
         if !self.to_start.is_empty() {
             if let Some(error) = self.start() {
                 return Some(Err(error));
@@ -223,13 +261,41 @@ impl<'d> EventStream<'d> {
             }
             self.top_handed_out = false;
         }
-        let index = self.top?.1;
+        self.top?;
         self.top_handed_out = true;
+        Some(Ok(()))
+    }
+
+    /// The event [`EventStream::step`] moved to.
+    #[inline(always)]
+    pub(crate) fn current(&self) -> Event<'_> {
+        let index = self.top.map_or(0, |(_, index)| index);
         let event = self.cpus[index].event(self.catalog);
         if self.time.is_identity() {
-            return Some(Ok(event));
+            return event;
         }
-        Some(Ok(event.at(self.time.apply(event.ts()))))
+        event.at(self.time.apply(event.ts()))
+    }
+
+    /// The lane (an index into [`EventStream::mappings`]) and the place in its mapping of
+    /// the [`EventStream::current`] event, when its pages are mapped.
+    #[inline(always)]
+    pub(crate) fn mapped_place(&self) -> Option<(usize, usize)> {
+        let index = self.top?.1;
+        Some((index, self.cpus[index].mapped_offset()?))
+    }
+
+    /// The event types the stream's events are of.
+    pub(crate) fn catalog(&self) -> &'d EventCatalog {
+        self.catalog
+    }
+
+    /// Each lane's mapping, in lane order (`None`: not mapped).
+    pub(crate) fn mappings(&self) -> Vec<Option<crate::mapped::MappedRange>> {
+        self.cpus
+            .iter()
+            .map(|lane| lane.mapping().cloned())
+            .collect()
     }
 
     /// Brings every CPU not yet started to its first record (in CPU order), or returns

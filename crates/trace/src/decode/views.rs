@@ -709,7 +709,7 @@ impl ViewLayout {
 
     /// The view of `record`, which the caller has checked is at least the resolved length
     /// (so the fixed-position reads below cannot miss; they still read 0 rather than panic).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn view<'a>(&self, record: &'a [u8]) -> EventKind<'a> {
         let u = |f: &FieldRef| f.u64(record).unwrap_or(0);
         let i = |f: &FieldRef| f.i64(record).unwrap_or(0);
