@@ -28,8 +28,9 @@ pub(crate) enum PageInput<'d> {
 /// filling it, so a CPU with little or no data costs little memory.
 const FIRST_READ: usize = 4096;
 
-/// Mapped bytes a stream reads before it gives them back ([`CpuStream::release_to`]).
-const RELEASE_BYTES: usize = 2 << 20;
+/// Mapped bytes read before they are given back ([`CpuStream::release_to`], and
+/// `decode::pipeline`).
+pub(crate) const RELEASE_BYTES: usize = 1 << 20;
 
 /// Loss points kept per CPU (all of them are counted).
 const KEPT_LOSSES: usize = 256;
@@ -156,6 +157,9 @@ pub(crate) struct CpuStream<'d> {
     mapped: Option<MappedRange>,
     /// Where the part of the mapping given back ends ([`MappedRange::release`]).
     released_to: usize,
+    /// The stream gives back what it has read; off when whoever reads the events after it
+    /// does (`decode::pipeline`).
+    gives_back: bool,
     /// The mapping has not been taken as read yet (it is, at the first refill).
     mapped_pending: bool,
     /// The mapping is used up (a refill found nothing more).
@@ -188,6 +192,7 @@ impl<'d> CpuStream<'d> {
             consumed: 0,
             input,
             released_to: 0,
+            gives_back: true,
             mapped_pending: mapped.is_some(),
             mapped_ended: false,
             mapped,
@@ -207,6 +212,11 @@ impl<'d> CpuStream<'d> {
 
     pub(crate) fn cpu(&self) -> u32 {
         self.cpu
+    }
+
+    /// Leaves giving back the mapping to whoever reads the events' bytes later.
+    pub(crate) fn keep_pages(&mut self) {
+        self.gives_back = false;
     }
 
     /// All of this CPU's pages, when they are mapped.
@@ -346,7 +356,9 @@ impl<'d> CpuStream<'d> {
     /// Gives back the mapping up to `end` once a few MiB of it have been read: each release
     /// flushes TLBs on every CPU the process runs on, so it is not done per batch.
     fn release_to(&mut self, end: usize) {
-        let Some(mapped) = &self.mapped else { return };
+        let Some(mapped) = self.mapped.as_ref().filter(|_| self.gives_back) else {
+            return;
+        };
         if end.saturating_sub(self.released_to) < RELEASE_BYTES {
             return;
         }

@@ -285,6 +285,16 @@ impl<'d> EventStream<'d> {
         Some((index, self.cpus[index].mapped_offset()?))
     }
 
+    /// Leaves giving back each CPU's mapping to the caller, which reads the events' bytes
+    /// after the stream has moved on ([`crate::mapped::MappedRange::release`]).
+    pub(crate) fn keep_mapped_pages(&mut self) {
+        for lane in &mut self.cpus {
+            if let Feed::Here(stream) = &mut lane.feed {
+                stream.keep_pages();
+            }
+        }
+    }
+
     /// The event types the stream's events are of.
     pub(crate) fn catalog(&self) -> &'d EventCatalog {
         self.catalog

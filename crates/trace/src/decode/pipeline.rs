@@ -11,6 +11,7 @@
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 
 use crate::decode::catalog::EventType;
+use crate::decode::cpu_stream::RELEASE_BYTES;
 use crate::decode::error::DecodeError;
 use crate::decode::event::Event;
 use crate::decode::merge::EventStream;
@@ -18,10 +19,10 @@ use crate::decode::CpuSummary;
 use crate::mapped::MappedRange;
 
 /// Events per chunk: enough that handing a chunk over costs little per event, few enough
-/// that a chunk (32 bytes per event) stays in the cache between the two threads.
-const CHUNK_EVENTS: usize = 4096;
+/// that the chunks in flight (40 bytes per event) take a few MiB.
+const CHUNK_EVENTS: usize = 8192;
 /// Chunks the decoding thread may have ready before the caller takes them.
-const CHUNKS_IN_FLIGHT: usize = 4;
+const CHUNKS_IN_FLIGHT: usize = 2;
 
 /// A [`Place::lane`] saying the record was copied into its chunk.
 const COPIED: u16 = u16::MAX;
@@ -71,11 +72,14 @@ pub(crate) fn mappings_of(
 /// end, or `None` when `error` stopped it (by returning false) first. `mappings` are the
 /// stream's own ([`mappings_of`]). Fails only when the thread cannot be started.
 pub(crate) fn run<'c>(
-    stream: EventStream<'c>,
+    mut stream: EventStream<'c>,
     mappings: Vec<Option<MappedRange>>,
     mut event: impl FnMut(Event<'_>),
     mut error: impl FnMut(DecodeError) -> bool,
 ) -> std::io::Result<Option<Vec<CpuSummary>>> {
+    // The records are read here, after the decoding thread has moved on: this side gives
+    // the mappings back.
+    stream.keep_mapped_pages();
     std::thread::scope(|scope| {
         let (chunks, received) = mpsc::sync_channel(CHUNKS_IN_FLIGHT);
         let (spent, returned) = mpsc::channel();
@@ -100,6 +104,9 @@ fn consume<'c>(
         .iter()
         .map(|m| m.as_ref().map_or(&[][..], |m| m.bytes()))
         .collect();
+    // Per lane: how far its events have been handed out, and given back.
+    let mut reached = vec![0usize; mappings.len()];
+    let mut released = vec![0usize; mappings.len()];
     // A closed channel means the decoding thread panicked: the scope raises that panic.
     while let Ok(mut chunk) = received.recv() {
         let mut errors = std::mem::take(&mut chunk.errors).into_iter().peekable();
@@ -113,7 +120,11 @@ fn consume<'c>(
             // In range: the place was taken from this same mapping's records, or copy.
             let from = match place.lane {
                 COPIED => &chunk.copied[..],
-                lane => bytes[lane as usize],
+                lane => {
+                    // A CPU's events lie in its mapping in the order they come.
+                    reached[lane as usize] = place.start;
+                    bytes[lane as usize]
+                }
             };
             let record = &from[place.start..place.start + place.len as usize];
             each(Event::new(
@@ -132,6 +143,14 @@ fn consume<'c>(
         }
         if let Some(summaries) = chunk.end.take() {
             return Some(summaries);
+        }
+        for ((mapping, &reached), released) in mappings.iter().zip(&reached).zip(&mut released) {
+            if reached.saturating_sub(*released) >= RELEASE_BYTES {
+                if let Some(read) = mapping.as_ref().and_then(|m| m.sub(*released, reached)) {
+                    read.release();
+                }
+                *released = reached;
+            }
         }
         chunk.places.clear();
         chunk.copied.clear();
