@@ -360,7 +360,7 @@ fn analyse_routed(
             every_event_to_every_pass,
         },
     );
-    let summary = decoder.for_each(|event| {
+    let summary = decoder.for_each_overlapped(|event| {
         // Events come in time order.
         first_ts.get_or_insert(event.ts());
         last_ts = event.ts();

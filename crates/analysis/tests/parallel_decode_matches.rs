@@ -1,5 +1,6 @@
-//! Decoding each CPU on a thread of its own must hand the merge exactly what decoding on
-//! one thread does: the same events in the same order, the same damage reports in the
+//! Decoding each CPU on a thread of its own, or decoding and merging on one thread while
+//! the caller works on another, must hand the caller exactly what decoding on one thread
+//! does: the same events in the same order, the same damage reports in the
 //! same order, the same summary, and so the same analysis.
 //!
 //! The trace is the trace crate's real fixture (a recording of this kernel with lock
@@ -77,6 +78,26 @@ fn decode(dir: &Path, threads: usize) -> Decoded {
     let summary = decoder
         .for_each(|e| events.push((e.ts(), e.cpu(), e.pid(), e.id(), e.record().to_vec())))
         .unwrap();
+    // The other way, for a caller as heavy as the decode: one thread decodes and merges,
+    // this one takes the events (the pages are mapped here).
+    let mut overlapped = Vec::new();
+    let same = decoder
+        .for_each_overlapped(|e| {
+            overlapped.push((e.ts(), e.cpu(), e.pid(), e.id(), e.record().to_vec()))
+        })
+        .unwrap();
+    assert!(
+        overlapped == events,
+        "{threads} threads: overlapped event sequence"
+    );
+    assert_eq!(
+        same.cpus, summary.cpus,
+        "{threads} threads: overlapped summaries"
+    );
+    assert_eq!(
+        same.errors, summary.errors,
+        "{threads} threads: overlapped errors"
+    );
     (events, summary)
 }
 

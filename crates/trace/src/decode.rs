@@ -662,12 +662,29 @@ impl Decoder {
     /// Calls `f` for every event in time order. Damaged pages are skipped and counted in
     /// the summary; a failed read ends the decode with an error.
     ///
-    /// With more than one thread ([`Decoder::with_threads`]), when every CPU's pages are
-    /// mapped one thread decodes and merges them all while `f` runs on the calling thread
-    /// (`pipeline`); otherwise each CPU's pages are read and decoded on a thread of their
-    /// own, a few batches ahead of the merge, which runs `f` on the calling thread. The
-    /// events, errors and summary are the same every way.
+    /// With more than one thread ([`Decoder::with_threads`]) each CPU's pages are read
+    /// and decoded on a thread of their own, a few batches ahead of the merge, which runs
+    /// `f` on the calling thread; the events, errors and summary are the same either way.
+    /// For an `f` that does about as much work per event as the decode, use
+    /// [`Decoder::for_each_overlapped`].
     pub fn for_each(&self, f: impl FnMut(Event<'_>)) -> Result<DecodeSummary, DecodeError> {
+        if self.threads <= 1 {
+            let stream = self.events()?;
+            return self.drain(stream, f);
+        }
+        self.for_each_per_cpu(f)
+    }
+
+    /// [`Decoder::for_each`] for an `f` that works on every event about as long as the
+    /// decode takes (an analysis): with more than one thread, when every CPU's pages are
+    /// mapped, one thread decodes and merges them all while `f` runs on the calling thread
+    /// (`pipeline`), so the two overlap; else as [`Decoder::for_each`]. Handing events to
+    /// another thread costs more than a light `f` saves, hence two ways. The events,
+    /// errors and summary are the same every way.
+    pub fn for_each_overlapped(
+        &self,
+        f: impl FnMut(Event<'_>),
+    ) -> Result<DecodeSummary, DecodeError> {
         if self.threads <= 1 {
             let stream = self.events()?;
             return self.drain(stream, f);
@@ -680,6 +697,11 @@ impl Decoder {
             return self.drain_pipelined(stream, mappings, f);
         }
         drop(stream);
+        self.for_each_per_cpu(f)
+    }
+
+    /// Each CPU with data decoded on a thread of its own, merged on the calling thread.
+    fn for_each_per_cpu(&self, f: impl FnMut(Event<'_>)) -> Result<DecodeSummary, DecodeError> {
         let streams = self.streams(&self.cpus, BUFFERS_PER_THREAD)?;
         std::thread::scope(|scope| {
             let mut lanes = Vec::with_capacity(streams.len());

@@ -967,7 +967,7 @@ fn decoding_in_place_holds_a_bounded_amount_of_memory() {
         let mut bytes = 0u64;
         let (summary, peak) = peak_held(|| {
             decoder
-                .for_each(|event| {
+                .for_each_overlapped(|event| {
                     // Read every record, as an analysis reads its fields, and take longer
                     // over each than the decode does, so that the reader lags behind it:
                     // pages are then given back only once the reader is past them.
