@@ -9,6 +9,18 @@ use std::time::Instant;
 use vmscale_trace::dat::DatFile;
 use vmscale_trace::{Decoder, EventKind};
 
+/// Decodes every event and reads its typed view; returns how many have one.
+fn typed_views(d: &Decoder) -> u64 {
+    let mut typed = 0u64;
+    d.for_each(|e| {
+        if !matches!(e.kind(), EventKind::Other) {
+            typed += 1;
+        }
+    })
+    .unwrap();
+    typed
+}
+
 fn main() {
     let Some(dat) = std::env::args().nth(1) else {
         eprintln!("usage: decode_bench FILE.dat");
@@ -42,18 +54,7 @@ fn main() {
             .unwrap()
     };
     let raw = |d: &Decoder| best(&|| d.for_each(|_| {}).unwrap().events());
-    let typed = |d: &Decoder| {
-        best(&|| {
-            let mut typed = 0u64;
-            d.for_each(|e| {
-                if !matches!(e.kind(), EventKind::Other) {
-                    typed += 1;
-                }
-            })
-            .unwrap();
-            typed
-        })
-    };
+    let typed = |d: &Decoder| best(&|| typed_views(d));
     let analysis = |d: &Decoder| {
         best(&|| {
             vmscale_analysis::analyse_with(d, &symbols)
@@ -67,16 +68,7 @@ fn main() {
         let t = Instant::now();
         let events = match step.as_str() {
             "raw" => d.for_each(|_| {}).unwrap().events(),
-            "typed" => {
-                let mut typed = 0u64;
-                d.for_each(|e| {
-                    if !matches!(e.kind(), EventKind::Other) {
-                        typed += 1;
-                    }
-                })
-                .unwrap();
-                typed
-            }
+            "typed" => typed_views(d),
             "analysis" => {
                 vmscale_analysis::analyse_with(d, &symbols)
                     .unwrap()

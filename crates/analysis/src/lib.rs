@@ -73,13 +73,7 @@ impl Route {
                 breakdown: true,
                 spinlocks: true,
                 vmm: passes.vmm,
-                sched: matches!(
-                    tag,
-                    ViewTag::SchedSwitch
-                        | ViewTag::SchedWaking
-                        | ViewTag::SchedWakeup
-                        | ViewTag::SchedWakeupNew
-                ),
+                sched: places_tasks(tag),
                 view: true,
             };
         }
@@ -90,13 +84,7 @@ impl Route {
             breakdown: BreakdownPass::wants(tag),
             spinlocks: SpinLocksPass::wants(tag),
             vmm: passes.vmm && vmm::VmmPass::wants(tag),
-            sched: matches!(
-                tag,
-                ViewTag::SchedSwitch
-                    | ViewTag::SchedWaking
-                    | ViewTag::SchedWakeup
-                    | ViewTag::SchedWakeupNew
-            ),
+            sched: places_tasks(tag),
             view: false,
         };
         route.view = tag != ViewTag::Other
@@ -109,6 +97,18 @@ impl Route {
                 || (passes.subject && subject::SubjectPass::wants(tag)));
         route
     }
+}
+
+/// A scheduler event: it places tasks on and off CPUs.
+fn places_tasks(tag: vmscale_trace::ViewTag) -> bool {
+    use vmscale_trace::ViewTag;
+    matches!(
+        tag,
+        ViewTag::SchedSwitch
+            | ViewTag::SchedWaking
+            | ViewTag::SchedWakeup
+            | ViewTag::SchedWakeupNew
+    )
 }
 
 /// A [`Route`] per event type id.
