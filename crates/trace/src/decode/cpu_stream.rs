@@ -32,6 +32,9 @@ const FIRST_READ: usize = 4096;
 /// `decode::pipeline`).
 pub(crate) const RELEASE_BYTES: usize = 1 << 20;
 
+/// Mapped bytes populated at a time ahead of the decode ([`CpuStream::populate_ahead`]).
+const POPULATE_BYTES: usize = 1 << 20;
+
 /// Loss points kept per CPU (all of them are counted).
 const KEPT_LOSSES: usize = 256;
 
@@ -157,6 +160,9 @@ pub(crate) struct CpuStream<'d> {
     mapped: Option<MappedRange>,
     /// Where the part of the mapping given back ends ([`MappedRange::release`]).
     released_to: usize,
+    /// Where the part of the mapping populated ahead of the decode ends
+    /// ([`MappedRange::populate`]).
+    populated_to: usize,
     /// The stream gives back what it has read; off when whoever reads the events after it
     /// does (`decode::pipeline`).
     gives_back: bool,
@@ -192,6 +198,7 @@ impl<'d> CpuStream<'d> {
             consumed: 0,
             input,
             released_to: 0,
+            populated_to: 0,
             gives_back: true,
             mapped_pending: mapped.is_some(),
             mapped_ended: false,
@@ -368,6 +375,23 @@ impl<'d> CpuStream<'d> {
         self.released_to = end;
     }
 
+    /// Maps the pages from `to` on a chunk at a time ([`POPULATE_BYTES`]) before the
+    /// decode reaches them.
+    #[inline]
+    fn populate_ahead(&mut self, to: usize) {
+        if to <= self.populated_to {
+            return;
+        }
+        let Some(mapped) = &self.mapped else {
+            return;
+        };
+        let end = (self.populated_to.max(to) + POPULATE_BYTES).min(mapped.len());
+        if let Some(ahead) = mapped.sub(self.populated_to, end) {
+            ahead.populate();
+        }
+        self.populated_to = end;
+    }
+
     /// Loads the next page's header; false at the end of the stream.
     fn next_page(&mut self) -> Result<bool, DecodeError> {
         let layout = self.setup.layout;
@@ -389,6 +413,7 @@ impl<'d> CpuStream<'d> {
             }
         }
         let start = self.next_page_at;
+        self.populate_ahead(start + page_size);
         let index = self.next_page_index;
         self.next_page_at += page_size;
         self.next_page_index += 1;
