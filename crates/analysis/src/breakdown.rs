@@ -227,9 +227,9 @@ impl BreakdownPass {
         }
     }
 
-    /// The views [`BreakdownPass::observe`] reads. Every other event may still end a timed
-    /// window or show the measuring thread running: pass it to
-    /// [`BreakdownPass::observe_other`].
+    /// The views [`BreakdownPass::observe`] reads, but for system calls
+    /// ([`BreakdownPass::reads_syscalls`]). Every other event may still end a timed window
+    /// or show the measuring thread running: pass it to [`BreakdownPass::observe_other`].
     pub fn wants(tag: ViewTag) -> bool {
         use ViewTag::*;
         matches!(
@@ -243,9 +243,25 @@ impl BreakdownPass {
                 | CsdQueueCpu
                 | CsdFunctionEntry
                 | CsdFunctionExit
-                | SysEnter
-                | SysExit
         )
+    }
+
+    /// Whether events with view `tag` are system calls the pass reads, in a trace that can
+    /// hold the views `trace` holds: then pass them to [`BreakdownPass::observe_syscall`].
+    /// Only the measuring thread's are read, and only in a phase, which a begin marker
+    /// (ftrace:print) opens.
+    pub fn reads_syscalls(tag: ViewTag, trace: crate::ViewTags) -> bool {
+        matches!(tag, ViewTag::SysEnter | ViewTag::SysExit) && trace.holds(ViewTag::Print)
+    }
+
+    /// [`BreakdownPass::observe`] for a system call: its view is read only when it is the
+    /// measuring thread's, which most system calls of a big trace are not.
+    #[inline]
+    pub fn observe_syscall(&mut self, event: &Event<'_>) {
+        if self.thread == Some(event.pid()) && self.windows.is_empty() {
+            return self.observe_view(event, &event.kind());
+        }
+        self.observe_other(event)
     }
 
     /// [`BreakdownPass::observe`] for an event whose view it does not read.

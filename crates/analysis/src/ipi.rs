@@ -112,26 +112,31 @@ pub struct IpiPass {
 }
 
 impl IpiPass {
-    /// The views [`IpiPass::observe`] reads; other events change nothing.
-    pub fn wants(tag: ViewTag) -> bool {
+    /// The views [`IpiPass::observe`] reads in a trace that can hold the views `trace`
+    /// holds; other events change nothing.
+    pub fn wants(tag: ViewTag, trace: crate::ViewTags) -> bool {
         use ViewTag::*;
-        matches!(
-            tag,
-            Print
-                | IpiSendCpu
-                | IpiSendCpumask
-                | IpiRaise
-                | CsdQueueCpu
-                | CsdFunctionEntry
-                | CsdFunctionExit
-                | IpiEntry
-                | IpiExit
-                | IpiVectorEntry
-                | IpiVectorExit
-                | SysEnter
-                | SysExit
-                | SchedSwitch
-        )
+        match tag {
+            // A task's system call only names the call an IPI was sent from.
+            SysEnter | SysExit => {
+                trace.holds(IpiSendCpu) || trace.holds(IpiSendCpumask) || trace.holds(IpiRaise)
+            }
+            _ => matches!(
+                tag,
+                Print
+                    | IpiSendCpu
+                    | IpiSendCpumask
+                    | IpiRaise
+                    | CsdQueueCpu
+                    | CsdFunctionEntry
+                    | CsdFunctionExit
+                    | IpiEntry
+                    | IpiExit
+                    | IpiVectorEntry
+                    | IpiVectorExit
+                    | SchedSwitch
+            ),
+        }
     }
 
     #[inline]

@@ -54,6 +54,8 @@ struct Route {
     ipi: bool,
     holders: bool,
     breakdown: bool,
+    /// A system call the breakdown reads only if it is the measuring thread's.
+    breakdown_syscall: bool,
     spinlocks: bool,
     vmm: bool,
     /// A scheduler event: it places tasks, so even an excluded task's is kept.
@@ -63,7 +65,7 @@ struct Route {
 }
 
 impl Route {
-    fn of_tag(tag: vmscale_trace::ViewTag, passes: Passes) -> Route {
+    fn of_tag(tag: vmscale_trace::ViewTag, passes: Passes, trace: ViewTags) -> Route {
         use vmscale_trace::ViewTag;
         if passes.every_event_to_every_pass {
             return Route {
@@ -71,6 +73,7 @@ impl Route {
                 ipi: true,
                 holders: true,
                 breakdown: true,
+                breakdown_syscall: false,
                 spinlocks: true,
                 vmm: passes.vmm,
                 sched: places_tasks(tag),
@@ -79,9 +82,10 @@ impl Route {
         }
         let mut route = Route {
             contention: ContentionPass::wants(tag),
-            ipi: ipi::IpiPass::wants(tag),
+            ipi: ipi::IpiPass::wants(tag, trace),
             holders: HoldersPass::wants(tag),
             breakdown: BreakdownPass::wants(tag),
+            breakdown_syscall: BreakdownPass::reads_syscalls(tag, trace),
             spinlocks: SpinLocksPass::wants(tag),
             vmm: passes.vmm && vmm::VmmPass::wants(tag),
             sched: places_tasks(tag),
@@ -96,6 +100,37 @@ impl Route {
                 || route.vmm
                 || (passes.subject && subject::SubjectPass::wants(tag)));
         route
+    }
+}
+
+/// The views a trace can hold at all: those its formats give. An event of a type without a
+/// format gets no view, so a pass that reads one view only for what it says about another
+/// (a task's system call, kept for the IPIs sent inside it) has no use for it in a trace
+/// that cannot hold the other.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ViewTags(u32);
+
+impl ViewTags {
+    /// Every view a trace with `catalog`'s formats can hold.
+    pub fn of(catalog: &vmscale_trace::decode::catalog::EventCatalog) -> ViewTags {
+        ViewTags(catalog.iter().fold(0, |held, event_type| {
+            held | Self::bit(event_type.view_tag())
+        }))
+    }
+
+    /// As if the trace could hold every view.
+    pub fn all() -> ViewTags {
+        ViewTags(u32::MAX)
+    }
+
+    #[inline]
+    pub fn holds(self, tag: vmscale_trace::ViewTag) -> bool {
+        self.0 & Self::bit(tag) != 0
+    }
+
+    fn bit(tag: vmscale_trace::ViewTag) -> u32 {
+        // ViewTag has fewer than 32 variants (checked by the test below).
+        1 << (tag as u32)
     }
 }
 
@@ -120,17 +155,19 @@ struct Routes {
 
 impl Routes {
     fn new(catalog: &vmscale_trace::decode::catalog::EventCatalog, passes: Passes) -> Routes {
+        let trace = ViewTags::of(catalog);
+        let other = Route::of_tag(vmscale_trace::ViewTag::Other, passes, trace);
         let mut by_id = Vec::new();
         for event_type in catalog.iter() {
             let id = event_type.format.id as usize;
             if by_id.len() <= id {
-                by_id.resize(id + 1, Route::of_tag(vmscale_trace::ViewTag::Other, passes));
+                by_id.resize(id + 1, other);
             }
-            by_id[id] = Route::of_tag(event_type.view_tag(), passes);
+            by_id[id] = Route::of_tag(event_type.view_tag(), passes, trace);
         }
         Routes {
             by_id,
-            unknown: Route::of_tag(vmscale_trace::ViewTag::Other, passes),
+            unknown: other,
         }
     }
 
@@ -392,6 +429,8 @@ fn analyse_routed(
         }
         if route.breakdown {
             breakdown.observe(&event, &kind);
+        } else if route.breakdown_syscall {
+            breakdown.observe_syscall(&event);
         } else {
             breakdown.observe_other(&event);
         }
@@ -542,12 +581,50 @@ mod tests {
         serde_json::to_string(&section).unwrap()
     }
 
-    /// Passes get only the events whose views they read; handing them everything must
+    #[test]
+    fn view_tags_fit_their_bits() {
+        use vmscale_trace::ViewTag;
+        assert!((ViewTag::Other as u32) < 32);
+        let catalog = Decoder::open(fixture("overrun")).unwrap();
+        let held = ViewTags::of(catalog.catalog());
+        assert!(held.holds(ViewTag::SysEnter) && held.holds(ViewTag::Print));
+        assert!(!held.holds(ViewTag::IpiSendCpu) && !held.holds(ViewTag::ContentionBegin));
+    }
+
+    /// `overrun` without its ftrace:print format: a trace that cannot open a phase.
+    fn without_phases() -> std::path::PathBuf {
+        fn copy(from: &Path, to: &Path) {
+            std::fs::create_dir_all(to).unwrap();
+            for entry in std::fs::read_dir(from).unwrap() {
+                let entry = entry.unwrap();
+                let target = to.join(entry.file_name());
+                if entry.file_type().unwrap().is_dir() {
+                    copy(&entry.path(), &target);
+                } else {
+                    std::fs::copy(entry.path(), &target).unwrap();
+                }
+            }
+        }
+        let dir = std::env::temp_dir().join(format!("vmscale-routing-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        copy(&fixture("overrun"), &dir);
+        std::fs::remove_file(dir.join("formats/ftrace/print")).unwrap();
+        dir
+    }
+
+    /// Passes get only the events whose views they read, and system calls only where the
+    /// trace can hold what they are read for (IPIs, phases); handing them everything must
     /// change nothing, with and without the optional passes.
     #[test]
     fn routing_events_by_view_changes_no_finding() {
-        for name in ["contention", "ipi-vectors", "overrun"] {
-            let decoder = Decoder::open(fixture(name)).unwrap();
+        let trimmed = without_phases();
+        for dir in ["contention", "ipi-vectors", "overrun"]
+            .map(fixture)
+            .into_iter()
+            .chain([trimmed.clone()])
+        {
+            let name = dir.display().to_string();
+            let decoder = Decoder::open(&dir).unwrap();
             let symbols = decoder.kallsyms().unwrap();
             let mut pids = std::collections::BTreeSet::new();
             let (mut first, mut last) = (u64::MAX, 0);
@@ -595,5 +672,6 @@ mod tests {
                 assert_eq!(findings(routed), findings(all), "{name}: {scope:?}");
             }
         }
+        std::fs::remove_dir_all(trimmed).unwrap();
     }
 }
