@@ -1,13 +1,15 @@
-//! Decode throughput on one trace-cmd .dat, read where it lies (as `vmscale report
-//! FILE.dat` reads it): raw decode (every event merged in time order), decode with typed
-//! views, and the full analysis, each on one thread and on every core. Run through
-//! bench/decode, which also times libtracecmd and `trace-cmd report` on the same file.
+//! Decode throughput on one trace-cmd .dat, decoded in place (as `vmscale report FILE.dat`
+//! decodes it): raw decode (every event merged in time order), decode with typed views,
+//! and the full analysis, each on one thread and on every core, with the pages read (what
+//! vmscale does) and mapped (the other [`PageAccess`], measured so that the choice stays
+//! checked on each host). Run through bench/decode, which also times libtracecmd and
+//! `trace-cmd report` on the same file.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use vmscale_trace::dat::DatFile;
-use vmscale_trace::{Decoder, EventKind};
+use vmscale_trace::{Decoder, EventKind, PageAccess};
 
 /// Decodes every event and reads its typed view; returns how many have one.
 fn typed_views(d: &Decoder) -> u64 {
@@ -37,9 +39,15 @@ fn main() {
         }
     };
     let cores = decoder.threads();
-    let one = Decoder::from_dat(Arc::new(DatFile::open(dat.as_ref()).unwrap()), None)
-        .unwrap()
-        .with_threads(1);
+    let open = |threads: usize, access: PageAccess| {
+        Decoder::from_dat(Arc::new(DatFile::open(dat.as_ref()).unwrap()), None)
+            .unwrap()
+            .with_threads(threads)
+            .with_page_access(access)
+    };
+    let one = open(1, PageAccess::Read);
+    let one_mapped = open(1, PageAccess::Mapped);
+    let all_mapped = open(cores, PageAccess::Mapped);
     let symbols = decoder.kallsyms().unwrap_or_default();
 
     // Best of five for each, so a moment of background load does not decide the number.
@@ -88,6 +96,9 @@ fn main() {
     let (analysed, analysis_one) = analysis(&one);
     let (_, analysis_all) = analysis(&decoder);
     assert_eq!(events, analysed);
+    let (_, raw_one_mapped) = raw(&one_mapped);
+    let (_, analysis_one_mapped) = analysis(&one_mapped);
+    let (_, analysis_all_mapped) = analysis(&all_mapped);
 
     let line = |what: &str, seconds: f64| {
         println!(
@@ -111,6 +122,15 @@ fn main() {
     println!(
         "full analysis speedup on {cores} cores: {:.2}x",
         analysis_one / analysis_all
+    );
+    line("pages mapped: raw decode, one thread:", raw_one_mapped);
+    line(
+        "pages mapped: full analysis, one thread:",
+        analysis_one_mapped,
+    );
+    line(
+        &format!("pages mapped: full analysis, {cores} cores:"),
+        analysis_all_mapped,
     );
     println!("raw_seconds {raw_one:.6}");
     println!("analysis_one_seconds {analysis_one:.6}");

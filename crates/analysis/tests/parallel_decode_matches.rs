@@ -1,6 +1,6 @@
 //! Decoding each CPU on a thread of its own, or decoding and merging on one thread while
-//! the caller works on another, must hand the caller exactly what decoding on one thread
-//! does: the same events in the same order, the same damage reports in the
+//! the caller works on another, with pages read or mapped, must hand the caller exactly
+//! what decoding read pages on one thread does: the same events in the same order, the same damage reports in the
 //! same order, the same summary, and so the same analysis.
 //!
 //! The trace is the trace crate's real fixture (a recording of this kernel with lock
@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use vmscale_run::TraceSection;
-use vmscale_trace::{DecodeSummary, Decoder};
+use vmscale_trace::{DecodeSummary, Decoder, PageAccess};
 
 const PAGE: usize = 4096;
 /// Each repeat is 7 (cpu0) or 6 (cpu1) pages: 60 repeats make about 1.5 MiB per CPU, many
@@ -72,14 +72,17 @@ fn repeated(name: &str, damage: impl Fn(u32, &mut Vec<u8>)) -> PathBuf {
 /// Every event as (time, CPU, pid, type id, record bytes), and the decode's summary.
 type Decoded = (Vec<(u64, u32, i32, u16, Vec<u8>)>, DecodeSummary);
 
-fn decode(dir: &Path, threads: usize) -> Decoded {
-    let decoder = Decoder::open(dir).unwrap().with_threads(threads);
+fn decode(dir: &Path, threads: usize, access: PageAccess) -> Decoded {
+    let decoder = Decoder::open(dir)
+        .unwrap()
+        .with_threads(threads)
+        .with_page_access(access);
     let mut events = Vec::new();
     let summary = decoder
         .for_each(|e| events.push((e.ts(), e.cpu(), e.pid(), e.id(), e.record().to_vec())))
         .unwrap();
-    // The other way, for a caller as heavy as the decode: one thread decodes and merges,
-    // this one takes the events (the pages are mapped here).
+    // The other way, for a caller as heavy as the decode: with mapped pages one thread
+    // decodes and merges, this one takes the events.
     let mut overlapped = Vec::new();
     let same = decoder
         .for_each_overlapped(|e| {
@@ -102,8 +105,11 @@ fn decode(dir: &Path, threads: usize) -> Decoded {
 }
 
 /// The whole analysis, as the run record would hold it, and what it says besides.
-fn analyse(dir: &Path, threads: usize) -> (String, Vec<String>, Vec<String>) {
-    let decoder = Decoder::open(dir).unwrap().with_threads(threads);
+fn analyse(dir: &Path, threads: usize, access: PageAccess) -> (String, Vec<String>, Vec<String>) {
+    let decoder = Decoder::open(dir)
+        .unwrap()
+        .with_threads(threads)
+        .with_page_access(access);
     let symbols = decoder.kallsyms().unwrap();
     let analysis = vmscale_analysis::analyse_with(&decoder, &symbols).unwrap();
     let (errors, warnings) = (analysis.decode_errors.clone(), analysis.warnings.clone());
@@ -112,25 +118,26 @@ fn analyse(dir: &Path, threads: usize) -> (String, Vec<String>, Vec<String>) {
     (serde_json::to_string(&section).unwrap(), errors, warnings)
 }
 
-/// Decodes `dir` on one thread and on several, checks both agree, and returns the events
-/// and summary.
+/// Decodes `dir` with read pages on one thread, then every other way, checks they all
+/// agree, and returns the events and summary.
 fn same_both_ways(dir: &Path) -> Decoded {
-    let (one_events, one) = decode(dir, 1);
-    for threads in [2, 3] {
-        let (events, summary) = decode(dir, threads);
-        assert_eq!(events.len(), one_events.len(), "{threads} threads: events");
-        assert!(events == one_events, "{threads} threads: event sequence");
-        assert_eq!(
-            summary.cpus, one.cpus,
-            "{threads} threads: per-CPU summaries"
-        );
-        assert_eq!(summary.errors, one.errors, "{threads} threads: errors");
-        assert_eq!(summary.unknown_types, one.unknown_types);
-        assert_eq!(
-            analyse(dir, threads),
-            analyse(dir, 1),
-            "{threads} threads: analysis"
-        );
+    let (one_events, one) = decode(dir, 1, PageAccess::Read);
+    let one_analysis = analyse(dir, 1, PageAccess::Read);
+    for access in [PageAccess::Read, PageAccess::Mapped] {
+        for threads in [1, 2, 3] {
+            let way = format!("{threads} threads, {access:?}");
+            let (events, summary) = decode(dir, threads, access);
+            assert_eq!(events.len(), one_events.len(), "{way}: events");
+            assert!(events == one_events, "{way}: event sequence");
+            assert_eq!(summary.cpus, one.cpus, "{way}: per-CPU summaries");
+            assert_eq!(summary.errors, one.errors, "{way}: errors");
+            assert_eq!(summary.unknown_types, one.unknown_types);
+            assert_eq!(
+                analyse(dir, threads, access),
+                one_analysis,
+                "{way}: analysis"
+            );
+        }
     }
     (one_events, one)
 }
@@ -141,7 +148,7 @@ fn the_fixture_decodes_and_analyses_the_same_on_one_thread_and_several() {
     assert!(events.len() > 500, "{} events", events.len());
     assert_eq!(summary.events(), events.len() as u64);
     assert!(summary.kernel_stacks() > 0);
-    let (findings, _, _) = analyse(&fixture(), 1);
+    let (findings, _, _) = analyse(&fixture(), 1, PageAccess::Read);
     assert!(findings.contains("lock_addr"), "the fixture has contention");
 }
 
@@ -149,7 +156,7 @@ fn the_fixture_decodes_and_analyses_the_same_on_one_thread_and_several() {
 fn a_trace_of_many_read_buffers_decodes_the_same_on_one_thread_and_several() {
     let dir = repeated("clean", |_, _| {});
     let (events, summary) = same_both_ways(&dir);
-    let (once, _) = decode(&fixture(), 1);
+    let (once, _) = decode(&fixture(), 1, PageAccess::Read);
     assert_eq!(events.len(), once.len() * REPEATS as usize);
     assert!(summary.errors.is_empty());
     assert!(events.windows(2).all(|pair| pair[0].0 <= pair[1].0));

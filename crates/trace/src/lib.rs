@@ -26,5 +26,5 @@ pub use decode::event::Event;
 pub use decode::kallsyms::{Kallsyms, Symbol};
 pub use decode::merge::EventStream;
 pub use decode::views::{EventKind, ViewTag};
-pub use decode::{CpuFile, DecodeError, DecodeSummary, Decoder, DirDamage, MetaDamage};
+pub use decode::{CpuFile, DecodeError, DecodeSummary, Decoder, DirDamage, MetaDamage, PageAccess};
 pub use decode::{CpuSummary, LossPoint, PrintkStrings};

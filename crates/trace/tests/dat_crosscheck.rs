@@ -29,7 +29,7 @@ use dat_writer::{Codec, DatWriter};
 use report::{compare, parse_report_of, symbol_addresses, Decoded, Value};
 use trace_cmd::report_raw;
 use vmscale_trace::dat::{extract_buffer_to_trace_dir, extract_to_trace_dir, DatError, DatFile};
-use vmscale_trace::{Decoder, EventKind};
+use vmscale_trace::{Decoder, EventKind, PageAccess};
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 const RECORD_SCRIPT: &str = concat!(
@@ -958,57 +958,62 @@ fn decoding_in_place_holds_a_bounded_amount_of_memory() {
         let path = scratch().join(format!("big-{label}.dat"));
         std::fs::write(&path, writer.to_bytes()).unwrap();
         let dat = Arc::new(DatFile::open(&path).unwrap());
-        let decoder = Decoder::from_dat(dat, None).unwrap();
-        // Uncompressed pages are decoded where they lie in a mapping of the file: what
-        // the decode keeps mapped must not grow with what it has read either.
-        let file_rss_before = file_rss_kib();
-        let mut file_rss_peak = 0;
-        let mut seen = 0u64;
-        let mut bytes = 0u64;
-        let (summary, peak) = peak_held(|| {
-            decoder
-                .for_each_overlapped(|event| {
-                    // Read every record, as an analysis reads its fields, and take longer
-                    // over each than the decode does, so that the reader lags behind it:
-                    // pages are then given back only once the reader is past them.
-                    for _ in 0..20 {
-                        bytes += std::hint::black_box(event.record())
-                            .iter()
-                            .map(|&b| b as u64)
-                            .sum::<u64>();
-                    }
-                    seen += 1;
-                    if seen.is_multiple_of(20_000) {
-                        file_rss_peak = file_rss_peak.max(file_rss_kib());
-                    }
-                })
+        for access in [PageAccess::Read, PageAccess::Mapped] {
+            let decoder = Decoder::from_dat(Arc::clone(&dat), None)
                 .unwrap()
-        });
+                .with_page_access(access);
+            let label = format!("{label}, {access:?}");
+            // Mapped, uncompressed pages are decoded where they lie in the file: what the
+            // decode keeps mapped must not grow with what it has read either.
+            let file_rss_before = file_rss_kib();
+            let mut file_rss_peak = 0;
+            let mut seen = 0u64;
+            let mut bytes = 0u64;
+            let (summary, peak) = peak_held(|| {
+                decoder
+                    .for_each_overlapped(|event| {
+                        // Read every record, as an analysis reads its fields, and take longer
+                        // over each than the decode does, so that the reader lags behind it:
+                        // pages are then given back only once the reader is past them.
+                        for _ in 0..20 {
+                            bytes += std::hint::black_box(event.record())
+                                .iter()
+                                .map(|&b| b as u64)
+                                .sum::<u64>();
+                        }
+                        seen += 1;
+                        if seen.is_multiple_of(20_000) {
+                            file_rss_peak = file_rss_peak.max(file_rss_kib());
+                        }
+                    })
+                    .unwrap()
+            });
+            let file_rss_growth = file_rss_peak.saturating_sub(file_rss_before);
+            println!("{label}: file-backed resident memory grew by at most {file_rss_growth} KiB");
+            // A few batches per CPU are mapped at once; the file system may map each of them
+            // in folios of up to 2 MiB.
+            assert!(
+                file_rss_growth < 16 << 10,
+                "{label}: {file_rss_growth} KiB of the file stayed mapped while decoding {} MiB",
+                data >> 20
+            );
+            println!(
+                "{label}: {} MiB of pages, {} events, at most {} KiB held while decoding",
+                data >> 20,
+                summary.events(),
+                peak >> 10
+            );
+            assert!(summary.events() > 100_000, "{label}");
+            assert!(bytes > 0, "{label}");
+            assert_eq!(summary.corrupt_pages(), 0, "{label}");
+            // Per CPU: a 256 KiB page buffer and one chunk's decoder state.
+            let bound = writer.cpus.len() as i64 * (2 << 20);
+            assert!(
+                peak < bound,
+                "{label}: {peak} bytes held for {data} bytes of pages (bound {bound})"
+            );
+        }
         let _ = std::fs::remove_file(&path);
-        let file_rss_growth = file_rss_peak.saturating_sub(file_rss_before);
-        println!("{label}: file-backed resident memory grew by at most {file_rss_growth} KiB");
-        // A few batches per CPU are mapped at once; the file system may map each of them
-        // in folios of up to 2 MiB.
-        assert!(
-            file_rss_growth < 16 << 10,
-            "{label}: {file_rss_growth} KiB of the file stayed mapped while decoding {} MiB",
-            data >> 20
-        );
-        println!(
-            "{label}: {} MiB of pages, {} events, at most {} KiB held while decoding",
-            data >> 20,
-            summary.events(),
-            peak >> 10
-        );
-        assert!(summary.events() > 100_000, "{label}");
-        assert!(bytes > 0, "{label}");
-        assert_eq!(summary.corrupt_pages(), 0, "{label}");
-        // Per CPU: a 256 KiB page buffer and one chunk's decoder state.
-        let bound = writer.cpus.len() as i64 * (2 << 20);
-        assert!(
-            peak < bound,
-            "{label}: {peak} bytes held for {data} bytes of pages (bound {bound})"
-        );
     }
 }
 

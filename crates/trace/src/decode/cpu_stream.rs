@@ -1,10 +1,10 @@
 //! One CPU's pages, read a chunk of pages at a time and decoded a chunk at a time into a
 //! [`Batch`] of records.
 //!
-//! The pages are decoded where they lie in the page cache when their file can be mapped
-//! (a `cpu<N>.raw` file of a trace directory, an uncompressed little-endian .dat): a batch
-//! is then a window of the mapping, given back once it is used ([`crate::mapped`]).
-//! Otherwise they come from a byte stream (a .dat's compressed chunks decompressed as the
+//! The pages are decoded where they lie in the page cache when the decoder maps them
+//! ([`crate::PageAccess::Mapped`], for a `cpu<N>.raw` file of a trace directory or an
+//! uncompressed little-endian .dat): a batch is then a window of the mapping, given back
+//! once it is used ([`crate::mapped`]). Otherwise they come from a byte stream (a .dat's compressed chunks decompressed as the
 //! stream advances, big-endian pages converted, see `crate::dat`) read a chunk at a time.
 //! Memory is a few chunks (those of the batches not yet consumed, and the one being read
 //! into), whatever the stream's length.
