@@ -632,8 +632,9 @@ impl Decoder {
             .collect())
     }
 
-    /// One CPU's pages, mapped where they can be and [`PageAccess::Mapped`] asks, else as a byte
-    /// of pages they should yield (`None`: unknown, but some).
+    /// One CPU's pages, mapped where they can be when [`PageAccess::Mapped`] asks, else as a
+    /// byte stream, and how many bytes of pages they should yield (`None`: unknown, but
+    /// some).
     fn pages_of(&self, cpu: u32) -> Result<(PageInput<'_>, Option<u64>), DecodeError> {
         match &self.origin {
             Origin::Dir(dir) => {
