@@ -256,12 +256,19 @@ impl BreakdownPass {
 
     /// [`BreakdownPass::observe`] for a system call: its view is read only when it is the
     /// measuring thread's, which most system calls of a big trace are not.
-    #[inline]
+    #[inline(always)]
     pub fn observe_syscall(&mut self, event: &Event<'_>) {
         if self.thread == Some(event.pid()) && self.windows.is_empty() {
-            return self.observe_view(event, &event.kind());
+            return self.observe_own_syscall(event);
         }
         self.observe_other(event)
+    }
+
+    /// Kept out of line: [`BreakdownPass::observe_syscall`] runs for every system call of
+    /// a trace, and this for few of them.
+    #[inline(never)]
+    fn observe_own_syscall(&mut self, event: &Event<'_>) {
+        self.observe_view(event, &event.kind())
     }
 
     /// [`BreakdownPass::observe`] for an event whose view it does not read.

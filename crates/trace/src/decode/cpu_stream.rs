@@ -285,15 +285,15 @@ impl<'d> CpuStream<'d> {
                         });
                         break;
                     }
-                    // In bounds: every record holds the common fields, and the catalog
-                    // keeps common_type (2 bytes) and common_pid (4) among them.
-                    let id = u16::from_le_bytes([record[type_offset], record[type_offset + 1]]);
-                    let pid = i32::from_le_bytes([
-                        record[pid_offset],
-                        record[pid_offset + 1],
-                        record[pid_offset + 2],
-                        record[pid_offset + 3],
-                    ]);
+                    // Always there: every record holds the common fields, and the catalog
+                    // keeps common_type (2 bytes) and common_pid (4) among them. Read as
+                    // one range each, so that each is one load and one bounds check.
+                    let id = record
+                        .get(type_offset..type_offset + 2)
+                        .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]));
+                    let pid = record
+                        .get(pid_offset..pid_offset + 4)
+                        .map_or(0, |b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]));
                     if self.setup.stack_id == Some(id) {
                         self.summary.kernel_stacks += 1;
                     }
