@@ -131,12 +131,13 @@ pub struct Decoder {
 /// always read through their conversion.
 ///
 /// Both keep memory flat in the trace's size. Which is faster depends on what the host
-/// charges for page tables: `bench/decode` measures both. On the nested host this project
-/// is built on, reading is: a mapping costs a page-table update per page to map it and
-/// another to give it back (each a trap to the hypervisor), and its first touch of every
-/// cache line misses, while `read(2)` copies through the kernel's own mapping into a
-/// buffer that stays in cache for the decode (full analysis of 6.0 M events on one thread:
-/// 0.119-0.132 s read, 0.143-0.153 s mapped).
+/// charges for page tables and on how the file lies in the page cache: `bench/decode`
+/// measures both. Where this project is built (a nested host, each page-table update a
+/// trap to the hypervisor), reading was never slower on one thread and as fast on two:
+/// `read(2)` copies through the kernel's own mapping into a buffer that stays in cache for
+/// the decode, where a mapping costs a page-table update per page to map it and another
+/// to give it back, and a cache miss at the first touch of each line (docs/trace-dir.md
+/// has the numbers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PageAccess {
     /// Read a chunk at a time into a buffer that is reused.
