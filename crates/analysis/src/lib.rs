@@ -574,13 +574,6 @@ mod tests {
             .join(name)
     }
 
-    /// What the run record would hold.
-    fn findings(analysis: TraceAnalysis) -> String {
-        let mut section = TraceSection::default();
-        analysis.fill(&mut section);
-        serde_json::to_string(&section).unwrap()
-    }
-
     #[test]
     fn view_tags_fit_their_bits() {
         use vmscale_trace::ViewTag;
@@ -589,89 +582,5 @@ mod tests {
         let held = ViewTags::of(catalog.catalog());
         assert!(held.holds(ViewTag::SysEnter) && held.holds(ViewTag::Print));
         assert!(!held.holds(ViewTag::IpiSendCpu) && !held.holds(ViewTag::ContentionBegin));
-    }
-
-    /// `overrun` without its ftrace:print format: a trace that cannot open a phase.
-    fn without_phases() -> std::path::PathBuf {
-        fn copy(from: &Path, to: &Path) {
-            std::fs::create_dir_all(to).unwrap();
-            for entry in std::fs::read_dir(from).unwrap() {
-                let entry = entry.unwrap();
-                let target = to.join(entry.file_name());
-                if entry.file_type().unwrap().is_dir() {
-                    copy(&entry.path(), &target);
-                } else {
-                    std::fs::copy(entry.path(), &target).unwrap();
-                }
-            }
-        }
-        let dir = std::env::temp_dir().join(format!("vmscale-routing-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        copy(&fixture("overrun"), &dir);
-        std::fs::remove_file(dir.join("formats/ftrace/print")).unwrap();
-        dir
-    }
-
-    /// Passes get only the events whose views they read, and system calls only where the
-    /// trace can hold what they are read for (IPIs, phases); handing them everything must
-    /// change nothing, with and without the optional passes.
-    #[test]
-    fn routing_events_by_view_changes_no_finding() {
-        let trimmed = without_phases();
-        for dir in ["contention", "ipi-vectors", "overrun"]
-            .map(fixture)
-            .into_iter()
-            .chain([trimmed.clone()])
-        {
-            let name = dir.display().to_string();
-            let decoder = Decoder::open(&dir).unwrap();
-            let symbols = decoder.kallsyms().unwrap();
-            let mut pids = std::collections::BTreeSet::new();
-            let (mut first, mut last) = (u64::MAX, 0);
-            decoder
-                .for_each(|e| {
-                    pids.insert(e.pid());
-                    first = first.min(e.ts());
-                    last = last.max(e.ts());
-                })
-                .unwrap();
-            let pids: Vec<u32> = pids
-                .into_iter()
-                .filter(|&p| p > 0)
-                .map(|p| p as u32)
-                .collect();
-            // Three windows across the trace, for the passes that explain windows.
-            let step = (last - first) / 7;
-            let windows: Vec<(u64, u64)> = (0..3)
-                .map(|i| (first + (2 * i + 1) * step, first + (2 * i + 2) * step))
-                .collect();
-            let on_tasks: Vec<(u32, u64, u64)> = pids
-                .iter()
-                .take(4)
-                .flat_map(|&pid| windows.iter().map(move |&(start, end)| (pid, start, end)))
-                .collect();
-            let windowed = Scope {
-                timed_windows: windows.clone(),
-                vcpu_resume_windows: on_tasks.clone(),
-                timed_calls: on_tasks,
-                ..Scope::default()
-            };
-            let everything = Scope {
-                every_task: true,
-                ..Scope::default()
-            };
-            let some_tasks = Scope {
-                subject: pids.iter().copied().take(3).collect(),
-                excluded_tids: pids.iter().copied().skip(3).take(2).collect(),
-                ..Scope::default()
-            };
-            for scope in [Scope::default(), everything, some_tasks, windowed] {
-                let routed = analyse_routed(&decoder, &symbols, &scope, false).unwrap();
-                let all = analyse_routed(&decoder, &symbols, &scope, true).unwrap();
-                assert!(routed.decoded_events > 100, "{name}");
-                assert_eq!(findings(routed), findings(all), "{name}: {scope:?}");
-            }
-        }
-        std::fs::remove_dir_all(trimmed).unwrap();
     }
 }

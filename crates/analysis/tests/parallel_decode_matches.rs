@@ -17,21 +17,11 @@ const PAGE: usize = 4096;
 /// times the 256 KiB a CPU reads (and decodes as one batch) at a time.
 const REPEATS: u64 = 60;
 
-fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../trace/tests/fixtures/contention")
-}
+#[path = "support/fixture_copy.rs"]
+mod fixture_copy;
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
+fn fixture() -> PathBuf {
+    fixture_copy::trace_fixture("contention")
 }
 
 /// The fixture with every cpu<N>.raw repeated, each repeat's page times moved past the
@@ -42,7 +32,7 @@ fn repeated(name: &str, damage: impl Fn(u32, &mut Vec<u8>)) -> PathBuf {
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&dir);
-    copy_tree(&fixture(), &dir);
+    fixture_copy::copy_dir(&fixture(), &dir);
     let span = 1_000_000_000u64;
     for cpu in 0..2u32 {
         let raw = std::fs::read(fixture().join(format!("cpu{cpu}.raw"))).unwrap();
