@@ -250,10 +250,20 @@ impl EventCatalog {
         }
     }
 
+    /// Ids below this may have a type; every id from it on has none.
+    pub(crate) fn id_bound(&self) -> usize {
+        self.by_id.len()
+    }
+
     /// The type with this id, or a stand-in named `unknown` without fields.
     #[inline]
     pub(crate) fn get_or_unknown(&self, id: u16) -> &EventType {
         self.get(id).unwrap_or(&self.unknown)
+    }
+
+    /// The stand-in for ids without a format ([`EventCatalog::get_or_unknown`]).
+    pub(crate) fn unknown(&self) -> &EventType {
+        &self.unknown
     }
 
     /// Whether `event_type` is the stand-in for ids without a format

@@ -8,7 +8,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::mpsc::{Receiver, Sender};
 
-use crate::decode::catalog::EventCatalog;
+use crate::decode::catalog::{EventCatalog, EventType};
 use crate::decode::clock::TimeConversion;
 use crate::decode::cpu_stream::{Batch, CpuStream, CpuSummary};
 use crate::decode::error::DecodeError;
@@ -146,8 +146,10 @@ impl<'d> Lane<'d> {
         self.batch.records[self.current].ts
     }
 
+    /// The current record as an event, its type found in `types` (by id; past its end,
+    /// `unknown`).
     #[inline(always)]
-    fn event<'a>(&'a self, catalog: &'a EventCatalog) -> Event<'a> {
+    fn event<'a>(&'a self, types: &[&'a EventType], unknown: &'a EventType) -> Event<'a> {
         let record = self.batch.records[self.current];
         Event::new(
             record.ts,
@@ -155,7 +157,7 @@ impl<'d> Lane<'d> {
             record.pid,
             record.id,
             &self.batch.bytes()[record.start as usize..record.end as usize],
-            catalog.get_or_unknown(record.id),
+            types.get(record.id as usize).copied().unwrap_or(unknown),
         )
     }
 
@@ -183,6 +185,9 @@ impl<'d> Lane<'d> {
 /// ```
 pub struct EventStream<'d> {
     catalog: &'d EventCatalog,
+    /// The catalog's type of every id below its bound, looked up once: an event's type is
+    /// then one load, where the catalog takes two.
+    types: Vec<&'d EventType>,
     cpus: Vec<Lane<'d>>,
     /// The CPU whose record comes next, or was handed out last: (time of its record,
     /// index into `cpus`). Ties in time go to the lower index.
@@ -208,6 +213,9 @@ impl<'d> EventStream<'d> {
     ) -> EventStream<'d> {
         EventStream {
             catalog,
+            types: (0..catalog.id_bound())
+                .map(|id| catalog.get_or_unknown(id as u16))
+                .collect(),
             top: None,
             heap: BinaryHeap::with_capacity(cpus.len()),
             to_start: (0..cpus.len()).rev().collect(),
@@ -270,7 +278,7 @@ impl<'d> EventStream<'d> {
     #[inline(always)]
     pub(crate) fn current(&self) -> Event<'_> {
         let index = self.top.map_or(0, |(_, index)| index);
-        let event = self.cpus[index].event(self.catalog);
+        let event = self.cpus[index].event(&self.types, self.catalog.unknown());
         if self.time.is_identity() {
             return event;
         }
