@@ -387,8 +387,16 @@ fn analyse_routed(
     });
     let mut vmm = (!scope.vmm.is_empty()).then(|| vmm::VmmPass::new(scope.vmm.clone()));
     let (mut first_ts, mut last_ts) = (None, 0);
-    // Per event type id: how many the trace holds.
-    let mut seen: Vec<u64> = Vec::new();
+    // Per event type id: how many the trace holds (sized for every id with a format).
+    let mut seen: Vec<u64> = vec![
+        0;
+        decoder
+            .catalog()
+            .iter()
+            .map(|t| t.format.id as usize + 1)
+            .max()
+            .unwrap_or(0)
+    ];
     let routes = Routes::new(
         decoder.catalog(),
         Passes {
@@ -401,11 +409,10 @@ fn analyse_routed(
         // Events come in time order.
         first_ts.get_or_insert(event.ts());
         last_ts = event.ts();
-        let id = event.id() as usize;
-        if id >= seen.len() {
-            seen.resize(id + 1, 0);
+        match seen.get_mut(event.id() as usize) {
+            Some(count) => *count += 1,
+            None => count_beyond(&mut seen, event.id()),
         }
-        seen[id] += 1;
         let route = routes.of(event.id());
         if !excluded.is_empty() && !route.sched && excluded.contains(&event.pid()) {
             return;
@@ -510,6 +517,13 @@ impl TraceAnalysis {
         section.timed_calls = self.timed_calls;
         section.vmm = self.vmm;
     }
+}
+
+/// Counts an event of type `id` that has no format, past the end of `seen`.
+#[cold]
+fn count_beyond(seen: &mut Vec<u64>, id: u16) {
+    seen.resize(id as usize + 1, 0);
+    seen[id as usize] += 1;
 }
 
 /// The wait a timeline should show: the longest on the sleeping lock whose holders cost
