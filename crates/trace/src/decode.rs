@@ -133,11 +133,10 @@ pub struct Decoder {
 /// Both keep memory flat in the trace's size. Which is faster depends on what the host
 /// charges for page tables and on how the file lies in the page cache: `bench/decode`
 /// measures both. Where this project is built (a nested host, each page-table update a
-/// trap to the hypervisor), reading was never slower on one thread and as fast on two:
-/// `read(2)` copies through the kernel's own mapping into a buffer that stays in cache for
-/// the decode, where a mapping costs a page-table update per page to map it and another
-/// to give it back, and a cache miss at the first touch of each line (docs/trace-dir.md
-/// has the numbers).
+/// trap to the hypervisor), reading was never slower: `read(2)` copies through the
+/// kernel's own mapping into a buffer that stays in cache for the decode, where a mapping
+/// costs a page-table update per page to map it and another to give it back, and a cache
+/// miss at the first touch of each line (docs/trace-dir.md has the numbers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PageAccess {
     /// Read a chunk at a time into a buffer that is reused.
