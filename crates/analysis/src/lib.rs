@@ -118,11 +118,6 @@ impl ViewTags {
         }))
     }
 
-    /// As if the trace could hold every view.
-    pub fn all() -> ViewTags {
-        ViewTags(u32::MAX)
-    }
-
     #[inline]
     pub fn holds(self, tag: vmscale_trace::ViewTag) -> bool {
         self.0 & Self::bit(tag) != 0
@@ -157,13 +152,10 @@ impl Routes {
     fn new(catalog: &vmscale_trace::decode::catalog::EventCatalog, passes: Passes) -> Routes {
         let trace = ViewTags::of(catalog);
         let other = Route::of_tag(vmscale_trace::ViewTag::Other, passes, trace);
-        let mut by_id = Vec::new();
+        let mut by_id = vec![other; catalog.id_bound()];
         for event_type in catalog.iter() {
-            let id = event_type.format.id as usize;
-            if by_id.len() <= id {
-                by_id.resize(id + 1, other);
-            }
-            by_id[id] = Route::of_tag(event_type.view_tag(), passes, trace);
+            by_id[event_type.format.id as usize] =
+                Route::of_tag(event_type.view_tag(), passes, trace);
         }
         Routes {
             by_id,
@@ -388,15 +380,7 @@ fn analyse_routed(
     let mut vmm = (!scope.vmm.is_empty()).then(|| vmm::VmmPass::new(scope.vmm.clone()));
     let (mut first_ts, mut last_ts) = (None, 0);
     // Per event type id: how many the trace holds (sized for every id with a format).
-    let mut seen: Vec<u64> = vec![
-        0;
-        decoder
-            .catalog()
-            .iter()
-            .map(|t| t.format.id as usize + 1)
-            .max()
-            .unwrap_or(0)
-    ];
+    let mut seen: Vec<u64> = vec![0; decoder.catalog().id_bound()];
     let routes = Routes::new(
         decoder.catalog(),
         Passes {

@@ -251,7 +251,7 @@ impl EventCatalog {
     }
 
     /// Ids below this may have a type; every id from it on has none.
-    pub(crate) fn id_bound(&self) -> usize {
+    pub fn id_bound(&self) -> usize {
         self.by_id.len()
     }
 

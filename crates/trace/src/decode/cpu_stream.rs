@@ -4,8 +4,9 @@
 //! The pages are decoded where they lie in the page cache when the decoder maps them
 //! ([`crate::PageAccess::Mapped`], for a `cpu<N>.raw` file of a trace directory or an
 //! uncompressed little-endian .dat): a batch is then a window of the mapping, given back
-//! once it is used ([`crate::mapped`]). Otherwise they come from a byte stream (a .dat's compressed chunks decompressed as the
-//! stream advances, big-endian pages converted, see `crate::dat`) read a chunk at a time.
+//! once it is used ([`crate::mapped`]). Otherwise they come from a byte stream (a file
+//! read as it is, a .dat's compressed chunks decompressed as the stream advances,
+//! big-endian pages converted, see `crate::dat`) read a chunk at a time.
 //! Memory is a few chunks (those of the batches not yet consumed, and the one being read
 //! into), whatever the stream's length.
 
@@ -375,8 +376,8 @@ impl<'d> CpuStream<'d> {
         self.released_to = end;
     }
 
-    /// Maps the pages from `to` on a chunk at a time ([`POPULATE_BYTES`]) before the
-    /// decode reaches them.
+    /// Once the decode needs the mapping up to `to`, maps what it has not yet mapped up to
+    /// [`POPULATE_BYTES`] beyond, in one call.
     #[inline]
     fn populate_ahead(&mut self, to: usize) {
         if to <= self.populated_to {
@@ -385,7 +386,7 @@ impl<'d> CpuStream<'d> {
         let Some(mapped) = &self.mapped else {
             return;
         };
-        let end = (self.populated_to.max(to) + POPULATE_BYTES).min(mapped.len());
+        let end = (to + POPULATE_BYTES).min(mapped.len());
         if let Some(ahead) = mapped.sub(self.populated_to, end) {
             ahead.populate();
         }
