@@ -1,0 +1,361 @@
+//! A recorded command's tasks, or the calls a scenario timed on several threads: their
+//! time split by cause.
+
+use vmscale_run::findings::{ComponentKind, SubjectTime, TaskTime, TraceSection};
+use vmscale_run::verdict::{Cause, Finding};
+use vmscale_run::RunRecord;
+use vmscale_stats::units::duration;
+
+use super::growth::growth;
+use super::{lock_cause, lock_entry, none, percent, MAX_FINDINGS, MIN_SHARE};
+
+/// A share of a recorded command's time, with the tasks that spent most of it.
+struct SubjectShare<'a> {
+    kind: SubjectCause,
+    detail: &'a str,
+    ns: u64,
+    tasks: &'a [TaskTime],
+    processes: &'a [TaskTime],
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SubjectCause {
+    Part(ComponentKind),
+    /// On-CPU time split by the command's rusage.
+    Kernel,
+    User,
+}
+
+/// "qemu-system-x86 (pid 812) 1.2 s, ...": each process by its main thread's name.
+fn processes_list(processes: &[TaskTime]) -> String {
+    processes
+        .iter()
+        .map(|p| format!("{} (pid {}) {}", p.comm, p.pid, duration(p.ns)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn tasks_list(tasks: &[TaskTime]) -> String {
+    tasks
+        .iter()
+        .map(|t| format!("{}/{} {}", t.comm, t.pid, duration(t.ns)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The command's name as given on the command line, or the attached process's name.
+pub(super) fn command_name(record: &RunRecord) -> String {
+    record.knobs["command"][0]
+        .as_str()
+        .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
+        .or_else(|| record.knobs["comm"].as_str().map(str::to_string))
+        .unwrap_or_else(|| "the command".into())
+}
+
+/// What a subject's time is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Explained {
+    /// A recording's tasks: a command's, a process's, or every task.
+    Recorded,
+    /// The calls a scenario timed on several threads, each on its thread from its start
+    /// to its end.
+    TimedCalls,
+}
+
+pub(super) fn subject_findings(
+    record: &RunRecord,
+    trace: &TraceSection,
+    subject: &SubjectTime,
+    explained: Explained,
+) -> Vec<Finding> {
+    let total = subject.total_ns;
+    let command = command_name(record);
+    let calls: usize = record
+        .points
+        .iter()
+        .flat_map(|p| &p.series)
+        .map(|s| s.timed_calls.len())
+        .sum();
+    // A sample carried out by several threads at once (teardown's holder processes) has one
+    // window per thread: count samples, not windows.
+    let samples: usize = record
+        .points
+        .iter()
+        .flat_map(|p| &p.series)
+        .map(|s| {
+            s.timed_calls
+                .iter()
+                .map(|w| (w.start_ns, w.end_ns))
+                .collect::<std::collections::HashSet<_>>()
+                .len()
+        })
+        .sum();
+    let per_thread = samples == calls;
+    let whose = if explained == Explained::TimedCalls && per_thread {
+        format!(
+            "the time of {}'s {calls} timed calls on {} threads ({})",
+            record.scenario,
+            subject.tasks,
+            duration(total)
+        )
+    } else if explained == Explained::TimedCalls {
+        format!(
+            "the time of {}'s {samples} timed samples on {} threads ({})",
+            record.scenario,
+            subject.tasks,
+            duration(total)
+        )
+    } else if subject.every_task {
+        format!(
+            "the time of all {} traced tasks, sleeps left out ({})",
+            subject.tasks,
+            duration(total)
+        )
+    } else {
+        format!(
+            "the time of {command}'s {} task{} ({})",
+            subject.tasks,
+            if subject.tasks == 1 { "" } else { "s" },
+            duration(total)
+        )
+    };
+    // Waiting for cross-CPU calls is spinning in the kernel: system time the trace already
+    // placed. The rest of the charged system time is the kernel share of on-CPU time.
+    let cross_ns: u64 = subject
+        .parts
+        .iter()
+        .filter(|p| p.kind == ComponentKind::CrossCpu)
+        .map(|p| p.total_ns)
+        .sum();
+    let kernel_fraction = trace.command.as_ref().and_then(|usage| {
+        let system = usage.system_ns.saturating_sub(cross_ns);
+        let all = system + usage.user_ns;
+        (all > 0).then(|| system as f64 / all as f64)
+    });
+    let mut shares: Vec<SubjectShare> = Vec::new();
+    for part in &subject.parts {
+        match (part.kind, kernel_fraction) {
+            (ComponentKind::OnCpu, Some(kernel)) => {
+                let in_kernel = (part.total_ns as f64 * kernel).round() as u64;
+                for (kind, ns) in [
+                    (SubjectCause::Kernel, in_kernel),
+                    (
+                        SubjectCause::User,
+                        part.total_ns - in_kernel.min(part.total_ns),
+                    ),
+                ] {
+                    shares.push(SubjectShare {
+                        kind,
+                        detail: "",
+                        ns,
+                        tasks: &part.tasks,
+                        processes: &part.processes,
+                    });
+                }
+            }
+            // Across every task of a host, a sleep without a lock is idle time, left out.
+            (ComponentKind::Asleep, _) if subject.every_task => {}
+            (kind, _) => shares.push(SubjectShare {
+                kind: SubjectCause::Part(kind),
+                detail: &part.detail,
+                ns: part.total_ns,
+                tasks: &part.tasks,
+                processes: &part.processes,
+            }),
+        }
+    }
+    // What the kernel costs the command comes first, largest first; the command's own code
+    // in user space is no kernel cause, so it follows as context (and leads only when no
+    // kernel cause is worth a finding).
+    shares.sort_by_key(|s| (s.kind == SubjectCause::User, std::cmp::Reverse(s.ns)));
+    let cpu_used = trace.command.as_ref().map(|u| u.user_ns + u.system_ns);
+    let mut findings: Vec<Finding> = shares
+        .iter()
+        .map(|s| (s, s.ns as f64 / total as f64))
+        .filter(|&(_, share)| share >= MIN_SHARE)
+        .take(MAX_FINDINGS)
+        .map(|(s, share)| {
+            let pct = percent(share);
+            let mut evidence = Vec::new();
+            if !s.processes.is_empty() {
+                evidence.push(format!("by process: {}", processes_list(s.processes)));
+            }
+            evidence.push(format!("most of it: {}", tasks_list(s.tasks)));
+            let (cause, lock, holder, summary) = match s.kind {
+                SubjectCause::Part(ComponentKind::Lock) => {
+                    let entry = lock_entry(trace, s.detail);
+                    let (cause, holder) = lock_cause(trace, entry);
+                    let how = if cause == Cause::LockSpin { "spinning on" } else { "waiting for" };
+                    if let Some(l) = entry {
+                        evidence.push(format!(
+                            "{}: {} contended waits by all tasks, {} in all",
+                            l.name,
+                            l.waits.as_ref().map_or(0, |w| w.n),
+                            duration(l.total_wait_ns)
+                        ));
+                    }
+                    (
+                        cause,
+                        Some(s.detail.to_string()),
+                        holder,
+                        format!("{pct} of {whose} went to {how} {}", s.detail),
+                    )
+                }
+                SubjectCause::Part(ComponentKind::CrossCpu) => {
+                    let ipis: u64 = trace.ipis.iter().map(|p| p.ipis).sum();
+                    if ipis > 0 {
+                        evidence.push(format!("{ipis} IPIs sent by all tasks while traced"));
+                    }
+                    (
+                        Cause::Ipi,
+                        None,
+                        None,
+                        format!(
+                            "{pct} of {whose} went to waiting for other CPUs to run {} (IPIs)",
+                            s.detail
+                        ),
+                    )
+                }
+                SubjectCause::Part(ComponentKind::Runnable) => {
+                    if let Some(load) = &record.background {
+                        evidence.push(format!(
+                            "other processes used {} of all CPU time",
+                            percent(load.other_busy_fraction)
+                        ));
+                    }
+                    if let (Some(used), Some(wall)) = (
+                        cpu_used,
+                        record.background.as_ref().map(|b| b.wall_ns).filter(|&w| w > 0),
+                    ) {
+                        evidence.push(format!(
+                            "{command} used {} of CPU time in {} on {} CPUs",
+                            duration(used),
+                            duration(wall),
+                            record.host.online_cpus
+                        ));
+                    }
+                    (
+                        Cause::CpuStarvation,
+                        None,
+                        None,
+                        format!("{pct} of {whose} was spent runnable but not on a CPU"),
+                    )
+                }
+                SubjectCause::Part(ComponentKind::Asleep) if s.detail.starts_with('(') => (
+                    Cause::Sleep,
+                    None,
+                    None,
+                    format!(
+                        "{pct} of {whose} was spent asleep, where the trace does not say (its sleeps have no stack)"
+                    ),
+                ),
+                SubjectCause::Part(ComponentKind::Asleep) => (
+                    Cause::Sleep,
+                    None,
+                    None,
+                    format!("{pct} of {whose} was spent asleep in {}, holding no contended lock", s.detail),
+                ),
+                SubjectCause::Kernel => {
+                    if let Some(usage) = &trace.command {
+                        evidence.push(format!(
+                            "the kernel charged {command} {} of system time and {} of user time",
+                            duration(usage.system_ns),
+                            duration(usage.user_ns)
+                        ));
+                    }
+                    (
+                        Cause::OnCpu,
+                        None,
+                        None,
+                        format!("{pct} of {whose} was spent running in the kernel (system time), not waiting for anything"),
+                    )
+                }
+                SubjectCause::User => (
+                    Cause::None,
+                    None,
+                    None,
+                    format!("{pct} of {whose} ran its own code in user space: nothing in the kernel costs it that time"),
+                ),
+                SubjectCause::Part(_) => (
+                    Cause::OnCpu,
+                    None,
+                    None,
+                    format!("{pct} of {whose} was spent on a CPU (kernel and user space not told apart)"),
+                ),
+            };
+            Finding {
+                summary,
+                cause,
+                lock,
+                holder,
+                share,
+                evidence,
+            }
+        })
+        .collect();
+    if findings.is_empty() {
+        findings.push(none(
+            &format!("no single cause takes {} of {whose}", percent(MIN_SHARE)),
+            Vec::new(),
+        ));
+    }
+    let pid = trace.command.as_ref().map_or(0, |c| c.pid);
+    let attached = record.knobs["pid"].is_u64();
+    let mut head = vec![if explained == Explained::TimedCalls && per_thread {
+        format!(
+            "subject: each of the {calls} timed calls, on the thread that made it, from its start to its end ({}), nothing the threads did between calls",
+            duration(total)
+        )
+    } else if explained == Explained::TimedCalls {
+        format!(
+            "subject: each of the {samples} timed samples, on every thread of the processes that carried it out and the threads they started meanwhile, from its start to its end ({}), nothing between samples",
+            duration(total)
+        )
+    } else if subject.every_task {
+        format!(
+            "subject: every task the trace shows ({}), each from its first traced event to its exit or the end of the recording ({})",
+            subject.tasks,
+            duration(total)
+        )
+    } else if attached {
+        format!(
+            "subject: {command} (pid {pid}): its threads and every task they created, each from its first traced event to its exit or the end of the recording ({})",
+            duration(total)
+        )
+    } else {
+        format!(
+            "subject: {command} (pid {pid}) and every task it created, from their first traced event to their exit ({})",
+            duration(total)
+        )
+    }];
+    if subject.unseen > 0 {
+        head.push(format!(
+            "not counted: {} of its threads left no event in the trace (asleep or on a CPU throughout: the trace cannot say which)",
+            subject.unseen
+        ));
+    }
+    if subject.asleep_left_out_ns > 0 {
+        head.push(format!(
+            "left out: {} asleep without a contended lock (tasks with nothing to do, or waiting for an event: the trace cannot tell which)",
+            duration(subject.asleep_left_out_ns)
+        ));
+    }
+    if subject.asleep_from_before_ns > 0 {
+        head.push(format!(
+            "left out: {} asleep from before a sample began until woken in it (threads with nothing to do until their turn)",
+            duration(subject.asleep_from_before_ns)
+        ));
+    }
+    if subject.joined_ns > 0 {
+        head.push(format!(
+            "left out: {} asleep until another of its tasks exited (waiting for its own work: {})",
+            duration(subject.joined_ns),
+            tasks_list(&subject.joined)
+        ));
+    }
+    if explained == Explained::TimedCalls {
+        head.splice(0..0, growth(record));
+    }
+    findings[0].evidence.splice(0..0, head);
+    findings
+}

@@ -1,0 +1,474 @@
+use super::*;
+use crate::breakdown::TIMED_SAMPLE;
+use vmscale_run::findings::{
+    ActivityShare, Component, ComponentKind, HeldAcrossSleep, Holder, HolderActivity,
+    OperationBreakdown, PhaseBreakdown, SubjectTime, TaskTime,
+};
+use vmscale_run::{HostFacts, ToolInfo, SCHEMA_VERSION};
+
+fn record(trace: Option<TraceSection>) -> RunRecord {
+    RunRecord {
+        schema_version: SCHEMA_VERSION,
+        verdict: Vec::new(),
+        tool: ToolInfo::current("test"),
+        scenario: "memslot".into(),
+        sweep: "vcpus".into(),
+        command_line: Vec::new(),
+        started_utc: String::new(),
+        finished_utc: String::new(),
+        host: HostFacts {
+            hostname: String::new(),
+            kernel_release: String::new(),
+            kernel_version: String::new(),
+            cpu_model: String::new(),
+            online_cpus: 2,
+            memory_bytes: 0,
+            kvm: None,
+        },
+        knobs: serde_json::json!({}),
+        background: None,
+        points: Vec::new(),
+        trace,
+        warnings: Vec::new(),
+    }
+}
+
+fn lock(name: &str, kind: &str, addr: u64, total_wait_ns: u64) -> LockContention {
+    LockContention {
+        lock_addr: addr,
+        name: name.into(),
+        kind: kind.into(),
+        modes: Default::default(),
+        waits: None,
+        total_wait_ns,
+        open_waits: 0,
+        waiters: Vec::new(),
+        stacks: Vec::new(),
+    }
+}
+
+fn component(kind: ComponentKind, detail: &str, total_ns: u64) -> Component {
+    Component {
+        kind,
+        detail: detail.into(),
+        total_ns,
+        operations: 1,
+    }
+}
+
+fn timed(components: Vec<Component>, syscall: i64) -> TraceSection {
+    let total_ns = components.iter().map(|c| c.total_ns).sum();
+    TraceSection {
+        breakdown: vec![PhaseBreakdown {
+            label: "memslot vcpus=2 strategy=direct".into(),
+            operations: vec![OperationBreakdown {
+                operation: "timed sample".into(),
+                syscall,
+                count: 10,
+                total_ns,
+                components,
+                ..OperationBreakdown::default()
+            }],
+            ..PhaseBreakdown::default()
+        }],
+        ..TraceSection::default()
+    }
+}
+
+fn pipe_holders(across_sleep_ns: u64) -> LockHolders {
+    LockHolders {
+        lock_addr: 0x10,
+        name: "pipe->mutex (in anon_pipe_write)".into(),
+        kind: "mutex".into(),
+        waits: 4,
+        total_wait_ns: 1_000,
+        waiter_count: 2,
+        waiters: Vec::new(),
+        holders: vec![Holder {
+            comm: "writer".into(),
+            pid: 7,
+            holds: 4,
+            shared_holds: 0,
+            waited_behind_ns: 1_000,
+            activity: vec![ActivityShare {
+                activity: HolderActivity::Running,
+                detail: String::new(),
+                wait_ns: 800,
+            }],
+            ipis_sent: 0,
+        }],
+        activity: Vec::new(),
+        held_across_sleep: vec![HeldAcrossSleep {
+            holder_comm: "writer".into(),
+            holder_pid: 7,
+            function: "handle_userfault".into(),
+            stack: Vec::new(),
+            holds: 1,
+            slept_ns: across_sleep_ns,
+            held_ns: across_sleep_ns,
+            held_at_least: false,
+            waiters: 2,
+            waiter_wait_ns: across_sleep_ns,
+        }],
+        exact_holds: false,
+    }
+}
+
+#[test]
+fn timed_samples_rank_causes_by_their_share_of_the_samples() {
+    let trace = timed(
+        vec![
+            component(ComponentKind::Runnable, "", 600),
+            component(
+                ComponentKind::Lock,
+                "kvm->mmu_lock (write, in kvm_mmu_free_roots)",
+                300,
+            ),
+            component(ComponentKind::OnCpu, "", 80),
+            // Below the threshold: left to the details.
+            component(ComponentKind::Asleep, "(no stack)", 20),
+        ],
+        TIMED_SAMPLE,
+    );
+    let trace = TraceSection {
+        contention: vec![lock(
+            "kvm->mmu_lock (write, in kvm_mmu_free_roots)",
+            "rwlock",
+            1,
+            300,
+        )],
+        ..trace
+    };
+    let found = verdict(&record(Some(trace)));
+    let causes: Vec<Cause> = found.iter().map(|f| f.cause).collect();
+    assert_eq!(
+        causes,
+        [Cause::CpuStarvation, Cause::LockSpin, Cause::OnCpu]
+    );
+    assert!((found[0].share - 0.6).abs() < 1e-9);
+    assert_eq!(
+        found[1].lock.as_deref(),
+        Some("kvm->mmu_lock (write, in kvm_mmu_free_roots)")
+    );
+    // A spinning waiter is never woken by its holder: no holder is claimed.
+    assert_eq!(found[1].holder, None);
+    assert!(found[0]
+        .evidence
+        .iter()
+        .any(|e| e.starts_with("subject: the measuring thread")));
+}
+
+#[test]
+fn a_sleeping_lock_names_its_holder_and_a_holder_that_slept_is_held_across_sleep() {
+    let name = "pipe->mutex (in anon_pipe_write)";
+    let with = |across_sleep_ns| TraceSection {
+        contention: vec![lock(name, "mutex", 0x10, 1_000)],
+        holders: vec![pipe_holders(across_sleep_ns)],
+        ..timed(
+            vec![component(ComponentKind::Lock, name, 1_000)],
+            TIMED_SAMPLE,
+        )
+    };
+    let slept = verdict(&record(Some(with(700))));
+    assert_eq!(slept[0].cause, Cause::HeldAcrossSleep);
+    let holder = slept[0].holder.as_deref().unwrap();
+    assert!(
+        holder.starts_with("writer/7 slept in handle_userfault"),
+        "{holder}"
+    );
+    let ran = verdict(&record(Some(with(100))));
+    assert_eq!(ran[0].cause, Cause::LockWait);
+    let holder = ran[0].holder.as_deref().unwrap();
+    assert!(
+        holder.contains("writer/7 held it in 4 holds, running for 80%"),
+        "{holder}"
+    );
+}
+
+#[test]
+fn untimed_runs_fall_back_to_lock_waits_and_say_so() {
+    let trace = TraceSection {
+        contention: vec![
+            lock("kvm->irqfds.lock (in kvm_irqfd)", "spinlock", 1, 900),
+            lock("spinlock in __queue_work", "spinlock", 2, 100),
+        ],
+        // A system call breakdown is not a timed window: it is not used.
+        ..timed(
+            vec![component(ComponentKind::Asleep, "do_nanosleep", 5_000)],
+            230,
+        )
+    };
+    let found = verdict(&record(Some(trace)));
+    assert_eq!(found.len(), 2);
+    assert_eq!(found[0].cause, Cause::LockSpin);
+    assert!((found[0].share - 0.9).abs() < 1e-9);
+    assert!(
+        found[0]
+            .summary
+            .starts_with("90% of the 1.0 us that traced tasks spent waiting on locks"),
+        "{}",
+        found[0].summary
+    );
+    assert!(found[0].evidence[0].starts_with("subject: lock waits of every traced task"));
+}
+
+fn subject(parts: Vec<(ComponentKind, &str, u64)>, user_ns: u64, system_ns: u64) -> TraceSection {
+    use vmscale_run::findings::{CommandUsage, SubjectPart};
+    let total_ns = parts.iter().map(|p| p.2).sum();
+    TraceSection {
+        command: Some(CommandUsage {
+            pid: 42,
+            threads: Vec::new(),
+            user_ns,
+            system_ns,
+        }),
+        subject: Some(SubjectTime {
+            tasks: 3,
+            unseen: 0,
+            total_ns,
+            joined_ns: 1_000,
+            joined: vec![TaskTime {
+                comm: "main".into(),
+                pid: 42,
+                ns: 1_000,
+            }],
+            parts: parts
+                .into_iter()
+                .map(|(kind, detail, total_ns)| SubjectPart {
+                    processes: Vec::new(),
+                    kind,
+                    detail: detail.into(),
+                    total_ns,
+                    tasks: vec![TaskTime {
+                        comm: "worker".into(),
+                        pid: 43,
+                        ns: total_ns,
+                    }],
+                })
+                .collect(),
+            every_task: false,
+            asleep_left_out_ns: 0,
+            asleep_from_before_ns: 0,
+        }),
+        ..TraceSection::default()
+    }
+}
+
+#[test]
+fn a_commands_on_cpu_time_is_split_by_what_the_kernel_charged_it() {
+    // 900 on a CPU, 90 of it in the kernel by rusage: the kernel's causes come first,
+    // the user-space share (no kernel cause) after them.
+    let found = verdict(&record(Some(subject(
+        vec![
+            (ComponentKind::OnCpu, "", 900),
+            (ComponentKind::Runnable, "", 100),
+        ],
+        810,
+        90,
+    ))));
+    let causes: Vec<Cause> = found.iter().map(|f| f.cause).collect();
+    assert_eq!(causes, [Cause::CpuStarvation, Cause::OnCpu, Cause::None]);
+    assert!((found[2].share - 0.81).abs() < 1e-9, "{}", found[2].share);
+    assert!(found[0].evidence[0].starts_with("subject: the command (pid 42)"));
+    assert!(found[0].evidence[1].starts_with("left out: 1.0 us asleep"));
+    // With no kernel cause worth a finding, the user-space share leads.
+    let found = verdict(&record(Some(subject(
+        vec![
+            (ComponentKind::OnCpu, "", 990),
+            (ComponentKind::Runnable, "", 10),
+        ],
+        990,
+        0,
+    ))));
+    assert_eq!(found[0].cause, Cause::None);
+    assert_eq!(found.len(), 1);
+    // The same time charged to the kernel is on-CPU work in the kernel; waiting for
+    // cross-CPU calls is kernel time already placed, not counted twice.
+    let found = verdict(&record(Some(subject(
+        vec![
+            (ComponentKind::OnCpu, "", 600),
+            (ComponentKind::CrossCpu, "flush_tlb_func", 300),
+            (ComponentKind::Asleep, "do_nanosleep", 100),
+        ],
+        0,
+        900,
+    ))));
+    let causes: Vec<Cause> = found.iter().map(|f| f.cause).collect();
+    assert_eq!(causes, [Cause::OnCpu, Cause::Ipi, Cause::Sleep]);
+    assert!((found[0].share - 0.6).abs() < 1e-9);
+    assert!(found[1].summary.contains("flush_tlb_func (IPIs)"));
+    assert!(found[2].summary.contains("asleep in do_nanosleep"));
+}
+
+#[test]
+fn on_cpu_work_says_when_the_trace_cannot_show_waits_for_other_cpus() {
+    let on_cpu = || subject(vec![(ComponentKind::OnCpu, "", 600)], 0, 600);
+    let unknown = "waits for other CPUs unknown: they need csd:csd_queue_cpu";
+    let without = verdict(&record(Some(on_cpu())));
+    assert_eq!(without[0].cause, Cause::OnCpu);
+    assert!(
+        without[0].evidence.iter().any(|e| e.starts_with(unknown)),
+        "{:?}",
+        without[0].evidence
+    );
+    for csd in [
+        TraceSection {
+            events: vec!["csd:csd_function_entry".into()],
+            ..on_cpu()
+        },
+        TraceSection {
+            events_seen: [("csd:csd_function_entry".to_string(), 3)].into(),
+            ..on_cpu()
+        },
+    ] {
+        let with = verdict(&record(Some(csd)));
+        assert!(
+            !with[0].evidence.iter().any(|e| e.starts_with(unknown)),
+            "{:?}",
+            with[0].evidence
+        );
+    }
+}
+
+#[test]
+fn a_commands_lock_wait_is_ranked_with_its_other_causes() {
+    let name = "pipe->mutex (in anon_pipe_write)";
+    let trace = TraceSection {
+        contention: vec![lock(name, "mutex", 0x10, 1_000)],
+        holders: vec![pipe_holders(100)],
+        ..subject(
+            vec![
+                (ComponentKind::Lock, name, 700),
+                (ComponentKind::OnCpu, "", 300),
+            ],
+            0,
+            300,
+        )
+    };
+    let found = verdict(&record(Some(trace)));
+    assert_eq!(found[0].cause, Cause::LockWait);
+    assert_eq!(found[0].lock.as_deref(), Some(name));
+    assert!(found[0]
+        .holder
+        .as_deref()
+        .unwrap()
+        .contains("writer/7 held it in 4 holds, running"));
+    assert_eq!(found[1].cause, Cause::OnCpu);
+}
+
+#[test]
+fn growth_comes_from_the_fit_of_the_medians() {
+    use vmscale_run::{Point, Series};
+    let trace = timed(
+        vec![component(ComponentKind::OnCpu, "", 1_000)],
+        TIMED_SAMPLE,
+    );
+    let mut run = record(Some(trace));
+    run.sweep = "vcpus".into();
+    // 10 us plus 5 us per vCPU: linear.
+    run.points = [1u64, 2, 4, 8]
+        .iter()
+        .map(|&n| Point {
+            n,
+            vcpus_per_host_cpu: 0.0,
+            series: vec![Series {
+                name: "direct".into(),
+                summary: vmscale_stats::Summary::from_samples(&[10_000 + 5_000 * n; 9]),
+                sample_start_ns: vec![1],
+                ..Series::default()
+            }],
+        })
+        .collect();
+    let found = verdict(&run);
+    let growth = &found[0].evidence[0];
+    assert!(
+        growth.starts_with(
+            "direct: p50 15.0 us at vcpus=1 -> 50.0 us at vcpus=8; grows linearly with vcpus"
+        ),
+        "{growth}"
+    );
+    assert!(growth.contains("5.0 us more per vcpus at 8"), "{growth}");
+    assert!(
+        growth.ends_with("90.0 us predicted at vcpus=16"),
+        "{growth}"
+    );
+    // A cost that falls as N grows (a tour's memslot at 1 to 8 vCPUs on two loaded CPUs:
+    // 458 us down to 120 us) is never called growth, and a fit that extrapolates below
+    // zero predicts nothing.
+    for (point, p50) in run
+        .points
+        .iter_mut()
+        .zip([460_000u64, 300_000, 180_000, 120_000])
+    {
+        point.series[0].summary = vmscale_stats::Summary::from_samples(&[p50; 9]);
+    }
+    let found = verdict(&run);
+    let falling = &found[0].evidence[0];
+    assert!(falling.contains("; falls as vcpus grows ("), "{falling}");
+    assert!(!falling.contains("grows linearly"), "{falling}");
+    assert!(falling.contains("less per vcpus at 8"), "{falling}");
+    assert!(
+        falling.ends_with("predicted at vcpus=16")
+            || falling.ends_with("the fit does not extrapolate to vcpus=16 (it falls below zero)"),
+        "{falling}"
+    );
+    // Two points are no fit: the medians are all it says.
+    run.points.truncate(2);
+    let found = verdict(&run);
+    assert_eq!(
+        found[0].evidence[0],
+        "direct: p50 460 us at vcpus=1 -> 300 us at vcpus=2"
+    );
+}
+
+#[test]
+fn nothing_to_blame_is_said_as_such() {
+    let recorded = TraceSection {
+        events: vec!["lock:contention_begin".into(), "lock:contention_end".into()],
+        ..TraceSection::default()
+    };
+    let quiet = verdict(&record(Some(recorded)));
+    assert_eq!(quiet.len(), 1);
+    assert_eq!(quiet[0].cause, Cause::None);
+    assert!(quiet[0].summary.starts_with("no lock contention recorded"));
+    // A trace that never had the lock events cannot clear the locks: unknown, not none.
+    let blind = verdict(&record(Some(TraceSection {
+        events: vec!["sched:sched_switch".into()],
+        ..TraceSection::default()
+    })));
+    assert_eq!(blind[0].cause, Cause::None);
+    assert!(
+        blind[0].summary.starts_with("lock contention unknown"),
+        "{}",
+        blind[0].summary
+    );
+    let untraced = verdict(&record(None));
+    assert_eq!(untraced[0].cause, Cause::None);
+    assert!(untraced[0].summary.starts_with("not traced"));
+}
+
+#[test]
+fn lock_waiting_that_is_a_sliver_of_the_traced_cpu_time_blames_no_lock() {
+    use vmscale_run::IpiPhase;
+    let trace = |wait_ns| TraceSection {
+        contention: vec![lock("rq->__lock (in __schedule)", "spinlock", 1, wait_ns)],
+        ipis: vec![IpiPhase {
+            label: "record".into(),
+            duration_ns: 1_000_000_000,
+            ..IpiPhase::default()
+        }],
+        ..TraceSection::default()
+    };
+    // 2 CPUs for 1 s: 1 ms of waiting is 0.05%, nothing to blame.
+    let quiet = verdict(&record(Some(trace(1_000_000))));
+    assert_eq!(quiet.len(), 1);
+    assert_eq!(quiet[0].cause, Cause::None);
+    assert!(
+        quiet[0].summary.starts_with("nothing is blamed on a lock"),
+        "{}",
+        quiet[0].summary
+    );
+    // 100 ms is 5%: the lock is named.
+    let busy = verdict(&record(Some(trace(100_000_000))));
+    assert_eq!(busy[0].cause, Cause::LockSpin);
+}

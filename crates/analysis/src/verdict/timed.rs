@@ -1,0 +1,139 @@
+//! Runs that timed their samples on one measuring thread (memslot, zap, mlock): the
+//! subject is exactly those windows.
+
+use std::collections::HashMap;
+
+use vmscale_run::findings::{ComponentKind, TraceSection};
+use vmscale_run::verdict::{Cause, Finding};
+use vmscale_run::RunRecord;
+use vmscale_stats::units::duration;
+
+use crate::breakdown::TIMED_SAMPLE;
+
+use super::growth::growth;
+use super::{lock_cause, lock_entry, percent, MAX_FINDINGS, MIN_SHARE};
+
+pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Finding> {
+    let mut total = 0u64;
+    let mut samples = 0u64;
+    let mut parts: HashMap<(ComponentKind, String), u64> = HashMap::new();
+    for op in trace
+        .breakdown
+        .iter()
+        .flat_map(|p| &p.operations)
+        .filter(|op| op.syscall == TIMED_SAMPLE)
+    {
+        total += op.total_ns;
+        samples += op.count;
+        for c in &op.components {
+            *parts.entry((c.kind, c.detail.clone())).or_default() += c.total_ns;
+        }
+    }
+    if total == 0 {
+        return Vec::new();
+    }
+    let mut ranked: Vec<((ComponentKind, String), u64)> = parts.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let overcommit = record
+        .points
+        .iter()
+        .map(|p| p.vcpus_per_host_cpu)
+        .fold(0.0, f64::max);
+    let subject = format!(
+        "the time of {}'s {} timed samples ({})",
+        record.scenario,
+        samples,
+        duration(total)
+    );
+    let mut findings: Vec<Finding> = ranked
+        .into_iter()
+        .filter(|((kind, _), _)| *kind != ComponentKind::Other)
+        .map(|((kind, detail), ns)| (kind, detail, ns as f64 / total as f64))
+        .filter(|&(_, _, share)| share >= MIN_SHARE)
+        .take(MAX_FINDINGS)
+        .map(|(kind, detail, share)| {
+            let mut evidence = Vec::new();
+            let pct = percent(share);
+            let (cause, lock, holder, summary) = match kind {
+                ComponentKind::Lock => {
+                    let entry = lock_entry(trace, &detail);
+                    let (cause, holder) = lock_cause(trace, entry);
+                    let how = if cause == Cause::LockSpin { "spinning on" } else { "waiting for" };
+                    if let Some(l) = entry {
+                        evidence.push(format!(
+                            "{}: {} contended waits by all tasks, {} in all",
+                            l.name,
+                            l.waits.as_ref().map_or(0, |w| w.n),
+                            duration(l.total_wait_ns)
+                        ));
+                    }
+                    let summary = format!("{pct} of {subject} went to {how} {detail}");
+                    (cause, Some(detail.clone()), holder, summary)
+                }
+                ComponentKind::CrossCpu => (
+                    Cause::Ipi,
+                    None,
+                    None,
+                    format!("{pct} of {subject} went to waiting for other CPUs to run {detail} (IPIs)"),
+                ),
+                ComponentKind::Runnable => {
+                    if overcommit > 1.0 {
+                        evidence.push(format!(
+                            "up to {overcommit:.1} running vCPUs per host CPU: overcommitted"
+                        ));
+                    }
+                    if let Some(load) = &record.background {
+                        evidence.push(format!(
+                            "other processes used {} of all CPU time",
+                            percent(load.other_busy_fraction)
+                        ));
+                    }
+                    (
+                        Cause::CpuStarvation,
+                        None,
+                        None,
+                        format!("{pct} of {subject} was spent runnable but not on a CPU"),
+                    )
+                }
+                ComponentKind::Asleep if detail.starts_with('(') => (
+                    Cause::Sleep,
+                    None,
+                    None,
+                    format!(
+                        "{pct} of {subject} was spent asleep, where the trace does not say (--sleep-stacks records it)"
+                    ),
+                ),
+                ComponentKind::Asleep => (
+                    Cause::Sleep,
+                    None,
+                    None,
+                    format!("{pct} of {subject} was spent asleep in {detail}"),
+                ),
+                _ => (
+                    Cause::OnCpu,
+                    None,
+                    None,
+                    format!("{pct} of {subject} was spent on a CPU, in its own work"),
+                ),
+            };
+            Finding {
+                summary,
+                cause,
+                lock,
+                holder,
+                share,
+                evidence,
+            }
+        })
+        .collect();
+    if let Some(first) = findings.first_mut() {
+        // Said once: what was explained, and how the cost grew.
+        let mut head = growth(record);
+        head.push(format!(
+            "subject: the measuring thread during the {samples} timed samples ({} in all), nothing between them",
+            duration(total)
+        ));
+        first.evidence.splice(0..0, head);
+    }
+    findings
+}
