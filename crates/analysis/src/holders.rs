@@ -41,6 +41,7 @@ const MAX_FRAMES: usize = 16;
 
 /// Why a piece of a wait has no known holder activity.
 const NO_RELEASER: &str = "no wakeup names the releaser";
+const NOT_PROVEN: &str = "the holder's acquisition was not traced";
 const BEFORE_FIRST_EVENT: &str = "before the holder's first traced event";
 const TRIMMED: &str = "older than the holder's kept history";
 const INTERRUPTED: &str = "the wait ended without the lock (interrupted)";
@@ -51,6 +52,24 @@ const NO_STACK: &str = "no stack recorded";
 fn is_sleeping(flags: u32) -> bool {
     flags & (flag::MUTEX | flag::RT | flag::PERCPU) != 0
         || (flags & (flag::READ | flag::WRITE) != 0 && flags & flag::SPIN == 0)
+}
+
+/// A wait that has entered the lock's wait queue. A mutex traces its first begin with SPIN
+/// while it spins on the owner, outside the queue, and a second one without SPIN once it
+/// has queued (the first waiter may spin again later, still queued); other sleeping locks
+/// trace their begin as they queue.
+fn enters_queue(flags: u32) -> bool {
+    is_sleeping(flags) && (flags & flag::MUTEX == 0 || flags & flag::SPIN == 0)
+}
+
+/// A mutex: while a waiter is queued on one, the kernel traces every acquisition (the fast
+/// path's compare-and-swap fails on the waiters flag, and the slow path traces a begin and
+/// an end even when its first try succeeds) and every release wakes the first waiter, so a
+/// release proves who held the lock since the queue formed. Rwsems steal (readers, and
+/// writers spinning on the owner) without a trace, so only a traced acquisition proves theirs.
+/// `mutex_trylock`, which the kernel never traces, is the one way around this.
+fn holds_are_traced_while_queued(flags: u32) -> bool {
+    flags & flag::MUTEX != 0
 }
 
 /// A runnable task switched out was preempted; any TASK_* bit in the low byte means it went
@@ -96,6 +115,8 @@ struct OpenWait {
     start: u64,
     /// The last task that woke the waiter during the wait, and when (pid 0: an interrupt).
     waker: Option<(i32, u64)>,
+    /// It has entered the lock's wait queue ([`enters_queue`]).
+    queued: bool,
 }
 
 impl Wait for OpenWait {
@@ -156,6 +177,13 @@ struct LockState {
     sleeps: HashMap<(i32, Option<StackId>), SleepAgg>,
     /// Holds come from the kernel's acquire and release events, not from wakeups.
     exact: bool,
+    /// Open waits in the lock's wait queue, and since when at least one has been
+    /// ([`holds_are_traced_while_queued`]).
+    queued: u32,
+    queued_since: Option<u64>,
+    /// Traced acquisitions (contention_end with the lock), back to the oldest queued wait:
+    /// an acquisition by another task after the queue formed bounds a hold not traced.
+    acquisitions: Vec<(u64, i32)>,
 }
 
 /// A task's latest sleeping wait on a lock.
@@ -495,6 +523,10 @@ impl HoldersPass {
                     multiset_add(&mut self.open_starts, wait.start);
                 }
                 wait.flags = flags;
+                if !wait.queued && enters_queue(flags) {
+                    wait.queued = true;
+                    self.enqueue(lock, ts);
+                }
             }
             None => {
                 if is_sleeping(flags) {
@@ -508,6 +540,7 @@ impl HoldersPass {
                         },
                     );
                 }
+                let queued = enters_queue(flags);
                 let replaced = self.open.open(
                     pid,
                     OpenWait {
@@ -515,14 +548,37 @@ impl HoldersPass {
                         flags,
                         start: ts,
                         waker: None,
+                        queued,
                     },
                 );
                 for old in &replaced {
                     self.forget_start(old);
+                    self.dequeue(old);
+                }
+                if queued {
+                    self.enqueue(lock, ts);
                 }
             }
         }
         self.timelines.wait_begins(pid, ts, lock, flags, floor);
+    }
+
+    fn enqueue(&mut self, lock: u64, ts: u64) {
+        let state = self.locks.entry(lock).or_default();
+        state.queued += 1;
+        state.queued_since.get_or_insert(ts);
+    }
+
+    fn dequeue(&mut self, wait: &OpenWait) {
+        if !wait.queued {
+            return;
+        }
+        if let Some(state) = self.locks.get_mut(&wait.lock) {
+            state.queued = state.queued.saturating_sub(1);
+            if state.queued == 0 {
+                state.queued_since = None;
+            }
+        }
     }
 
     fn forget_start(&mut self, wait: &OpenWait) {
@@ -539,11 +595,14 @@ impl HoldersPass {
         };
         for inner in &lost {
             self.forget_start(inner);
+            self.dequeue(inner);
         }
         self.forget_start(&wait);
         if is_sleeping(wait.flags) {
             self.close(pid, &wait, ts, ret);
         }
+        // Out of the queue only now: its own release proved a hold while it was queued.
+        self.dequeue(&wait);
         let floor = self.floor();
         self.timelines.wait_ends(pid, ts, lock, floor);
     }
@@ -557,17 +616,14 @@ impl HoldersPass {
     }
 
     fn close(&mut self, pid: i32, wait: &OpenWait, end: u64, ret: i32) {
-        let queue_start = self
-            .queued(wait.lock)
-            .min()
-            .map_or(wait.start, |s| s.min(wait.start));
         let others_queued = self.queued(wait.lock).next().is_some();
+        // Only a queued waiter is woken by a release: a spinning one is not woken at all.
         let releaser = wait
             .waker
-            .filter(|&(waker, at)| ret == 0 && waker != 0 && at >= wait.start);
+            .filter(|&(waker, at)| ret == 0 && waker != 0 && at >= wait.start && wait.queued);
         let exact = self.locks.get(&wait.lock).is_some_and(|s| s.exact);
         if let Some((holder, released)) = releaser.filter(|_| !exact) {
-            self.add_segment(wait.lock, holder, released, queue_start);
+            self.add_segment(wait.lock, holder, released, wait.flags);
         }
         let tail = if ret != 0 {
             Piece::Unknown(INTERRUPTED)
@@ -582,6 +638,7 @@ impl HoldersPass {
             if let Some(own) = state.own.get_mut(&pid) {
                 own.acquired = Some(end);
             }
+            state.acquisitions.push((end, pid));
         }
         state.flags.get_or_insert(wait.flags);
         state.waits += 1;
@@ -604,9 +661,19 @@ impl HoldersPass {
         let oldest = self.queued(wait.lock).min();
         let state = self.locks.get_mut(&wait.lock).expect("inserted above");
         match oldest {
-            Some(oldest) => state.segments.retain(|s| s.end >= oldest),
+            Some(oldest) => {
+                state.segments.retain(|s| s.end >= oldest);
+                // The latest acquisition before the oldest wait still bounds holds to come.
+                let keep_from = state
+                    .acquisitions
+                    .iter()
+                    .rposition(|&(at, _)| at < oldest)
+                    .unwrap_or(0);
+                state.acquisitions.drain(..keep_from);
+            }
             None => {
                 state.segments.clear();
+                state.acquisitions.clear();
                 for (_, at) in state.acquired.drain() {
                     forget_acquired(&mut self.acquired_starts, at);
                 }
@@ -614,8 +681,9 @@ impl HoldersPass {
         }
     }
 
-    /// Records the hold `holder` ended at `released`, with its sleeps.
-    fn add_segment(&mut self, lock: u64, holder: i32, released: u64, queue_start: u64) {
+    /// Records the hold `holder` ended at `released`, with its sleeps; `flags` are those of
+    /// the wait it released.
+    fn add_segment(&mut self, lock: u64, holder: i32, released: u64, flags: u32) {
         let state = self.locks.entry(lock).or_default();
         let last_end = state.segments.iter().map(|s| s.end).max();
         let own = state.own.get(&holder).copied();
@@ -660,15 +728,30 @@ impl HoldersPass {
         let shared = own.is_some_and(|o| o.read && o.acquired.is_some());
         let (start, start_known) = match acquired.or(own_acquired) {
             Some(at) if at <= released => (at, true),
-            // The acquisition was not traced: it held the lock at least since the queue
-            // formed, not before the previous release, and not while it still waited for it.
+            // The acquisition was not traced. A mutex's holder held it since the queue
+            // formed, if nobody else acquired it since and it was not released before
+            // ([`holds_are_traced_while_queued`]); for any other lock the trace proves only
+            // the release.
             _ => {
-                let waited_until = own.map_or(0, |o| o.began);
+                let proven_from = state
+                    .queued_since
+                    .filter(|_| holds_are_traced_while_queued(flags))
+                    .map(|queued| {
+                        let other_acquired = state
+                            .acquisitions
+                            .iter()
+                            .filter(|&&(at, pid)| pid != holder && at <= released)
+                            .map(|&(at, _)| at)
+                            .max()
+                            .unwrap_or(0);
+                        let waited_until = own.map_or(0, |o| o.began);
+                        let from = queued.max(last_end.unwrap_or(0)).max(waited_until);
+                        // Another task took the lock after that, and its release went
+                        // unseen: when this holder took it is not known.
+                        (other_acquired <= from).then_some(from)
+                    });
                 (
-                    queue_start
-                        .max(last_end.unwrap_or(0))
-                        .max(waited_until)
-                        .min(released),
+                    proven_from.flatten().unwrap_or(released).min(released),
                     false,
                 )
             }
@@ -808,27 +891,33 @@ impl HoldersPass {
         let released_by =
             |t: u64, segments: &[Segment]| exact || segments.iter().any(|s| s.end <= t);
         for segment in &segments {
-            let a = segment.start.max(cursor);
-            let b = segment.end.min(end);
-            if b <= a {
+            // A release the trace saw, of a hold it cannot date, is an empty segment: the
+            // time up to it had a holder, and which one is not proven.
+            if segment.end <= cursor || segment.start >= end {
                 continue;
             }
+            let a = segment.start.max(cursor);
+            let b = segment.end.min(end);
             if a > cursor {
-                let gap = if released_by(cursor, &segments) {
+                let gap = if exact || (segment.start_known && released_by(cursor, &segments)) {
                     Piece::Handoff
-                } else {
+                } else if segment.start_known {
                     Piece::Unknown(NO_RELEASER)
+                } else {
+                    Piece::Unknown(NOT_PROVEN)
                 };
                 pieces.push((None, gap, a - cursor));
             }
-            self.timelines.split(segment.holder, a, b, |piece, n| {
-                let piece = match piece {
-                    Ok(activity) => activity.into(),
-                    Err(gap) => gap.into(),
-                };
-                pieces.push((Some(segment.holder), piece, n));
-            });
-            cursor = b;
+            if b > a {
+                self.timelines.split(segment.holder, a, b, |piece, n| {
+                    let piece = match piece {
+                        Ok(activity) => activity.into(),
+                        Err(gap) => gap.into(),
+                    };
+                    pieces.push((Some(segment.holder), piece, n));
+                });
+            }
+            cursor = cursor.max(b);
         }
         if end > cursor {
             let rest = if released_by(cursor, &segments) {

@@ -451,9 +451,9 @@ fn analyse_routed(
         None => None,
     };
     Ok(TraceAnalysis {
-        subject: subject.and_then(|s| s.finish(symbols, &contention.locks)),
-        vcpu_resume: vcpu_resume.and_then(|s| s.finish(symbols, &contention.locks)),
-        timed_calls: timed_calls.and_then(|s| s.finish(symbols, &contention.locks)),
+        subject: subject.and_then(|s| s.finish(symbols, &contention.locks, &holders)),
+        vcpu_resume: vcpu_resume.and_then(|s| s.finish(symbols, &contention.locks, &holders)),
+        timed_calls: timed_calls.and_then(|s| s.finish(symbols, &contention.locks, &holders)),
         vmm: vmm.map(vmm::VmmPass::finish).unwrap_or_default(),
         timeline,
         holders,

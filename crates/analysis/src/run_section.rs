@@ -74,6 +74,11 @@ pub fn reanalyse(
     };
     let analysis = crate::analyse_scoped(&run_dir.join(&section.dir), &scope);
     fill_findings(analysis, section, warnings);
+    // A recording's phase markers are written by vmscale itself, whose time between them is
+    // its own wait for the command: the subject (the command's tasks) is what it explains.
+    if points.is_empty() && (section.command.is_some() || section.every_task) {
+        section.breakdown.clear();
+    }
     // An attached process that made no KVM call is not a VMM: nothing to say of it here.
     if points.is_empty()
         && !section

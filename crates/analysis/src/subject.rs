@@ -18,7 +18,7 @@
 
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
-use vmscale_run::findings::{ComponentKind, SubjectPart, SubjectTime, TaskTime};
+use vmscale_run::findings::{ComponentKind, LockHolders, SubjectPart, SubjectTime, TaskTime};
 use vmscale_run::LockContention;
 use vmscale_trace::decode::event::Event;
 use vmscale_trace::decode::views::{EventKind, ViewTag};
@@ -45,6 +45,9 @@ enum Part {
     Asleep(Option<StackId>),
     /// Waiting for other CPUs to run this function.
     CrossCpu(u64),
+    /// Asleep (in the sleep this stack names) while holding this contended lock, as the
+    /// holders pass proved ([`SubjectPass::finish`] moves the time here).
+    HoldingAsleep(u64, Option<StackId>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +105,9 @@ impl Task {
         }
     }
 }
+
+/// A part as the findings name it: kind, detail, and the lock a sleep was held under.
+type PartKey = (ComponentKind, String, String);
 
 /// The pass; feed it every event in time order, then [`SubjectPass::finish`].
 pub struct SubjectPass {
@@ -517,11 +523,14 @@ impl SubjectPass {
 
     /// The subject's time, closing every task still alive at the trace's last event; `None`
     /// without a subject, or when the trace has no sched_switch to place any task's time.
-    /// `contention` names the locks.
+    /// `contention` names the locks; `holders` gives the sleeps the trace proves were taken
+    /// holding a lock others waited for, which are that lock's cost and are counted so
+    /// ([`ComponentKind::HoldingAsleep`]), never as sleeps of their own.
     pub fn finish(
         mut self,
         symbols: &dyn Symbols,
         contention: &[LockContention],
+        holders: &[LockHolders],
     ) -> Option<SubjectTime> {
         let end = self.last_ts;
         let alive: Vec<i32> = self.tasks.keys().copied().collect();
@@ -543,8 +552,9 @@ impl SubjectPass {
             .iter()
             .map(|l| (l.lock_addr, l.name.as_str()))
             .collect();
+        self.move_held_sleeps(holders, symbols);
         let every_task = self.every_task.is_some();
-        let mut merged: HashMap<(ComponentKind, String), (u64, HashMap<i32, u64>)> = HashMap::new();
+        let mut merged: HashMap<PartKey, (u64, HashMap<i32, u64>)> = HashMap::new();
         for (&(pid, part), &ns) in &self.by_task {
             if ns == 0 {
                 continue;
@@ -556,9 +566,10 @@ impl SubjectPass {
         }
         let mut parts: Vec<SubjectPart> = merged
             .into_iter()
-            .map(|((kind, detail), (total_ns, tasks))| SubjectPart {
+            .map(|((kind, detail, lock), (total_ns, tasks))| SubjectPart {
                 kind,
                 detail,
+                lock,
                 total_ns,
                 processes: self.top_processes(&tasks),
                 tasks: self.top(tasks),
@@ -593,6 +604,52 @@ impl SubjectPass {
             asleep_left_out_ns,
             asleep_from_before_ns: self.asleep_from_before_ns,
         })
+    }
+
+    /// Moves each subject task's sleep that the holders pass proved it took holding a lock
+    /// others waited for (its held-across-sleep entries: holder, function slept in, time)
+    /// from [`Part::Asleep`] to [`Part::HoldingAsleep`], at most the time the subject
+    /// counted for that task in that function.
+    fn move_held_sleeps(&mut self, holders: &[LockHolders], symbols: &dyn Symbols) {
+        for lock in holders {
+            for held in &lock.held_across_sleep {
+                let mut left = held.slept_ns;
+                let mut asleep: Vec<(Option<StackId>, u64)> = self
+                    .by_task
+                    .iter()
+                    .filter_map(|(&(pid, part), &ns)| match part {
+                        Part::Asleep(stack) if pid == held.holder_pid && ns > 0 => {
+                            Some((stack, ns))
+                        }
+                        _ => None,
+                    })
+                    .filter(|&(stack, _)| {
+                        cause_names::sleep_site(&self.stacks, stack, symbols) == held.function
+                    })
+                    .collect();
+                // The same order every run: the map's is not.
+                asleep.sort_by_key(|&(stack, ns)| (std::cmp::Reverse(ns), stack));
+                for (stack, ns) in asleep {
+                    let moved = ns.min(left);
+                    if moved == 0 {
+                        break;
+                    }
+                    left -= moved;
+                    let pid = held.holder_pid;
+                    for (part, delta) in [
+                        (Part::Asleep(stack), -(moved as i128)),
+                        (Part::HoldingAsleep(lock.lock_addr, stack), moved as i128),
+                    ] {
+                        for slot in [
+                            self.totals.entry(part).or_default(),
+                            self.by_task.entry((pid, part)).or_default(),
+                        ] {
+                            *slot = (*slot as i128 + delta).max(0) as u64;
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// `tasks`' time by process, most first; empty when the trace names no process.
@@ -638,13 +695,8 @@ impl SubjectPass {
         tasks
     }
 
-    fn describe(
-        &self,
-        part: Part,
-        symbols: &dyn Symbols,
-        names: &HashMap<u64, &str>,
-    ) -> (ComponentKind, String) {
-        match part {
+    fn describe(&self, part: Part, symbols: &dyn Symbols, names: &HashMap<u64, &str>) -> PartKey {
+        let (kind, detail) = match part {
             Part::OnCpu => (ComponentKind::OnCpu, String::new()),
             Part::Runnable => (ComponentKind::Runnable, String::new()),
             Part::Lock(lock) => (
@@ -659,6 +711,14 @@ impl SubjectPass {
                 ComponentKind::CrossCpu,
                 cause_names::function(symbols, func),
             ),
-        }
+            Part::HoldingAsleep(lock, stack) => {
+                return (
+                    ComponentKind::HoldingAsleep,
+                    cause_names::sleep_site(&self.stacks, stack, symbols),
+                    cause_names::lock_site(lock, names, &self.lock_flags),
+                )
+            }
+        };
+        (kind, detail, String::new())
     }
 }

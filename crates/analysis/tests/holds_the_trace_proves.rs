@@ -10,6 +10,8 @@ mod text_trace;
 use text_trace::{line, TextTraceDir};
 
 const RWSEM: u64 = 0xffff_8881_0a1b_2c40;
+const MUTEX: u64 = 0xffff_8881_0a1b_3d80;
+const OTHER: u64 = 0xffff_8881_0a1b_4e00;
 
 /// `task` (comm, pid) goes to sleep on `cpu` at `us`.
 fn switch_out(task: (&str, i32), cpu: u32, us: u64) -> String {
@@ -216,10 +218,110 @@ fn a_read_hold_is_shared_never_one_exclusive_holder() {
         .unwrap_or_else(|| panic!("the reader as a holder: {held:#?}"));
     // R took it for read: its hold is shared, and says so.
     assert_eq!((reader.holds, reader.shared_holds), (1, 1), "{held:#?}");
-    let writer = held
+    // X's acquisition of the rwsem is not in the trace, and an rwsem can be taken without
+    // a trace (a reader stealing it, a writer spinning on the owner): X's release proves it
+    // held the lock then, not since R queued. R's wait behind it is said to be unknown.
+    assert!(held.holders.iter().all(|h| h.pid != x.1), "{held:#?}");
+    let unproven: u64 = held
+        .activity
+        .iter()
+        .filter(|a| {
+            a.activity == vmscale_run::findings::HolderActivity::Unknown
+                && a.detail.contains("acquisition was not traced")
+        })
+        .map(|a| a.wait_ns)
+        .sum();
+    assert_eq!(
+        unproven, 15_000,
+        "R waited 5-20 us behind a hold not proven: {held:#?}"
+    );
+}
+
+#[test]
+fn a_mutex_hold_is_proven_only_from_when_a_waiter_queued() {
+    let (mutex, other) = (format!("{MUTEX:x}"), format!("{OTHER:x}"));
+    let (h, w) = (("holder-h", 401), ("waiter-w", 402));
+    let text = [
+        // H waits for another lock (a path walk's) from 5 to 50 us, while W spins on the
+        // mutex from 10 us: spinning, W is not queued, and the mutex can change hands
+        // without a trace (H takes it by its fast path at about 60 us).
+        line(
+            h.0,
+            h.1,
+            0,
+            5,
+            "contention_begin",
+            &format!("{other} (flags=WRITE)"),
+        ),
+        switch_out(h, 0, 6),
+        line(
+            w.0,
+            w.1,
+            1,
+            10,
+            "contention_begin",
+            &format!("{mutex} (flags=SPIN|MUTEX)"),
+        ),
+        waking(("someone", 499), 0, 49, h),
+        switch_in(h, 0, 50),
+        line(
+            h.0,
+            h.1,
+            0,
+            50,
+            "contention_end",
+            &format!("{other} (ret=0)"),
+        ),
+        // W queues at 70 us: from then on every acquisition is traced, and the next
+        // release wakes W.
+        line(
+            w.0,
+            w.1,
+            1,
+            70,
+            "contention_begin",
+            &format!("{mutex} (flags=MUTEX)"),
+        ),
+        switch_out(w, 1, 71),
+        waking(h, 0, 100, w),
+        switch_in(w, 1, 101),
+        line(
+            w.0,
+            w.1,
+            1,
+            102,
+            "contention_end",
+            &format!("{mutex} (ret=0)"),
+        ),
+    ]
+    .concat();
+    let dir = TextTraceDir::new("holds-mutex-queued", &text);
+    let analysis = vmscale_analysis::analyse(dir.path()).unwrap();
+    let held = analysis
         .holders
         .iter()
-        .find(|h| h.pid == x.1)
-        .expect("X held it");
-    assert_eq!(writer.shared_holds, 0, "{held:#?}");
+        .find(|h| h.lock_addr == MUTEX)
+        .unwrap_or_else(|| panic!("the mutex's holders: {:#?}", analysis.holders));
+    let holder = held
+        .holders
+        .iter()
+        .find(|x| x.pid == h.1)
+        .unwrap_or_else(|| panic!("H held it from 70 us: {held:#?}"));
+    // Behind H: 70-100 us, running. Never H's own wait for the other lock (5-50 us), which
+    // came before H could have taken the mutex.
+    assert_eq!(holder.waited_behind_ns, 30_000, "{held:#?}");
+    assert!(
+        holder
+            .activity
+            .iter()
+            .all(|a| a.activity != vmscale_run::findings::HolderActivity::NestedWait),
+        "{held:#?}"
+    );
+    let unproven: u64 = held
+        .activity
+        .iter()
+        .filter(|a| a.detail.contains("acquisition was not traced"))
+        .map(|a| a.wait_ns)
+        .sum();
+    assert_eq!(unproven, 60_000, "10-70 us: no proven holder: {held:#?}");
 }

@@ -223,6 +223,9 @@ pub struct SubjectPart {
     pub kind: ComponentKind,
     /// Lock name, sleep function, cross-CPU function; empty for on-CPU and runnable.
     pub detail: String,
+    /// For [`ComponentKind::HoldingAsleep`]: the contended lock held during the sleep.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub lock: String,
     pub total_ns: u64,
     /// The tasks with most of it, most first.
     pub tasks: Vec<TaskTime>,
@@ -594,6 +597,10 @@ pub enum ComponentKind {
     Asleep,
     /// On a CPU, but waiting for other CPUs to run a function it asked them to (IPIs).
     CrossCpu,
+    /// Switched out voluntarily while holding a lock that others waited for (the trace
+    /// proves the hold): part of that lock's cost, not a sleep of its own. `detail` is the
+    /// function it slept in; the lock is named beside it.
+    HoldingAsleep,
     /// The trace does not say; `detail` is why.
     Other,
 }
@@ -606,6 +613,7 @@ impl ComponentKind {
             ComponentKind::Lock => "waiting for",
             ComponentKind::Asleep => "asleep",
             ComponentKind::CrossCpu => "waiting for other CPUs",
+            ComponentKind::HoldingAsleep => "asleep holding a contended lock",
             ComponentKind::Other => "other",
         }
     }

@@ -1,6 +1,6 @@
 //! What waiting on one lock is, and who held it, as the trace shows it.
 
-use vmscale_run::findings::TraceSection;
+use vmscale_run::findings::{HolderActivity, LockHolders, TraceSection};
 use vmscale_run::verdict::Cause;
 use vmscale_run::LockContention;
 use vmscale_stats::units::duration;
@@ -22,6 +22,82 @@ pub(crate) fn lock_cause(
     let Some(holders) = holders_of(trace, lock.lock_addr) else {
         return (Cause::LockWait, None);
     };
+    let (cause, holder) = named_holder(holders);
+    let holder = match (holder, proven_coverage(holders)) {
+        // Where the trace proves little, that comes first and no holder speaks for the rest.
+        (Some(holder), Some((coverage, proven))) if proven >= NAMED_HOLDER_FLOOR => {
+            Some(format!("{coverage}; where proven: {holder}"))
+        }
+        (_, Some((coverage, _))) => Some(format!("unknown: {coverage}")),
+        (holder, None) => holder,
+    };
+    (cause, holder)
+}
+
+/// A holder is named in the verdict only when the trace proves a holder for at least this
+/// share of the waiting on the lock.
+const NAMED_HOLDER_FLOOR: f64 = 0.05;
+
+/// How much of the waiting on a sleeping lock the trace proves a holder for, and why the
+/// rest has none, with the proven share; `None` when every nanosecond has a proven holder
+/// or a handoff.
+fn proven_coverage(holders: &LockHolders) -> Option<(String, f64)> {
+    let total = holders.total_wait_ns;
+    if total == 0 {
+        return None;
+    }
+    let of = |activity: HolderActivity| -> u64 {
+        holders
+            .activity
+            .iter()
+            .filter(|a| a.activity == activity)
+            .map(|a| a.wait_ns)
+            .sum()
+    };
+    let (unknown, handoff) = (of(HolderActivity::Unknown), of(HolderActivity::Handoff));
+    // Under half a percent is said as nothing.
+    let shown = |ns: u64| ns * 200 >= total;
+    if !shown(unknown) {
+        return None;
+    }
+    let proven = total.saturating_sub(unknown + handoff);
+    let mut reasons: Vec<(&str, u64)> = Vec::new();
+    for a in holders
+        .activity
+        .iter()
+        .filter(|a| a.activity == HolderActivity::Unknown && shown(a.wait_ns))
+    {
+        match reasons.iter_mut().find(|r| r.0 == a.detail) {
+            Some(r) => r.1 += a.wait_ns,
+            None => reasons.push((&a.detail, a.wait_ns)),
+        }
+    }
+    reasons.sort_by_key(|r| std::cmp::Reverse(r.1));
+    let why: Vec<String> = reasons
+        .iter()
+        .map(|(reason, ns)| format!("{} {reason}", percent(*ns as f64 / total as f64)))
+        .collect();
+    let share = proven as f64 / total as f64;
+    let sentence = format!(
+        "the trace proves a holder for {} of the {} waited on it{}, and none for {} ({})",
+        percent(proven as f64 / total as f64),
+        duration(total),
+        if shown(handoff) {
+            format!(
+                " ({} between holders)",
+                percent(handoff as f64 / total as f64)
+            )
+        } else {
+            String::new()
+        },
+        percent(unknown as f64 / total as f64),
+        why.join(", ")
+    );
+    Some((sentence, share))
+}
+
+/// The holder the trace proves, and whether its sleeps make the lock held across a sleep.
+fn named_holder(holders: &LockHolders) -> (Cause, Option<String>) {
     let across_sleep: u64 = holders
         .held_across_sleep
         .iter()

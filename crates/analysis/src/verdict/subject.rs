@@ -16,6 +16,9 @@ struct SubjectShare<'a> {
     ns: u64,
     tasks: &'a [TaskTime],
     processes: &'a [TaskTime],
+    /// A lock's share: its holders' sleeps while holding it (function, time, who), which
+    /// `ns` includes beside the waiters' waits.
+    held_asleep: Vec<(&'a str, u64, &'a [TaskTime])>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -24,6 +27,29 @@ enum SubjectCause {
     /// On-CPU time split by the command's rusage.
     Kernel,
     User,
+}
+
+/// The command's own code in user space is no kernel cause: the kernel's causes come first,
+/// unless the user-space share is most of the time and at least twice any kernel cause,
+/// when that is the answer (a computation the kernel barely touches), whatever noise the
+/// run had. `shares` are (user space?, time) pairs.
+fn user_space_leads(shares: &[(bool, u64)]) -> bool {
+    let total: u64 = shares.iter().map(|s| s.1).sum();
+    let user: u64 = shares.iter().filter(|s| s.0).map(|s| s.1).sum();
+    let kernel = shares
+        .iter()
+        .filter(|s| !s.0)
+        .map(|s| s.1)
+        .max()
+        .unwrap_or(0);
+    total > 0 && user * 2 > total && user >= 2 * kernel
+}
+
+fn shares_ns(shares: &[SubjectShare]) -> Vec<(bool, u64)> {
+    shares
+        .iter()
+        .map(|s| (s.kind == SubjectCause::User, s.ns))
+        .collect()
 }
 
 /// "qemu-system-x86 (pid 812) 1.2 s, ...": each process by its main thread's name.
@@ -150,24 +176,75 @@ pub(super) fn subject_findings(
                         ns,
                         tasks: &part.tasks,
                         processes: &part.processes,
+                        held_asleep: Vec::new(),
                     });
                 }
             }
             // Across every task of a host, a sleep without a lock is idle time, left out.
             (ComponentKind::Asleep, _) if subject.every_task => {}
+            // A sleep while holding a lock others waited for is that lock's cost: one share
+            // with the waits, so no finding calls the same sleep two things.
+            (ComponentKind::HoldingAsleep, _) => {
+                let held = (part.detail.as_str(), part.total_ns, part.tasks.as_slice());
+                match shares.iter_mut().find(|s| {
+                    matches!(
+                        s.kind,
+                        SubjectCause::Part(ComponentKind::Lock | ComponentKind::HoldingAsleep)
+                    ) && s.detail == part.lock
+                }) {
+                    Some(lock) => {
+                        lock.ns += part.total_ns;
+                        lock.held_asleep.push(held);
+                    }
+                    None => shares.push(SubjectShare {
+                        kind: SubjectCause::Part(ComponentKind::HoldingAsleep),
+                        detail: &part.lock,
+                        ns: part.total_ns,
+                        tasks: &part.tasks,
+                        processes: &part.processes,
+                        held_asleep: vec![held],
+                    }),
+                }
+            }
+            (ComponentKind::Lock, _) => {
+                // The lock's holders' sleeps may have come first (parts are largest first).
+                match shares.iter_mut().find(|s| {
+                    s.kind == SubjectCause::Part(ComponentKind::HoldingAsleep)
+                        && s.detail == part.detail
+                }) {
+                    Some(lock) => {
+                        lock.kind = SubjectCause::Part(ComponentKind::Lock);
+                        lock.ns += part.total_ns;
+                        lock.tasks = &part.tasks;
+                        lock.processes = &part.processes;
+                    }
+                    None => shares.push(SubjectShare {
+                        kind: SubjectCause::Part(ComponentKind::Lock),
+                        detail: &part.detail,
+                        ns: part.total_ns,
+                        tasks: &part.tasks,
+                        processes: &part.processes,
+                        held_asleep: Vec::new(),
+                    }),
+                }
+            }
             (kind, _) => shares.push(SubjectShare {
                 kind: SubjectCause::Part(kind),
                 detail: &part.detail,
                 ns: part.total_ns,
                 tasks: &part.tasks,
                 processes: &part.processes,
+                held_asleep: Vec::new(),
             }),
         }
     }
-    // What the kernel costs the command comes first, largest first; the command's own code
-    // in user space is no kernel cause, so it follows as context (and leads only when no
-    // kernel cause is worth a finding).
-    shares.sort_by_key(|s| (s.kind == SubjectCause::User, std::cmp::Reverse(s.ns)));
+    let user_leads = user_space_leads(&shares_ns(&shares));
+    shares.sort_by_key(|s| {
+        (
+            s.kind == SubjectCause::User && !user_leads,
+            std::cmp::Reverse(s.ns),
+        )
+    });
     let cpu_used = trace.command.as_ref().map(|u| u.user_ns + u.system_ns);
     let mut findings: Vec<Finding> = shares
         .iter()
@@ -182,7 +259,7 @@ pub(super) fn subject_findings(
             }
             evidence.push(format!("most of it: {}", tasks_list(s.tasks)));
             let (cause, lock, holder, summary) = match s.kind {
-                SubjectCause::Part(ComponentKind::Lock) => {
+                SubjectCause::Part(ComponentKind::Lock | ComponentKind::HoldingAsleep) => {
                     let entry = lock_entry(trace, s.detail);
                     let (cause, holder) = lock_cause(trace, entry);
                     let how = if cause == Cause::LockSpin { "spinning on" } else { "waiting for" };
@@ -194,12 +271,33 @@ pub(super) fn subject_findings(
                             duration(l.total_wait_ns)
                         ));
                     }
-                    (
-                        cause,
-                        Some(s.detail.to_string()),
-                        holder,
-                        format!("{pct} of {whose} went to {how} {}", s.detail),
-                    )
+                    let held_ns: u64 = s.held_asleep.iter().map(|h| h.1).sum();
+                    let summary = if held_ns == 0 {
+                        format!("{pct} of {whose} went to {how} {}", s.detail)
+                    } else {
+                        for (function, ns, tasks) in &s.held_asleep {
+                            evidence.push(format!(
+                                "asleep in {function} holding {} while others waited for it: {} ({})",
+                                s.detail,
+                                duration(*ns),
+                                tasks_list(tasks)
+                            ));
+                        }
+                        let functions: Vec<&str> = s.held_asleep.iter().map(|h| h.0).collect();
+                        format!(
+                            "{pct} of {whose} went to {}: {} {how} it, and {} its holders spent asleep in {} while holding it",
+                            s.detail,
+                            percent((s.ns - held_ns) as f64 / total as f64),
+                            percent(held_ns as f64 / total as f64),
+                            functions.join(", ")
+                        )
+                    };
+                    let cause = if held_ns > 0 && cause == Cause::LockWait {
+                        Cause::HeldAcrossSleep
+                    } else {
+                        cause
+                    };
+                    (cause, Some(s.detail.to_string()), holder, summary)
                 }
                 SubjectCause::Part(ComponentKind::CrossCpu) => {
                     let ipis: u64 = trace.ipis.iter().map(|p| p.ipis).sum();

@@ -237,7 +237,9 @@ fn subject(parts: Vec<(ComponentKind, &str, u64)>, user_ns: u64, system_ns: u64)
                 .map(|(kind, detail, total_ns)| SubjectPart {
                     processes: Vec::new(),
                     kind,
-                    detail: detail.into(),
+                    // "function|lock" for a sleep holding a lock.
+                    detail: detail.split('|').next().unwrap_or(detail).into(),
+                    lock: detail.split_once('|').map_or("", |d| d.1).into(),
                     total_ns,
                     tasks: vec![TaskTime {
                         comm: "worker".into(),
@@ -256,8 +258,8 @@ fn subject(parts: Vec<(ComponentKind, &str, u64)>, user_ns: u64, system_ns: u64)
 
 #[test]
 fn a_commands_on_cpu_time_is_split_by_what_the_kernel_charged_it() {
-    // 900 on a CPU, 90 of it in the kernel by rusage: the kernel's causes come first,
-    // the user-space share (no kernel cause) after them.
+    // 900 on a CPU, 90 of it in the kernel by rusage: most of the time is the command's
+    // own code and no kernel cause comes near it, so that is the answer and comes first.
     let found = verdict(&record(Some(subject(
         vec![
             (ComponentKind::OnCpu, "", 900),
@@ -267,8 +269,21 @@ fn a_commands_on_cpu_time_is_split_by_what_the_kernel_charged_it() {
         90,
     ))));
     let causes: Vec<Cause> = found.iter().map(|f| f.cause).collect();
-    assert_eq!(causes, [Cause::CpuStarvation, Cause::OnCpu, Cause::None]);
-    assert!((found[2].share - 0.81).abs() < 1e-9, "{}", found[2].share);
+    assert_eq!(causes, [Cause::None, Cause::CpuStarvation, Cause::OnCpu]);
+    assert!((found[0].share - 0.81).abs() < 1e-9, "{}", found[0].share);
+    // A kernel cause half the user-space share or more is comparable: the kernel's causes
+    // come first, the user-space share after them.
+    let found = verdict(&record(Some(subject(
+        vec![
+            (ComponentKind::OnCpu, "", 600),
+            (ComponentKind::Runnable, "", 350),
+            (ComponentKind::Asleep, "do_nanosleep", 50),
+        ],
+        600,
+        0,
+    ))));
+    let causes: Vec<Cause> = found.iter().map(|f| f.cause).collect();
+    assert_eq!(causes, [Cause::CpuStarvation, Cause::Sleep, Cause::None]);
     assert!(found[0].evidence[0].starts_with("subject: the command (pid 42)"));
     assert!(found[0].evidence[1].starts_with("left out: 1.0 us asleep"));
     // With no kernel cause worth a finding, the user-space share leads.
@@ -471,4 +486,81 @@ fn lock_waiting_that_is_a_sliver_of_the_traced_cpu_time_blames_no_lock() {
     // 100 ms is 5%: the lock is named.
     let busy = verdict(&record(Some(trace(100_000_000))));
     assert_eq!(busy[0].cause, Cause::LockSpin);
+}
+
+#[test]
+fn a_holders_sleep_under_a_contended_lock_is_that_locks_cost_and_nothing_else() {
+    // The waiters waited 500 on the mutex; its holder slept 250 in handle_userfault holding
+    // it; another task slept 250 in do_nanosleep holding nothing.
+    let mut trace = subject(
+        vec![
+            (ComponentKind::Lock, "pipe->mutex", 500),
+            (
+                ComponentKind::HoldingAsleep,
+                "handle_userfault|pipe->mutex",
+                250,
+            ),
+            (ComponentKind::Asleep, "do_nanosleep", 250),
+        ],
+        0,
+        0,
+    );
+    trace.contention = vec![lock("pipe->mutex", "mutex", 0x10, 500)];
+    trace.holders = vec![pipe_holders(500)];
+    let found = verdict(&record(Some(trace)));
+    assert_eq!(found[0].cause, Cause::HeldAcrossSleep, "{found:#?}");
+    assert!((found[0].share - 0.75).abs() < 1e-9, "{found:#?}");
+    assert!(
+        found[0]
+            .summary
+            .contains("50% waiting for it, and 25% its holders spent asleep in handle_userfault"),
+        "{}",
+        found[0].summary
+    );
+    // No other finding speaks of the holder's sleep in handle_userfault.
+    for other in &found[1..] {
+        assert!(!other.summary.contains("handle_userfault"), "{found:#?}");
+    }
+    assert_eq!(found[1].cause, Cause::Sleep);
+    assert!(found[1].summary.contains("do_nanosleep"));
+}
+
+#[test]
+fn a_holder_is_named_only_as_far_as_the_trace_proves_it() {
+    let mut holders = pipe_holders(0);
+    holders.total_wait_ns = 1_000;
+    holders.activity = vec![
+        ActivityShare {
+            activity: HolderActivity::Unknown,
+            detail: "the holder's acquisition was not traced".into(),
+            wait_ns: 980,
+        },
+        ActivityShare {
+            activity: HolderActivity::Running,
+            detail: String::new(),
+            wait_ns: 20,
+        },
+    ];
+    let mut trace = subject(vec![(ComponentKind::Lock, "pipe->mutex", 1_000)], 0, 0);
+    trace.contention = vec![lock("pipe->mutex", "mutex", 0x10, 1_000)];
+    trace.holders = vec![holders.clone()];
+    let found = verdict(&record(Some(trace.clone())));
+    let holder = found[0].holder.as_deref().unwrap();
+    assert!(
+        holder.starts_with(
+            "unknown: the trace proves a holder for 2% of the 1.0 us waited on it, and none for 98% (98% the holder's acquisition was not traced)"
+        ),
+        "{holder}"
+    );
+    // Proven for most of it: the coverage, then the holder.
+    holders.activity[0].wait_ns = 200;
+    holders.activity[1].wait_ns = 800;
+    trace.holders = vec![holders];
+    let found = verdict(&record(Some(trace)));
+    let holder = found[0].holder.as_deref().unwrap();
+    assert!(
+        holder.starts_with("the trace proves a holder for 80%")
+            && holder.contains("; where proven: "),
+        "{holder}"
+    );
 }

@@ -64,6 +64,7 @@ pub(super) fn two_clocks(record: &RunRecord) -> Vec<Finding> {
                     Some(ComponentKind::Lock) => Cause::LockWait,
                     Some(ComponentKind::Asleep) => Cause::Sleep,
                     Some(ComponentKind::CrossCpu) => Cause::Ipi,
+                    Some(ComponentKind::HoldingAsleep) => Cause::HeldAcrossSleep,
                     Some(_) => Cause::OnCpu,
                     None => Cause::None,
                 };
@@ -80,6 +81,9 @@ pub(super) fn two_clocks(record: &RunRecord) -> Vec<Finding> {
                             }
                             ComponentKind::Asleep => format!("asleep in {}", p.detail),
                             ComponentKind::Lock => format!("waiting for {}", p.detail),
+                            ComponentKind::HoldingAsleep => {
+                                format!("asleep in {} holding {}", p.detail, p.lock)
+                            }
                             ComponentKind::CrossCpu => {
                                 format!("waiting for other CPUs to run {}", p.detail)
                             }

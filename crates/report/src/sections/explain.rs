@@ -240,6 +240,9 @@ fn component(c: &Component) -> String {
         ComponentKind::Asleep if c.detail.starts_with('(') => format!("asleep {}", c.detail),
         ComponentKind::Asleep => format!("asleep in {}", c.detail),
         ComponentKind::CrossCpu => format!("waiting for other CPUs to run {}", c.detail),
+        ComponentKind::HoldingAsleep => {
+            format!("asleep in {} holding a contended lock", c.detail)
+        }
         ComponentKind::Other => format!("unknown ({})", c.detail),
     }
 }
