@@ -32,6 +32,8 @@ struct OpenWait {
     flags: u32,
     start: u64,
     stack: Option<StackId>,
+    /// The ioctl the waiter was in, when its system calls were traced.
+    ioctl: Option<u64>,
 }
 
 impl Wait for OpenWait {
@@ -54,6 +56,8 @@ struct LockAggregate {
     waiters: HashMap<i32, (u64, u64)>,
     /// (stack, mode) -> (waits, total ns)
     stacks: HashMap<(StackId, &'static str), (u64, u64)>,
+    /// (stack, mode, the waiter's ioctl) -> total ns: what names the lock.
+    contexts: HashMap<(StackId, &'static str, Option<u64>), u64>,
     longest: Option<LongestWait>,
 }
 
@@ -77,6 +81,10 @@ pub struct ContentionPass {
     comms: HashMap<i32, String>,
     stack_cost: StreamingSummary,
     unmatched_ends: u64,
+    /// Task -> the ioctl command it is in (raw_syscalls traced for it).
+    ioctls: HashMap<i32, u64>,
+    /// The trace's system call number of ioctl.
+    sys_ioctl: i64,
 }
 
 /// What the pass found.
@@ -93,6 +101,20 @@ pub struct ContentionFindings {
 }
 
 impl ContentionPass {
+    /// A pass for a trace whose system call numbers are `arch`'s.
+    pub fn new(arch: crate::syscalls::Arch) -> ContentionPass {
+        ContentionPass {
+            sys_ioctl: arch.ioctl(),
+            ..ContentionPass::default()
+        }
+    }
+
+    /// The system call views it reads in a trace that holds `trace`'s views: only what
+    /// names a lock (the ioctl a waiter is in), so only where locks are contended.
+    pub fn wants_syscalls(tag: ViewTag, trace: crate::ViewTags) -> bool {
+        matches!(tag, ViewTag::SysEnter | ViewTag::SysExit) && trace.holds(ViewTag::ContentionBegin)
+    }
+
     /// The views [`ContentionPass::observe`] reads; other events change nothing.
     pub fn wants(tag: ViewTag) -> bool {
         use ViewTag::*;
@@ -126,6 +148,7 @@ impl ContentionPass {
                                 flags: begin.flags,
                                 start: event.ts(),
                                 stack: None,
+                                ioctl: self.ioctls.get(&pid).copied(),
                             },
                         );
                     }
@@ -155,6 +178,12 @@ impl ContentionPass {
                     Some((wait, _)) => self.close(pid, wait, event.ts()),
                     None => self.unmatched_ends += 1,
                 }
+            }
+            EventKind::SysEnter(enter) if enter.id == self.sys_ioctl => {
+                self.ioctls.insert(event.pid(), enter.args()[1]);
+            }
+            EventKind::SysExit(exit) if exit.id == self.sys_ioctl => {
+                self.ioctls.remove(&event.pid());
             }
             EventKind::SchedSwitch(switch) => {
                 self.remember(switch.prev_pid, switch.prev_comm.as_bytes());
@@ -193,12 +222,11 @@ impl ContentionPass {
         waiter.0 += 1;
         waiter.1 += waited;
         if let Some(stack) = wait.stack {
-            let s = lock
-                .stacks
-                .entry((stack, naming::mode(wait.flags)))
-                .or_default();
+            let mode = naming::mode(wait.flags);
+            let s = lock.stacks.entry((stack, mode)).or_default();
             s.0 += 1;
             s.1 += waited;
+            *lock.contexts.entry((stack, mode, wait.ioctl)).or_default() += waited;
         }
     }
 
@@ -280,14 +308,17 @@ impl ContentionPass {
                 .unwrap_or_else(|| naming::mode(flags))
         });
         let stacks: Vec<WaitStack> = stacks.into_iter().map(|(_, stack)| stack).collect();
-        let name = symbols.data_symbol(addr).unwrap_or_else(|| {
-            let frames = stacks.first().map(|s| s.frames.as_slice()).unwrap_or(&[]);
-            naming::lock_name(kind, mode, frames)
-        });
+        let name = symbols
+            .data_symbol(addr)
+            .or_else(|| self.known_name(addr, agg, kind, symbols))
+            .unwrap_or_else(|| {
+                let frames = stacks.first().map(|s| s.frames.as_slice()).unwrap_or(&[]);
+                naming::stack_name(kind, mode, naming::distinctive_frame(frames))
+            });
         LockContention {
             lock_addr: addr,
             name,
-            kind: kind.to_string(),
+            kind,
             modes: agg.modes.iter().map(|(m, n)| (m.to_string(), *n)).collect(),
             waits: agg.waits.summary(),
             total_wait_ns: agg.waits.total(),
@@ -295,6 +326,56 @@ impl ContentionPass {
             waiters,
             stacks,
         }
+    }
+}
+
+impl ContentionPass {
+    /// The kernel's name for the lock at `addr`, from any of its waits whose stack (and
+    /// context) names it: a lock is one lock, so once one wait names it every wait carries
+    /// the name. Where waits name it differently (which a correct table never does), the
+    /// name with the most waiting wins. The place shown is the stack with the most waiting
+    /// that gave that name.
+    fn known_name(
+        &self,
+        addr: u64,
+        agg: &LockAggregate,
+        kind: vmscale_run::findings::LockKind,
+        symbols: &dyn Symbols,
+    ) -> Option<String> {
+        let is_static = symbols.is_static(addr);
+        let mut best: Option<(&'static str, String, &'static str, u64)> = None;
+        let mut by_name: HashMap<&'static str, u64> = HashMap::new();
+        let mut contexts: Vec<_> = agg.contexts.iter().collect();
+        // Ties by stack id and context: the same name every run of one trace.
+        contexts.sort_by_key(|(&(stack, mode, ioctl), &ns)| {
+            (std::cmp::Reverse(ns), stack, mode, ioctl)
+        });
+        let mut places: Vec<(&'static str, String, &'static str, u64)> = Vec::new();
+        for (&(stack, mode, ioctl), &ns) in contexts {
+            let frames: Vec<String> = self
+                .stacks
+                .frames(stack)
+                .iter()
+                .take(MAX_FRAMES)
+                .map(|&a| symbols.frame(a))
+                .collect();
+            let context = naming::WaitContext { is_static, ioctl };
+            if let Some((known, at)) = naming::well_known(kind, &frames, context) {
+                *by_name.entry(known).or_default() += ns;
+                places.push((known, at.to_string(), mode, ns));
+            }
+        }
+        let winner = by_name
+            .iter()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+            .map(|(&name, _)| name)?;
+        for place in places.into_iter().filter(|p| p.0 == winner) {
+            if best.as_ref().is_none_or(|b| place.3 > b.3) {
+                best = Some(place);
+            }
+        }
+        let (known, at, mode, _) = best?;
+        Some(naming::known_name(known, mode, &at))
     }
 }
 

@@ -1073,7 +1073,7 @@ impl HoldersPass {
         LockHolders {
             lock_addr: addr,
             name,
-            kind: kind.to_string(),
+            kind,
             waits: state.waits,
             total_wait_ns: state.total_ns,
             waiter_count: state.waiters.len() as u64,

@@ -81,7 +81,7 @@ impl Route {
             };
         }
         let mut route = Route {
-            contention: ContentionPass::wants(tag),
+            contention: ContentionPass::wants(tag) || ContentionPass::wants_syscalls(tag, trace),
             ipi: ipi::IpiPass::wants(tag, trace),
             holders: HoldersPass::wants(tag),
             breakdown: BreakdownPass::wants(tag),
@@ -330,7 +330,7 @@ fn analyse_routed(
         .map(|(&pid, _)| pid)
         .collect();
     excluded.extend(threads);
-    let mut contention = ContentionPass::default();
+    let mut contention = ContentionPass::new(syscalls::Arch::of(symbols));
     let mut ipis = ipi::IpiPass::default();
     let printk = decoder.printk_strings();
     let mut holders = HoldersPass::default().with_wakeup_sites(symbols);

@@ -155,7 +155,7 @@ impl SpinLocksPass {
                         || format!("{} @{addr:#x}", naming::stack_name(kind, "", None)),
                         |n| n.to_string(),
                     ),
-                    kind: kind.to_string(),
+                    kind,
                     waits: agg.modes.values().map(|m| m.count()).sum(),
                     total_wait_ns: modes.iter().map(|m| m.total_wait_ns).sum(),
                     modes,
@@ -215,7 +215,7 @@ mod tests {
         let found = pass.finish(&[]);
         assert_eq!(found.len(), 1);
         let l = &found[0];
-        assert_eq!(l.kind, "rwlock");
+        assert_eq!(l.kind, vmscale_run::findings::LockKind::Rwlock);
         assert_eq!((l.waits, l.total_wait_ns), (2, 340));
         assert_eq!(
             (l.writer_waits_overtaken, l.reads_during_writer_waits),

@@ -288,7 +288,10 @@ fn zap_shows_mmu_lock_write_waits_in_kvm_mmu_free_roots() {
     let lock = analysis
         .spinlocks
         .iter()
-        .find(|l| l.kind == "rwlock" && l.name.contains("kvm_mmu_free_roots"))
+        .find(|l| {
+            l.kind == vmscale_run::findings::LockKind::Rwlock
+                && l.name.contains("kvm_mmu_free_roots")
+        })
         .unwrap_or_else(|| {
             panic!(
                 "no rwlock in kvm_mmu_free_roots among {} decoded events: {:#?}\nphases: {:?}",
@@ -324,8 +327,5 @@ fn zap_shows_mmu_lock_write_waits_in_kvm_mmu_free_roots() {
         .iter()
         .any(|l| l.lock_addr == lock.lock_addr && l.name == lock.name));
     // No spinning lock is ever a sleeping lock's.
-    assert!(analysis
-        .spinlocks
-        .iter()
-        .all(|l| l.kind == "spinlock" || l.kind == "rwlock"));
+    assert!(analysis.spinlocks.iter().all(|l| l.kind.is_spinning()));
 }

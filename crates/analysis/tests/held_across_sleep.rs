@@ -67,7 +67,10 @@ fn a_pipe_mutex_held_across_a_userfault_names_its_holder_and_where_it_slept() {
     let lock = analysis
         .holders
         .iter()
-        .find(|l| l.holders.iter().any(|h| h.pid == outcome.holder_tid) && l.kind == "mutex")
+        .find(|l| {
+            l.holders.iter().any(|h| h.pid == outcome.holder_tid)
+                && l.kind == vmscale_run::findings::LockKind::Mutex
+        })
         .unwrap_or_else(|| {
             panic!(
                 "no mutex held by {}: {:#?}",

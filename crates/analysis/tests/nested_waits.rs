@@ -99,11 +99,14 @@ fn a_spinlock_wait_inside_a_mutex_wait_leaves_the_mutex_wait_whole() {
             .find(|l| l.lock_addr == addr)
             .unwrap_or_else(|| panic!("lock {addr:#x} in {:#?}", contention.locks))
     };
-    assert_eq!(lock(MUTEX).kind, "mutex");
+    assert_eq!(lock(MUTEX).kind, vmscale_run::findings::LockKind::Mutex);
     assert_eq!(lock(MUTEX).waits.as_ref().map(|w| w.n), Some(1));
     assert_eq!(lock(MUTEX).total_wait_ns, 1_000_000);
     assert_eq!(lock(MUTEX).open_waits, 0);
-    assert_eq!(lock(RQ_LOCK).kind, "spinlock");
+    assert_eq!(
+        lock(RQ_LOCK).kind,
+        vmscale_run::findings::LockKind::Spinlock
+    );
     assert_eq!(lock(RQ_LOCK).total_wait_ns, 4_000);
 
     let held = analysis

@@ -83,7 +83,7 @@ pub(crate) fn contention(record: &RunRecord) -> Option<String> {
             record.scenario.clone(),
             format!("{:#x}", lock.lock_addr),
             lock.name.clone(),
-            lock.kind.clone(),
+            lock.kind.to_string(),
             contention::modes(&lock.modes),
             lock.waits.as_ref().map_or(0, |w| w.n).to_string(),
         ];

@@ -322,14 +322,80 @@ pub struct LockSlice {
     pub start_known: bool,
 }
 
+/// A kernel lock's type, from the flags its contention_begin gave. One type for every
+/// reader: whether waiters spin decides what the trace can show of the holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum LockKind {
+    #[serde(rename = "spinlock")]
+    Spinlock,
+    #[serde(rename = "rwlock")]
+    Rwlock,
+    #[serde(rename = "mutex")]
+    Mutex,
+    #[serde(rename = "rwsem")]
+    Rwsem,
+    #[serde(rename = "percpu-rwsem")]
+    PercpuRwsem,
+    #[serde(rename = "rt-mutex")]
+    RtMutex,
+    /// Flags that name no type this kernel's call sites pass.
+    #[serde(rename = "lock", other)]
+    Unknown,
+}
+
+impl LockKind {
+    pub const ALL: [LockKind; 7] = [
+        LockKind::Spinlock,
+        LockKind::Rwlock,
+        LockKind::Mutex,
+        LockKind::Rwsem,
+        LockKind::PercpuRwsem,
+        LockKind::RtMutex,
+        LockKind::Unknown,
+    ];
+
+    /// The kernel's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockKind::Spinlock => "spinlock",
+            LockKind::Rwlock => "rwlock",
+            LockKind::Mutex => "mutex",
+            LockKind::Rwsem => "rwsem",
+            LockKind::PercpuRwsem => "percpu-rwsem",
+            LockKind::RtMutex => "rt-mutex",
+            LockKind::Unknown => "lock",
+        }
+    }
+
+    /// Waiters spin on a CPU and are never woken by the holder, so no wakeup names it.
+    pub fn is_spinning(self) -> bool {
+        matches!(self, LockKind::Spinlock | LockKind::Rwlock)
+    }
+}
+
+impl From<&str> for LockKind {
+    /// The kernel's word back to the type; any other word is [`LockKind::Unknown`].
+    fn from(word: &str) -> LockKind {
+        LockKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == word)
+            .unwrap_or(LockKind::Unknown)
+    }
+}
+
+impl std::fmt::Display for LockKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One contended lock (one address), worst first.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LockContention {
     pub lock_addr: u64,
     /// A kallsyms data symbol, or type, mode and the distinctive frame that waits on it.
     pub name: String,
-    /// spinlock, rwlock, mutex, rwsem, percpu-rwsem, rt-mutex...
-    pub kind: String,
+    pub kind: LockKind,
     /// Contended acquisitions per mode (read, write, or "" for exclusive locks).
     pub modes: BTreeMap<String, u64>,
     /// Completed waits (contention_begin .. contention_end of the same task).
@@ -440,7 +506,7 @@ pub struct LockHolders {
     pub lock_addr: u64,
     /// The same name as in the contention table.
     pub name: String,
-    pub kind: String,
+    pub kind: LockKind,
     /// Completed waits and their total.
     pub waits: u64,
     pub total_wait_ns: u64,
@@ -649,7 +715,7 @@ pub struct SpinLockWaits {
     /// The same name as in the contention table.
     pub name: String,
     /// spinlock or rwlock.
-    pub kind: String,
+    pub kind: LockKind,
     pub waits: u64,
     pub total_wait_ns: u64,
     /// Waits per mode: "write", "read", or "" for a plain spinlock.

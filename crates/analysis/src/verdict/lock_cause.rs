@@ -5,7 +5,7 @@ use vmscale_run::verdict::Cause;
 use vmscale_run::LockContention;
 use vmscale_stats::units::duration;
 
-use super::{holders_of, is_spinning, percent};
+use super::{holders_of, percent};
 
 /// The cause of waiting on a lock, and the holder as the trace shows it.
 pub(crate) fn lock_cause(
@@ -15,7 +15,7 @@ pub(crate) fn lock_cause(
     let Some(lock) = lock else {
         return (Cause::LockWait, None);
     };
-    if is_spinning(&lock.kind) {
+    if lock.kind.is_spinning() {
         // A spinning waiter is never woken by its holder: the trace cannot name it.
         return (Cause::LockSpin, None);
     }

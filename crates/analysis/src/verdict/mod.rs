@@ -142,7 +142,3 @@ fn lock_entry<'a>(trace: &'a TraceSection, name: &str) -> Option<&'a LockContent
 fn holders_of(trace: &TraceSection, addr: u64) -> Option<&LockHolders> {
     trace.holders.iter().find(|h| h.lock_addr == addr)
 }
-
-fn is_spinning(kind: &str) -> bool {
-    kind == "spinlock" || kind == "rwlock"
-}

@@ -38,11 +38,9 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
         // Filtered to the process's threads below, system calls stay few.
         default_events()
     } else {
-        // Every task's system calls would swamp the buffers; ask for them with -e.
+        // Every task's system calls would swamp the buffers (ask for them with -e); their
+        // ioctls, filtered below, are few and tell which lock an ioctl waits on.
         default_events()
-            .into_iter()
-            .filter(|e| !e.starts_with("raw_syscalls:"))
-            .collect()
     };
     let config = RecordConfig {
         events: events.clone(),
@@ -56,6 +54,13 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
                     .collect()
             })
             .unwrap_or_default(),
+        // Which ioctl a task was in names the lock it waited on (kvm_vm_ioctl takes
+        // kvm->slots_lock or kvm->lock by command), in every task.
+        syscall_ids: if args.events.is_empty() {
+            vec![libc::SYS_ioctl]
+        } else {
+            Vec::new()
+        },
         ..RecordConfig::default()
     };
     let trace = TraceArgs {

@@ -184,7 +184,7 @@ fn table(trace: &TraceSection) -> Option<(Grid, Option<String>)> {
     for lock in trace.contention.iter().take(TABLE_LOCKS) {
         let mut row = vec![
             lock.name.clone(),
-            lock.kind.clone(),
+            lock.kind.to_string(),
             nonempty(modes(&lock.modes)),
             lock.waits.as_ref().map_or(0, |w| w.n).to_string(),
             units::micros_u64(lock.total_wait_ns),
@@ -300,7 +300,7 @@ fn details(trace: &TraceSection) -> Vec<LockDetail> {
 
 fn detail(lock: &LockContention) -> LockDetail {
     let what = if lock.lock_addr == 0 {
-        lock.kind.clone()
+        lock.kind.to_string()
     } else {
         format!("{} at {:#x}", lock.kind, lock.lock_addr)
     };

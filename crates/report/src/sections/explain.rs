@@ -384,7 +384,7 @@ fn spinlock_sentence(lock: &SpinLockWaits) -> String {
             out.push_str(&format!(" ({spread})"));
         }
     }
-    if lock.kind == "rwlock" {
+    if lock.kind == vmscale_run::findings::LockKind::Rwlock {
         if lock.writer_waits_overtaken > 0 {
             out.push_str(&format!(
                 "; writer starvation: readers got it {} while writers waited ({} overtaken)",

@@ -189,6 +189,11 @@ impl Kallsyms {
         self.lookup(&self.data, address)
     }
 
+    /// The lowest text address: where the kernel image's code starts.
+    pub fn lowest_text(&self) -> Option<u64> {
+        self.text.first().map(|e| e.address)
+    }
+
     /// The address of the first symbol called `name`.
     pub fn address_of(&self, name: &str) -> Option<u64> {
         self.text

@@ -38,7 +38,8 @@ pub struct RecordConfig {
     pub stack_events: Vec<String>,
     /// Per-CPU ring-buffer size.
     pub buffer_kib: u64,
-    /// Thread ids whose raw_syscalls events are kept (empty: all tasks).
+    /// Thread ids whose raw_syscalls events are kept (empty, with `syscall_ids` empty too:
+    /// all tasks).
     pub syscall_tids: Vec<u32>,
     /// System call numbers kept from every task whatever `syscall_tids` says: a VMM's
     /// threads, created after the filter is set, are found by what they call (ioctl).
@@ -466,7 +467,7 @@ fn set_syscall_filter(
 
 /// The raw_syscalls filter [`set_syscall_filter`] writes.
 fn syscall_filter(config: &RecordConfig, extra: &[u32]) -> Option<String> {
-    if config.syscall_tids.is_empty() {
+    if config.syscall_tids.is_empty() && config.syscall_ids.is_empty() {
         return None;
     }
     let mut clauses: Vec<String> = config
@@ -628,6 +629,12 @@ mod tests {
             "common_pid == 7 || (common_pid >= 1000 && common_pid <= 1099) || id == 16"
         );
         assert!(syscall_filter(&RecordConfig::default(), &[1]).is_none());
+        // Some calls of every task, and no task's others.
+        let ioctls = RecordConfig {
+            syscall_ids: vec![16],
+            ..RecordConfig::default()
+        };
+        assert_eq!(syscall_filter(&ioctls, &[]).unwrap(), "id == 16");
     }
 
     #[test]
