@@ -22,7 +22,9 @@ use std::collections::BTreeMap;
 
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
-use vmscale_run::findings::{Component, ComponentKind, OperationBreakdown, PhaseBreakdown, Waker};
+use vmscale_run::findings::{
+    Component, ComponentKind, CpuHolder, OperationBreakdown, PhaseBreakdown, Waker,
+};
 use vmscale_run::LockContention;
 use vmscale_stats::StreamingSummary;
 use vmscale_trace::decode::event::Event;
@@ -31,6 +33,7 @@ use vmscale_trace::decode::views::{EventKind, ViewTag};
 use crate::cause_names;
 use crate::cause_names::function;
 use crate::naming;
+use crate::runqueue::{CpuHolders, Occupant, RunqueueWatch};
 use crate::stacks::{StackId, StackTable};
 use crate::symbols::Symbols;
 use crate::timeline::{Activity, Gap, Timelines};
@@ -133,6 +136,8 @@ struct PhaseState {
     end: u64,
     saw_syscall: bool,
     ops: BTreeMap<i64, OpAgg>,
+    /// Inside timed samples: who held the CPU while the thread was runnable.
+    cpu_holders: CpuHolders,
 }
 
 /// The pass; feed it every event in time order, then [`BreakdownPass::finish`].
@@ -162,9 +167,46 @@ pub struct BreakdownPass {
     next_window: usize,
     /// Cross-CPU functions nobody waits for ([`crate::cause_names::ASYNC_CROSS_CALLS`]).
     async_calls: HashSet<u64>,
+    /// Who runs where, for the thread's runnable time in timed samples.
+    runqueue: RunqueueWatch,
+    /// Task -> thread group, to tell the run's own threads from others'.
+    tgids: HashMap<i32, i32>,
 }
 
+/// Holders named per timed phase.
+const TOP_CPU_HOLDERS: usize = 8;
+
 impl BreakdownPass {
+    /// Tells the run's own threads (the measuring thread's process) from other tasks.
+    pub fn with_processes(mut self, tgids: std::collections::HashMap<i32, i32>) -> BreakdownPass {
+        self.tgids = tgids.into_iter().collect();
+        self
+    }
+
+    /// Credits the thread's runnable stretches, inside timed samples, to who held its CPU.
+    fn credit(&mut self, credits: Vec<(i32, Occupant, u64, u64)>) {
+        let Some(phase) = &mut self.phase else { return };
+        for (_, occupant, from, to) in credits {
+            let first = self.windows.partition_point(|w| w.1 <= from);
+            let ns: u64 = self.windows[first..]
+                .iter()
+                .take_while(|w| w.0 < to)
+                .map(|w| w.1.min(to).saturating_sub(w.0.max(from)))
+                .sum();
+            if ns > 0 {
+                *phase.cpu_holders.entry(occupant).or_default() += ns;
+            }
+        }
+    }
+
+    fn runqueue_leave(&mut self, pid: i32, ts: u64) {
+        if self.runqueue.is_queued(pid) {
+            let mut credits = Vec::new();
+            self.runqueue
+                .dequeue(pid, ts, |w, o, a, b| credits.push((w, o, a, b)));
+            self.credit(credits);
+        }
+    }
     /// A pass whose operations are the timed samples `windows` (start, end on the trace's
     /// clock) of the thread that writes the phase markers.
     pub fn timed(mut windows: Vec<(u64, u64)>) -> BreakdownPass {
@@ -238,6 +280,7 @@ impl BreakdownPass {
                 | SchedSwitch
                 | KernelStack
                 | SchedWaking
+                | SchedWakeup
                 | ContentionBegin
                 | ContentionEnd
                 | CsdQueueCpu
@@ -284,6 +327,7 @@ impl BreakdownPass {
         if event.pid() == thread {
             let floor = self.floor(ts);
             self.timelines.seen_running(thread, ts, floor);
+            self.runqueue_leave(thread, ts);
         }
     }
 
@@ -320,6 +364,7 @@ impl BreakdownPass {
                     end: ts,
                     saw_syscall: false,
                     ops: BTreeMap::new(),
+                    cpu_holders: crate::runqueue::new_holders(),
                 });
             } else if text.starts_with(END) {
                 self.close_phase(ts);
@@ -330,13 +375,28 @@ impl BreakdownPass {
             return;
         };
         let floor = self.floor(ts);
-        if pid == thread && !matches!(kind, EventKind::KernelStack(_)) {
+        if pid == thread && !matches!(kind, EventKind::KernelStack(_) | EventKind::SchedSwitch(_)) {
             self.timelines.seen_running(pid, ts, floor);
+            self.runqueue_leave(pid, ts);
         }
         match kind {
             EventKind::SchedSwitch(s) => {
+                if !self.windows.is_empty() {
+                    let mut credits = Vec::new();
+                    self.runqueue
+                        .switch(event.cpu(), ts, s.next_pid, |w, o, a, b| {
+                            credits.push((w, o, a, b))
+                        });
+                    self.credit(credits);
+                }
+                if s.next_pid == thread {
+                    self.runqueue_leave(thread, ts);
+                }
                 if s.prev_pid == thread {
                     let sleeping = s.prev_state & 0xff != 0;
+                    if !sleeping && !self.windows.is_empty() {
+                        self.runqueue.enqueue(thread, event.cpu(), ts);
+                    }
                     self.timelines.switched_out(thread, ts, sleeping, floor);
                     self.asleep_since = sleeping.then_some(ts);
                     self.awaiting_stack = sleeping.then_some(event.cpu());
@@ -355,7 +415,19 @@ impl BreakdownPass {
                 let id = self.stacks.intern(stack.iter());
                 self.timelines.slept_in(thread, id);
             }
+            EventKind::SchedWakeup(w) if w.pid == thread && self.runqueue.is_queued(thread) => {
+                let mut credits = Vec::new();
+                self.runqueue
+                    .requeue(thread, w.target_cpu.max(0) as u32, ts, |p, o, a, b| {
+                        credits.push((p, o, a, b))
+                    });
+                self.credit(credits);
+            }
             EventKind::SchedWaking(w) if w.pid == thread => {
+                if !self.windows.is_empty() && self.asleep_since.is_some() {
+                    self.runqueue
+                        .enqueue(thread, w.target_cpu.max(0) as u32, ts);
+                }
                 if let (Some(since), Some(op)) = (self.asleep_since.take(), &mut self.op) {
                     let doing = doing(&self.notes, &self.csd_running, pid, event.cpu());
                     op.wakes.push(((pid, doing), ts.saturating_sub(since)));
@@ -568,6 +640,37 @@ impl BreakdownPass {
         }
     }
 
+    /// Who held the CPU while the thread was runnable in the phase's timed samples.
+    fn cpu_holders_list(&self, phase: &PhaseState) -> Vec<CpuHolder> {
+        let own = self.tgids.get(&phase.pid).copied();
+        let mut holders: Vec<CpuHolder> = phase
+            .cpu_holders
+            .iter()
+            .filter(|(_, &ns)| ns > 0)
+            .map(|(&occupant, &ns)| {
+                let pid = match occupant {
+                    Occupant::Task(pid) => pid,
+                    Occupant::Unknown => -1,
+                };
+                CpuHolder {
+                    comm: match pid {
+                        0 => "idle".into(),
+                        -1 => "unknown".into(),
+                        _ => self.comm(pid),
+                    },
+                    pid,
+                    ns,
+                    subject: pid > 0
+                        && (pid == phase.pid
+                            || own.is_some_and(|own| self.tgids.get(&pid) == Some(&own))),
+                }
+            })
+            .collect();
+        holders.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.pid.cmp(&b.pid)));
+        holders.truncate(TOP_CPU_HOLDERS);
+        holders
+    }
+
     fn describe(
         &self,
         phase: &PhaseState,
@@ -590,6 +693,11 @@ impl BreakdownPass {
                     .into_iter()
                     .filter(|(_, (n, _))| *n > 0)
                     .map(|((kind, detail), (total_ns, operations))| Component {
+                        cpu_holders: if kind == ComponentKind::Runnable && id == TIMED_SAMPLE {
+                            self.cpu_holders_list(phase)
+                        } else {
+                            Vec::new()
+                        },
                         kind,
                         detail,
                         total_ns,

@@ -14,6 +14,7 @@ pub mod ipi;
 pub mod naming;
 mod open_waits;
 pub mod run_section;
+mod runqueue;
 pub mod spinlocks;
 mod stacks;
 pub mod subject;
@@ -278,7 +279,7 @@ fn analyse_dir(
     let (decoder, damage) = Decoder::open_damaged(dir)?;
     let (symbols, kallsyms) = integrity::load_kallsyms(dir);
     let with_tgids;
-    let scope = if scope.every_task && scope.tgids.is_empty() {
+    let scope = if scope.tgids.is_empty() {
         with_tgids = Scope {
             tgids: read_tgids(dir),
             ..scope.clone()
@@ -335,8 +336,9 @@ fn analyse_routed(
     let printk = decoder.printk_strings();
     let mut holders = HoldersPass::default().with_wakeup_sites(symbols);
     let async_calls = cause_names::async_cross_calls(symbols);
-    let mut breakdown =
-        BreakdownPass::timed(scope.timed_windows.clone()).with_async_calls(&async_calls);
+    let mut breakdown = BreakdownPass::timed(scope.timed_windows.clone())
+        .with_async_calls(&async_calls)
+        .with_processes(scope.tgids.clone());
     let mut spinlocks = SpinLocksPass::default();
     let mut subject = if scope.every_task {
         Some(

@@ -18,13 +18,16 @@
 
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
-use vmscale_run::findings::{ComponentKind, LockHolders, SubjectPart, SubjectTime, TaskTime};
+use vmscale_run::findings::{
+    ComponentKind, CpuHolder, LockHolders, SubjectPart, SubjectTime, TaskTime,
+};
 use vmscale_run::LockContention;
 use vmscale_trace::decode::event::Event;
 use vmscale_trace::decode::views::{EventKind, ViewTag};
 
 use crate::cause_names;
 use crate::open_waits;
+use crate::runqueue::{CpuHolders, Occupant, RunqueueWatch};
 use crate::stacks::{StackId, StackTable};
 use crate::symbols::Symbols;
 use crate::task_names::remember;
@@ -36,6 +39,8 @@ const EXITED: i64 = 0x10 | 0x20;
 const JOIN_WINDOW_NS: u64 = 10_000_000;
 /// Tasks named per part.
 const TOP_TASKS: usize = 3;
+/// Tasks named as holding the CPUs runnable tasks waited for.
+const TOP_CPU_HOLDERS: usize = 8;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Part {
@@ -144,6 +149,9 @@ pub struct SubjectPass {
     /// A sched_switch was seen: without one, no task's time can be split (every task
     /// would read as running from its first event to the end).
     saw_switch: bool,
+    /// Who ran on the CPUs runnable subject tasks were queued on.
+    runqueue: RunqueueWatch,
+    cpu_holders: CpuHolders,
 }
 
 impl SubjectPass {
@@ -170,6 +178,8 @@ impl SubjectPass {
             process_windows: false,
             asleep_from_before_ns: 0,
             saw_switch: false,
+            runqueue: RunqueueWatch::default(),
+            cpu_holders: crate::runqueue::new_holders(),
         }
     }
 
@@ -253,6 +263,44 @@ impl SubjectPass {
         ns
     }
 
+    /// The part of `[from, to)` inside `pid`'s windows (all of it without windows).
+    fn in_windows(&self, pid: i32, from: u64, to: u64) -> u64 {
+        match self.windows.get(&pid) {
+            None => to.saturating_sub(from),
+            Some((list, first)) => list[*first..]
+                .iter()
+                .take_while(|w| w.0 < to)
+                .map(|w| w.1.min(to).saturating_sub(w.0.max(from)))
+                .sum(),
+        }
+    }
+
+    /// Credits runnable stretches to who held the CPU, inside the tasks' windows.
+    fn credit_cpu_holders(&mut self, credits: Vec<(i32, Occupant, u64, u64)>) {
+        for (pid, occupant, from, to) in credits {
+            let ns = self.in_windows(pid, from, to);
+            if ns > 0 {
+                *self.cpu_holders.entry(occupant).or_default() += ns;
+            }
+        }
+    }
+
+    fn runqueue_switch(&mut self, cpu: u32, ts: u64, next: i32) {
+        let mut credits = Vec::new();
+        self.runqueue
+            .switch(cpu, ts, next, |w, o, a, b| credits.push((w, o, a, b)));
+        self.credit_cpu_holders(credits);
+    }
+
+    fn runqueue_leave(&mut self, pid: i32, ts: u64) {
+        if self.runqueue.is_queued(pid) {
+            let mut credits = Vec::new();
+            self.runqueue
+                .dequeue(pid, ts, |w, o, a, b| credits.push((w, o, a, b)));
+            self.credit_cpu_holders(credits);
+        }
+    }
+
     /// The end of `pid`'s window that holds `ts`, in windowed mode.
     fn window_at(&self, pid: i32, ts: u64) -> Option<u64> {
         let (list, first) = self.windows.get(&pid)?;
@@ -309,6 +357,7 @@ impl SubjectPass {
             .get(&pid)
             .is_some_and(|t| t.sched != Sched::Running)
         {
+            self.runqueue_leave(pid, ts);
             self.update(pid, ts, |t| t.sched = Sched::Running);
         }
     }
@@ -319,6 +368,7 @@ impl SubjectPass {
     }
 
     fn exit(&mut self, pid: i32, ts: u64) {
+        self.runqueue_leave(pid, ts);
         let Some(task) = self.tasks.remove(&pid) else {
             return;
         };
@@ -379,6 +429,8 @@ impl SubjectPass {
                 remember(&mut self.comms, s.prev_pid, s.prev_comm.as_bytes());
                 remember(&mut self.comms, s.next_pid, s.next_comm.as_bytes());
                 self.awaiting_stack.remove(&event.cpu());
+                // Who waited behind the task switched out is credited before anything moves.
+                self.runqueue_switch(event.cpu(), ts, s.next_pid);
                 if self.is_new_root(s.prev_pid) {
                     self.join(s.prev_pid, ts, Sched::Running);
                 }
@@ -389,6 +441,9 @@ impl SubjectPass {
                         let sleeping = s.prev_state & 0xff != 0;
                         if sleeping {
                             self.awaiting_stack.insert(event.cpu(), s.prev_pid);
+                        }
+                        if !sleeping {
+                            self.runqueue.enqueue(s.prev_pid, event.cpu(), ts);
                         }
                         self.update(s.prev_pid, ts, |t| {
                             t.sched = if sleeping {
@@ -407,6 +462,7 @@ impl SubjectPass {
                 if self.is_new_root(s.next_pid) {
                     self.join(s.next_pid, ts, Sched::Running);
                 }
+                self.runqueue_leave(s.next_pid, ts);
                 self.update(s.next_pid, ts, |t| t.sched = Sched::Running);
                 return;
             }
@@ -436,12 +492,22 @@ impl SubjectPass {
                 }
                 if created_by_subject || self.is_new_root(w.pid) {
                     self.join(w.pid, ts, Sched::Runnable);
+                    self.runqueue.enqueue(w.pid, w.target_cpu.max(0) as u32, ts);
                 }
+            }
+            EventKind::SchedWakeup(w) if self.runqueue.is_queued(w.pid) => {
+                let mut credits = Vec::new();
+                self.runqueue
+                    .requeue(w.pid, w.target_cpu.max(0) as u32, ts, |p, o, a, b| {
+                        credits.push((p, o, a, b))
+                    });
+                self.credit_cpu_holders(credits);
             }
             EventKind::SchedWaking(w) | EventKind::SchedWakeup(w) => {
                 let woken_by_subject = pid != w.pid && self.tasks.contains_key(&pid);
                 if let Some(task) = self.tasks.get(&w.pid) {
                     if matches!(task.sched, Sched::Asleep(_)) {
+                        self.runqueue.enqueue(w.pid, w.target_cpu.max(0) as u32, ts);
                         self.update(w.pid, ts, |t| t.sched = Sched::Runnable);
                         if let Some(sleep) = self
                             .tasks
@@ -544,6 +610,7 @@ impl SubjectPass {
             .filter(|r| !self.tasks.contains_key(r) && !self.exited.contains(r))
             .count() as u32;
         for pid in alive {
+            self.runqueue_leave(pid, end);
             if let Some(task) = self.tasks.remove(&pid) {
                 self.account(pid, task.part, task.since, end);
             }
@@ -573,6 +640,7 @@ impl SubjectPass {
                 total_ns,
                 processes: self.top_processes(&tasks),
                 tasks: self.top(tasks),
+                cpu_holders: Vec::new(),
             })
             .collect();
         parts.sort_by(|a, b| {
@@ -581,6 +649,10 @@ impl SubjectPass {
                 .then(a.kind.cmp(&b.kind))
                 .then(a.detail.cmp(&b.detail))
         });
+        let holders = self.cpu_holders_list();
+        if let Some(runnable) = parts.iter_mut().find(|p| p.kind == ComponentKind::Runnable) {
+            runnable.cpu_holders = holders;
+        }
         let joined = std::mem::take(&mut self.joined);
         // Across every task of a host, a sleep without a contended lock is mostly a task
         // with nothing to do: no cost the trace can prove.
@@ -650,6 +722,40 @@ impl SubjectPass {
                 }
             }
         }
+    }
+
+    /// Who held the CPUs runnable subject tasks waited for, most first.
+    fn cpu_holders_list(&self) -> Vec<CpuHolder> {
+        let mut holders: Vec<CpuHolder> = self
+            .cpu_holders
+            .iter()
+            .filter(|(_, &ns)| ns > 0)
+            .map(|(&occupant, &ns)| match occupant {
+                Occupant::Task(0) => CpuHolder {
+                    comm: "idle".into(),
+                    pid: 0,
+                    ns,
+                    subject: false,
+                },
+                Occupant::Task(pid) => CpuHolder {
+                    comm: self.comm(pid),
+                    pid,
+                    ns,
+                    subject: self.tasks.contains_key(&pid)
+                        || self.exited.contains(&pid)
+                        || self.roots.contains(&pid),
+                },
+                Occupant::Unknown => CpuHolder {
+                    comm: "unknown".into(),
+                    pid: -1,
+                    ns,
+                    subject: false,
+                },
+            })
+            .collect();
+        holders.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.pid.cmp(&b.pid)));
+        holders.truncate(TOP_CPU_HOLDERS);
+        holders
     }
 
     /// `tasks`' time by process, most first; empty when the trace names no process.

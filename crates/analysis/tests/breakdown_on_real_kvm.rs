@@ -86,7 +86,25 @@ fn record(
 fn findings(analysis: vmscale_analysis::TraceAnalysis) -> String {
     let mut section = vmscale_run::TraceSection::default();
     analysis.fill(&mut section);
-    serde_json::to_string(&section).unwrap()
+    serde_json::to_string_pretty(&section).unwrap()
+}
+
+/// Where two renderings of findings part: the line number and the lines around it, so a
+/// difference is readable in a test log.
+fn first_difference(a: &str, b: &str) -> String {
+    let (a, b): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
+    let at = a
+        .iter()
+        .zip(&b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()));
+    let around =
+        |lines: &[&str]| lines[at.saturating_sub(12)..(at + 3).min(lines.len())].join("\n");
+    format!(
+        "line {at}:\n--- routed\n{}\n--- every event to every pass\n{}",
+        around(&a),
+        around(&b)
+    )
 }
 
 /// Every pass is handed only the events whose views it reads; handing each of them every
@@ -117,7 +135,12 @@ fn routing_changes_nothing(dir: &Path, points: &[Point]) {
     for scope in scopes {
         let routed = vmscale_analysis::analyse_scoped(dir, &scope).unwrap();
         let reference = vmscale_analysis::analyse_scoped_unrouted(dir, &scope).unwrap();
-        assert_eq!(findings(routed), findings(reference), "{scope:?}");
+        let (routed, reference) = (findings(routed), findings(reference));
+        assert!(
+            routed == reference,
+            "{scope:?}: {}",
+            first_difference(&routed, &reference)
+        );
     }
 }
 

@@ -1208,6 +1208,7 @@ fn breakdown_record() -> RunRecord {
         Waker,
     };
     let part = |kind, detail: &str, total_ns, operations| Component {
+        cpu_holders: Vec::new(),
         kind,
         detail: detail.into(),
         total_ns,

@@ -275,6 +275,7 @@ fn verdict() -> Vec<Finding> {
                 "waited from: __mutex_lock <- kvm_set_memory_region".into(),
                 "the fourth evidence line, which only JSON and HTML show".into(),
             ],
+            explained_by: Vec::new(),
         },
         Finding {
             summary: "21% of its time was spent runnable but not on a CPU".into(),
@@ -283,6 +284,7 @@ fn verdict() -> Vec<Finding> {
             holder: None,
             share: 0.21,
             evidence: vec!["16 vCPUs on 8 host CPUs".into()],
+            explained_by: Vec::new(),
         },
     ]
 }

@@ -233,6 +233,21 @@ pub struct SubjectPart {
     /// name), most first, where the trace says which process each task belongs to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub processes: Vec<TaskTime>,
+    /// Runnable time only: who ran on the CPU each task was queued on meanwhile, most
+    /// first (pid 0: the CPU was idle, waking up to run it; -1: no switch on that CPU seen).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_holders: Vec<CpuHolder>,
+}
+
+/// A task that held a CPU while subject tasks waited for it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CpuHolder {
+    pub comm: String,
+    pub pid: i32,
+    pub ns: u64,
+    /// One of the subject's own tasks (the command's threads, the run's vCPU threads).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub subject: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -693,6 +708,9 @@ pub struct Component {
     pub total_ns: u64,
     /// Operations with some time in this component.
     pub operations: u64,
+    /// Runnable time of timed samples: who ran on the CPU the thread was queued on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_holders: Vec<CpuHolder>,
 }
 
 /// A task that woke the measuring thread during an operation, and what it was doing then.

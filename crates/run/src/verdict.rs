@@ -58,4 +58,17 @@ pub struct Finding {
     pub share: f64,
     /// Counts, samples, holders, stacks: what the finding rests on.
     pub evidence: Vec<String>,
+    /// What makes up the finding's own time, largest first: code paths for on-CPU time,
+    /// the wait chain for a sleep, the tasks that held the CPUs for runnable time, the
+    /// holders and what they did for a lock wait. Shares are of the finding's time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub explained_by: Vec<ExplainedBy>,
+}
+
+/// One part of a finding's time and what it was.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExplainedBy {
+    pub what: String,
+    /// Of the finding's own time, 0 to 1.
+    pub share: f64,
 }

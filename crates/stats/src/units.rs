@@ -21,6 +21,15 @@ pub fn ratio(value: f64) -> String {
     format!("{}x", significant(value, 2, 2))
 }
 
+/// A share (0..1) as a whole percentage with its sign, as sentences say it: "62%".
+pub fn share(fraction: f64) -> String {
+    if fraction.is_finite() {
+        format!("{:.0}%", fraction * 100.0)
+    } else {
+        MISSING.into()
+    }
+}
+
 /// A fraction (0..1) as a percentage with one decimal, without the sign: "3.1".
 pub fn percent(fraction: f64) -> String {
     if fraction.is_finite() {

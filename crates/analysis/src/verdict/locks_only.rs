@@ -107,6 +107,7 @@ pub(super) fn lock_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fin
                 holder,
                 share,
                 evidence,
+                explained_by: Vec::new(),
             }
         })
         .collect()

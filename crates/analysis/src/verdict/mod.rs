@@ -15,6 +15,7 @@
 //! A finding only restates an aggregate the analyses computed; where the trace cannot
 //! tell (no stack for a sleep, a holder not seen), the sentence says so instead.
 
+mod cpu_holders;
 mod growth;
 mod lock_cause;
 mod locks_only;
@@ -123,11 +124,12 @@ fn none(summary: &str, evidence: Vec<String>) -> Finding {
         holder: None,
         share: 0.0,
         evidence,
+        explained_by: Vec::new(),
     }
 }
 
 fn percent(share: f64) -> String {
-    format!("{:.0}%", share * 100.0)
+    vmscale_stats::units::share(share)
 }
 
 /// The contention entry of a lock named `name` in the breakdown (which drops the address

@@ -1,7 +1,7 @@
 //! A recorded command's tasks, or the calls a scenario timed on several threads: their
 //! time split by cause.
 
-use vmscale_run::findings::{ComponentKind, SubjectTime, TaskTime, TraceSection};
+use vmscale_run::findings::{ComponentKind, CpuHolder, SubjectTime, TaskTime, TraceSection};
 use vmscale_run::verdict::{Cause, Finding};
 use vmscale_run::RunRecord;
 use vmscale_stats::units::duration;
@@ -19,6 +19,8 @@ struct SubjectShare<'a> {
     /// A lock's share: its holders' sleeps while holding it (function, time, who), which
     /// `ns` includes beside the waiters' waits.
     held_asleep: Vec<(&'a str, u64, &'a [TaskTime])>,
+    /// Runnable time: who held the CPUs.
+    cpu_holders: &'a [CpuHolder],
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -177,6 +179,7 @@ pub(super) fn subject_findings(
                         tasks: &part.tasks,
                         processes: &part.processes,
                         held_asleep: Vec::new(),
+                        cpu_holders: &[],
                     });
                 }
             }
@@ -203,6 +206,7 @@ pub(super) fn subject_findings(
                         tasks: &part.tasks,
                         processes: &part.processes,
                         held_asleep: vec![held],
+                        cpu_holders: &[],
                     }),
                 }
             }
@@ -225,6 +229,7 @@ pub(super) fn subject_findings(
                         tasks: &part.tasks,
                         processes: &part.processes,
                         held_asleep: Vec::new(),
+                        cpu_holders: &[],
                     }),
                 }
             }
@@ -235,6 +240,7 @@ pub(super) fn subject_findings(
                 tasks: &part.tasks,
                 processes: &part.processes,
                 held_asleep: Vec::new(),
+                cpu_holders: &part.cpu_holders,
             }),
         }
     }
@@ -336,7 +342,10 @@ pub(super) fn subject_findings(
                         Cause::CpuStarvation,
                         None,
                         None,
-                        format!("{pct} of {whose} was spent runnable but not on a CPU"),
+                        format!(
+                            "{pct} of {whose} was spent runnable but not on a CPU{}",
+                            super::cpu_holders::summary(s.cpu_holders, s.ns)
+                        ),
                     )
                 }
                 SubjectCause::Part(ComponentKind::Asleep) if s.detail.starts_with('(') => (
@@ -388,6 +397,11 @@ pub(super) fn subject_findings(
                 holder,
                 share,
                 evidence,
+                explained_by: if s.kind == SubjectCause::Part(ComponentKind::Runnable) {
+                    super::cpu_holders::explained_by(s.cpu_holders, s.ns)
+                } else {
+                    Vec::new()
+                },
             }
         })
         .collect();

@@ -53,6 +53,7 @@ fn component(kind: ComponentKind, detail: &str, total_ns: u64) -> Component {
         detail: detail.into(),
         total_ns,
         operations: 1,
+        cpu_holders: Vec::new(),
     }
 }
 
@@ -240,6 +241,7 @@ fn subject(parts: Vec<(ComponentKind, &str, u64)>, user_ns: u64, system_ns: u64)
                     // "function|lock" for a sleep holding a lock.
                     detail: detail.split('|').next().unwrap_or(detail).into(),
                     lock: detail.split_once('|').map_or("", |d| d.1).into(),
+                    cpu_holders: Vec::new(),
                     total_ns,
                     tasks: vec![TaskTime {
                         comm: "worker".into(),

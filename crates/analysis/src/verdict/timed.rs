@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use vmscale_run::findings::{ComponentKind, TraceSection};
+use vmscale_run::findings::{ComponentKind, CpuHolder, TraceSection};
 use vmscale_run::verdict::{Cause, Finding};
 use vmscale_run::RunRecord;
 use vmscale_stats::units::duration;
@@ -17,6 +17,7 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
     let mut total = 0u64;
     let mut samples = 0u64;
     let mut parts: HashMap<(ComponentKind, String), u64> = HashMap::new();
+    let mut cpu_holders: HashMap<(i32, String, bool), u64> = HashMap::new();
     for op in trace
         .breakdown
         .iter()
@@ -27,12 +28,32 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
         samples += op.count;
         for c in &op.components {
             *parts.entry((c.kind, c.detail.clone())).or_default() += c.total_ns;
+            for h in &c.cpu_holders {
+                *cpu_holders
+                    .entry((h.pid, h.comm.clone(), h.subject))
+                    .or_default() += h.ns;
+            }
         }
     }
     if total == 0 {
         return Vec::new();
     }
+    let mut holders: Vec<CpuHolder> = cpu_holders
+        .into_iter()
+        .map(|((pid, comm, subject), ns)| CpuHolder {
+            comm,
+            pid,
+            ns,
+            subject,
+        })
+        .collect();
+    holders.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.pid.cmp(&b.pid)));
     let mut ranked: Vec<((ComponentKind, String), u64)> = parts.into_iter().collect();
+    let runnable_ns: u64 = ranked
+        .iter()
+        .filter(|((kind, _), _)| *kind == ComponentKind::Runnable)
+        .map(|(_, ns)| ns)
+        .sum();
     ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let overcommit = record
         .points
@@ -92,7 +113,10 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
                         Cause::CpuStarvation,
                         None,
                         None,
-                        format!("{pct} of {subject} was spent runnable but not on a CPU"),
+                        format!(
+                            "{pct} of {subject} was spent runnable but not on a CPU{}",
+                            super::cpu_holders::summary(&holders, runnable_ns)
+                        ),
                     )
                 }
                 ComponentKind::Asleep if detail.starts_with('(') => (
@@ -123,6 +147,11 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
                 holder,
                 share,
                 evidence,
+                explained_by: if kind == ComponentKind::Runnable {
+                    super::cpu_holders::explained_by(&holders, runnable_ns)
+                } else {
+                    Vec::new()
+                },
             }
         })
         .collect();

@@ -155,6 +155,7 @@ pub(super) fn two_clocks(record: &RunRecord) -> Vec<Finding> {
             holder: None,
             share,
             evidence,
+            explained_by: Vec::new(),
         });
     }
     findings

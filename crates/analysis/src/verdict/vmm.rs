@@ -81,6 +81,7 @@ pub(super) fn findings(
                 holder: None,
                 share,
                 evidence,
+                explained_by: Vec::new(),
             }
         })
         .collect();
@@ -100,6 +101,7 @@ pub(super) fn findings(
             .filter_map(|v| main_thread_evidence(&record.sweep, v))
             .chain(trace.vmm.iter().map(|v| vcpu_evidence(&record.sweep, v)))
             .collect(),
+        explained_by: Vec::new(),
     });
     out.extend(timed.into_iter().filter(|f| f.cause != Cause::Sleep));
     out

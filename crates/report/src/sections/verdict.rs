@@ -8,6 +8,8 @@ use crate::document::{Block, Ranked, Section, Text};
 /// Evidence lines the text and Markdown renderings show per finding (the first finding's
 /// scope, its counts and the stack it waited from); JSON and HTML carry all of them.
 const EVIDENCE_SHOWN: usize = 3;
+/// Parts of a finding's time named in its "made of" line; JSON carries all of them.
+const EXPLAINED_SHOWN: usize = 3;
 
 /// How much of each finding to keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,16 +29,25 @@ pub(crate) fn section(record: &RunRecord, depth: Depth) -> Option<Section> {
         .verdict
         .iter()
         .map(|finding| {
-            let holder: Vec<Text> = finding
+            let mut first: Vec<Text> = finding
                 .holder
                 .iter()
                 .map(|h| Text::from(format!("holder: {h}")))
                 .collect();
-            let mut details = holder.clone();
+            if !finding.explained_by.is_empty() {
+                let parts: Vec<String> = finding
+                    .explained_by
+                    .iter()
+                    .take(EXPLAINED_SHOWN)
+                    .map(|e| format!("{} {}", vmscale_stats::units::share(e.share), e.what))
+                    .collect();
+                first.push(Text::from(format!("made of: {}", parts.join("; "))));
+            }
+            let mut details = first.clone();
             details.extend(finding.evidence.iter().map(|e| Text::from(e.as_str())));
             let shown = match depth {
-                Depth::Full => holder.len() + EVIDENCE_SHOWN,
-                Depth::Brief => 1,
+                Depth::Full => first.len() + EVIDENCE_SHOWN,
+                Depth::Brief => first.len().max(1),
             };
             if depth == Depth::Brief {
                 details.truncate(shown);
