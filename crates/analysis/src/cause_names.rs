@@ -41,7 +41,7 @@ pub(crate) fn sleep_site(
     let frames: Vec<String> = stack
         .map(|s| stacks.frames(s).iter().map(|&a| symbols.frame(a)).collect())
         .unwrap_or_default();
-    sleep_function(&frames).unwrap_or(NO_STACK).to_string()
+    sleep_function(&frames).unwrap_or_else(|| NO_STACK.into())
 }
 
 /// The function at `address`, without its offset.

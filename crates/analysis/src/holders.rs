@@ -987,9 +987,7 @@ impl HoldersPass {
             Piece::Asleep(None) => (HolderActivity::Asleep, NO_STACK.into()),
             Piece::Asleep(Some(stack)) => (
                 HolderActivity::Asleep,
-                sleep_function(&self.frames(stack, symbols))
-                    .unwrap_or(NO_STACK)
-                    .to_string(),
+                sleep_function(&self.frames(stack, symbols)).unwrap_or_else(|| NO_STACK.into()),
             ),
             Piece::Nested(lock) => (
                 HolderActivity::NestedWait,
@@ -1093,7 +1091,7 @@ impl HoldersPass {
                 continue;
             }
             let frames = stack.map(|s| self.frames(s, symbols)).unwrap_or_default();
-            let function = sleep_function(&frames).unwrap_or(NO_STACK).to_string();
+            let function = sleep_function(&frames).unwrap_or_else(|| NO_STACK.into());
             let key = (holder, function.clone());
             waiters
                 .entry(key.clone())
@@ -1135,35 +1133,9 @@ impl HoldersPass {
     }
 }
 
-/// Frames that say how a task sleeps, not why: the scheduler, tracing, generic waits.
-fn is_sleep_plumbing(name: &str) -> bool {
-    const PREFIXES: &[&str] = &[
-        "trace_event_raw_event_",
-        "perf_trace_",
-        "__traceiter_",
-        "__schedule",
-        "schedule",
-        "io_schedule",
-        "preempt_schedule",
-        "__cond_resched",
-        "do_wait_for_common",
-        "__wait_for_common",
-        "wait_for_common",
-        "__wait_on_bit",
-        "out_of_line_wait_on_bit",
-        "bit_wait",
-        "__wait_event",
-    ];
-    PREFIXES.iter().any(|p| name.starts_with(p))
-}
-
-/// The kernel function a sleeping stack slept in: its first frame outside scheduler and
-/// tracing plumbing. Frames are symbolized `name+0xoff [module]` strings, innermost first.
-pub fn sleep_function(frames: &[String]) -> Option<&str> {
-    frames
-        .iter()
-        .map(|f| f.split(['+', ' ']).next().unwrap_or(f))
-        .find(|name| !name.is_empty() && !name.starts_with("0x") && !is_sleep_plumbing(name))
+/// Where a sleeping stack slept ([`crate::waits::sleep_site`]).
+pub fn sleep_function(frames: &[String]) -> Option<String> {
+    crate::waits::sleep_site(frames)
 }
 
 fn multiset_add(set: &mut BTreeMap<u64, u32>, key: u64) {
@@ -1202,11 +1174,11 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
-        assert_eq!(sleep_function(&frames), Some("handle_userfault"));
+        assert_eq!(sleep_function(&frames).as_deref(), Some("handle_userfault"));
         let timer: Vec<String> = ["schedule_hrtimeout_range+0x1", "do_nanosleep+0x5"]
             .map(String::from)
             .to_vec();
-        assert_eq!(sleep_function(&timer), Some("do_nanosleep"));
+        assert_eq!(sleep_function(&timer).as_deref(), Some("do_nanosleep"));
         assert_eq!(sleep_function(&["0xffffffff81000000".to_string()]), None);
     }
 

@@ -19,7 +19,7 @@
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use vmscale_run::findings::{
-    ComponentKind, CpuHolder, LockHolders, SubjectPart, SubjectTime, TaskTime,
+    ComponentKind, CpuHolder, LockHolders, SleepWaker, SubjectPart, SubjectTime, TaskTime, WorkRan,
 };
 use vmscale_run::LockContention;
 use vmscale_trace::decode::event::Event;
@@ -31,6 +31,7 @@ use crate::runqueue::{CpuHolders, Occupant, RunqueueWatch};
 use crate::stacks::{StackId, StackTable};
 use crate::symbols::Symbols;
 use crate::task_names::remember;
+use crate::workers::{WorkEvents, WorkHistory};
 
 /// sched_switch's prev_state bits of a task that switched out for the last time
 /// (EXIT_DEAD, EXIT_ZOMBIE as the kernel reports them).
@@ -114,6 +115,18 @@ impl Task {
 /// A part as the findings name it: kind, detail, and the lock a sleep was held under.
 type PartKey = (ComponentKind, String, String);
 
+/// A sleep's wakers (pid -> the sleeps it ended, and work function -> what it ran), and
+/// what the sleep waited for.
+#[derive(Default)]
+struct SleepParts {
+    wakers: HashMap<i32, (u64, HashMap<u64, u64>)>,
+    kinds: HashMap<&'static str, u64>,
+    waits_for: &'static str,
+}
+
+/// Wakers named per sleep.
+const TOP_WAKERS: usize = 5;
+
 /// The pass; feed it every event in time order, then [`SubjectPass::finish`].
 pub struct SubjectPass {
     /// The tasks the subject starts with.
@@ -152,6 +165,14 @@ pub struct SubjectPass {
     /// Who ran on the CPUs runnable subject tasks were queued on.
     runqueue: RunqueueWatch,
     cpu_holders: CpuHolders,
+    /// What kernel workers ran, for naming what a sleep waited for.
+    work: WorkHistory,
+    /// The task whose sched_waking is being applied (the waker).
+    waking_by: Option<i32>,
+    /// (sleep, waker) -> the sleeps it ended; (sleep, waker, work function) -> what the
+    /// waker ran meanwhile.
+    wakers: HashMap<(Part, i32), u64>,
+    waker_work: HashMap<(Part, i32, u64), u64>,
 }
 
 impl SubjectPass {
@@ -180,7 +201,17 @@ impl SubjectPass {
             saw_switch: false,
             runqueue: RunqueueWatch::default(),
             cpu_holders: crate::runqueue::new_holders(),
+            work: WorkHistory::default(),
+            waking_by: None,
+            wakers: HashMap::new(),
+            waker_work: HashMap::new(),
         }
+    }
+
+    /// Reads what kernel workers run from these workqueue events, where the trace has them.
+    pub(crate) fn with_work_events(mut self, events: WorkEvents) -> SubjectPass {
+        self.work = WorkHistory::new(events);
+        self
     }
 
     /// In windowed mode, the windows are those of whole processes carrying out samples
@@ -338,6 +369,14 @@ impl SubjectPass {
         // another of its tasks ends by exiting is waiting for its own work.
         let joins = self.windows.is_empty() || self.process_windows;
         let counted = self.account(pid, old, since, ts);
+        if let (true, Part::Asleep(_), Some(waker)) = (woke, old, self.waking_by) {
+            *self.wakers.entry((old, waker)).or_default() += counted;
+            if waker > 0 {
+                for (function, ran) in self.work.ran(waker, since, ts) {
+                    *self.waker_work.entry((old, waker, function)).or_default() += ran.min(counted);
+                }
+            }
+        }
         if let (true, true, Part::Asleep(_)) = (joins, woke, old) {
             if let Some(task) = self.tasks.get_mut(&pid) {
                 task.last_sleep = Some(EndedSleep {
@@ -398,6 +437,9 @@ impl SubjectPass {
                 *slot = slot.saturating_sub(sleep.ns);
             }
             *self.joined.entry(joiner).or_default() += sleep.ns;
+            if let Some(slot) = self.wakers.get_mut(&(sleep.part, pid)) {
+                *slot = slot.saturating_sub(sleep.ns);
+            }
         }
     }
 
@@ -423,6 +465,9 @@ impl SubjectPass {
         let ts = event.ts();
         let pid = event.pid();
         self.last_ts = ts;
+        if matches!(kind, EventKind::Other) {
+            self.work.observe(event);
+        }
         match *kind {
             EventKind::SchedSwitch(s) => {
                 self.saw_switch = true;
@@ -508,7 +553,9 @@ impl SubjectPass {
                 if let Some(task) = self.tasks.get(&w.pid) {
                     if matches!(task.sched, Sched::Asleep(_)) {
                         self.runqueue.enqueue(w.pid, w.target_cpu.max(0) as u32, ts);
+                        self.waking_by = Some(if pid == w.pid { 0 } else { pid });
                         self.update(w.pid, ts, |t| t.sched = Sched::Runnable);
+                        self.waking_by = None;
                         if let Some(sleep) = self
                             .tasks
                             .get_mut(&w.pid)
@@ -621,6 +668,7 @@ impl SubjectPass {
             .collect();
         self.move_held_sleeps(holders, symbols);
         let every_task = self.every_task.is_some();
+        let mut sleeps = self.sleeps_by_key(symbols, &names);
         let mut merged: HashMap<PartKey, (u64, HashMap<i32, u64>)> = HashMap::new();
         for (&(pid, part), &ns) in &self.by_task {
             if ns == 0 {
@@ -633,14 +681,27 @@ impl SubjectPass {
         }
         let mut parts: Vec<SubjectPart> = merged
             .into_iter()
-            .map(|((kind, detail, lock), (total_ns, tasks))| SubjectPart {
-                kind,
-                detail,
-                lock,
-                total_ns,
-                processes: self.top_processes(&tasks),
-                tasks: self.top(tasks),
-                cpu_holders: Vec::new(),
+            .map(|((kind, detail, lock), (total_ns, tasks))| {
+                let key = (kind, detail, lock);
+                let (waits_for, woken_by) = match sleeps.remove(&key) {
+                    Some(sleep) => (
+                        sleep.waits_for.to_string(),
+                        self.sleep_wakers(sleep, symbols),
+                    ),
+                    None => (String::new(), Vec::new()),
+                };
+                let (kind, detail, lock) = key;
+                SubjectPart {
+                    kind,
+                    detail,
+                    lock,
+                    total_ns,
+                    processes: self.top_processes(&tasks),
+                    tasks: self.top(tasks),
+                    cpu_holders: Vec::new(),
+                    waits_for,
+                    woken_by,
+                }
             })
             .collect();
         parts.sort_by(|a, b| {
@@ -722,6 +783,86 @@ impl SubjectPass {
                 }
             }
         }
+    }
+
+    /// Per sleep as the findings name it: what its stacks say it waited for, who ended it
+    /// and what those wakers ran meanwhile.
+    fn sleeps_by_key(
+        &self,
+        symbols: &dyn Symbols,
+        names: &HashMap<u64, &str>,
+    ) -> HashMap<PartKey, SleepParts> {
+        let mut out: HashMap<PartKey, SleepParts> = HashMap::new();
+        let mut kinds: HashMap<Part, Option<&'static str>> = HashMap::new();
+        for (&(part, waker), &ns) in &self.wakers {
+            let Part::Asleep(stack) = part else { continue };
+            let kind = *kinds.entry(part).or_insert_with(|| {
+                let frames: Vec<String> = stack
+                    .map(|s| {
+                        self.stacks
+                            .frames(s)
+                            .iter()
+                            .map(|&a| symbols.frame(a))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                crate::waits::wait_kind(&frames)
+            });
+            let entry = out.entry(self.describe(part, symbols, names)).or_default();
+            let w = entry.wakers.entry(waker).or_default();
+            w.0 += ns;
+            if let Some(kind) = kind {
+                *entry.kinds.entry(kind).or_default() += ns;
+            }
+        }
+        for (&(part, waker, function), &ns) in &self.waker_work {
+            let key = self.describe(part, symbols, names);
+            if let Some(w) = out.get_mut(&key).and_then(|e| e.wakers.get_mut(&waker)) {
+                *w.1.entry(function).or_default() += ns;
+            }
+        }
+        for entry in out.values_mut() {
+            entry.waits_for = entry
+                .kinds
+                .iter()
+                .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+                .map_or("", |(kind, _)| kind);
+        }
+        out
+    }
+
+    /// The wakers of one sleep, most first, each with what it ran.
+    fn sleep_wakers(&self, sleep: SleepParts, symbols: &dyn Symbols) -> Vec<SleepWaker> {
+        let mut wakers: Vec<SleepWaker> = sleep
+            .wakers
+            .into_iter()
+            .filter(|(_, (ns, _))| *ns > 0)
+            .map(|(pid, (ns, work))| {
+                let mut ran: Vec<WorkRan> = work
+                    .into_iter()
+                    .map(|(function, ns)| WorkRan {
+                        function: cause_names::function(symbols, function),
+                        workqueue: self.work.queue_of(function).unwrap_or("").to_string(),
+                        ns,
+                    })
+                    .collect();
+                ran.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.function.cmp(&b.function)));
+                ran.truncate(TOP_TASKS);
+                SleepWaker {
+                    comm: if pid == 0 {
+                        "interrupt".into()
+                    } else {
+                        self.comm(pid)
+                    },
+                    pid,
+                    ns,
+                    ran,
+                }
+            })
+            .collect();
+        wakers.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.pid.cmp(&b.pid)));
+        wakers.truncate(TOP_WAKERS);
+        wakers
     }
 
     /// Who held the CPUs runnable subject tasks waited for, most first.

@@ -237,6 +237,35 @@ pub struct SubjectPart {
     /// first (pid 0: the CPU was idle, waking up to run it; -1: no switch on that CPU seen).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cpu_holders: Vec<CpuHolder>,
+    /// Sleeps only: what the sleep waited for, where its stack says ("a timer", "an RCU
+    /// grace period", "a workqueue's workers to finish queued work", ...).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub waits_for: String,
+    /// Sleeps only: who ended them, most sleep first, with what each waker ran meanwhile.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub woken_by: Vec<SleepWaker>,
+}
+
+/// A task that ended subject tasks' sleeps (pid 0: an interrupt or a timer, no task).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SleepWaker {
+    pub comm: String,
+    pub pid: i32,
+    /// The sleeps it ended, in all.
+    pub ns: u64,
+    /// Work items the waker (a kernel worker) ran during those sleeps, most time first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ran: Vec<WorkRan>,
+}
+
+/// Time a worker spent in one work function while a subject task slept.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkRan {
+    pub function: String,
+    /// The workqueue it was queued on, where the trace saw it queued.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub workqueue: String,
+    pub ns: u64,
 }
 
 /// A task that held a CPU while subject tasks waited for it.

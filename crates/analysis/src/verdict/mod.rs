@@ -25,6 +25,7 @@ mod tests;
 mod timed;
 mod two_clocks;
 mod vmm;
+mod wakers;
 
 use vmscale_run::findings::{LockHolders, TraceSection};
 use vmscale_run::verdict::{Cause, Finding};

@@ -1,7 +1,9 @@
 //! A recorded command's tasks, or the calls a scenario timed on several threads: their
 //! time split by cause.
 
-use vmscale_run::findings::{ComponentKind, CpuHolder, SubjectTime, TaskTime, TraceSection};
+use vmscale_run::findings::{
+    ComponentKind, CpuHolder, SubjectPart, SubjectTime, TaskTime, TraceSection,
+};
 use vmscale_run::verdict::{Cause, Finding};
 use vmscale_run::RunRecord;
 use vmscale_stats::units::duration;
@@ -21,6 +23,8 @@ struct SubjectShare<'a> {
     held_asleep: Vec<(&'a str, u64, &'a [TaskTime])>,
     /// Runnable time: who held the CPUs.
     cpu_holders: &'a [CpuHolder],
+    /// Sleeps: the part itself (what it waited for, who ended it).
+    part: Option<&'a SubjectPart>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -180,6 +184,7 @@ pub(super) fn subject_findings(
                         processes: &part.processes,
                         held_asleep: Vec::new(),
                         cpu_holders: &[],
+                        part: None,
                     });
                 }
             }
@@ -207,6 +212,7 @@ pub(super) fn subject_findings(
                         processes: &part.processes,
                         held_asleep: vec![held],
                         cpu_holders: &[],
+                        part: None,
                     }),
                 }
             }
@@ -230,6 +236,7 @@ pub(super) fn subject_findings(
                         processes: &part.processes,
                         held_asleep: Vec::new(),
                         cpu_holders: &[],
+                        part: None,
                     }),
                 }
             }
@@ -241,6 +248,7 @@ pub(super) fn subject_findings(
                 processes: &part.processes,
                 held_asleep: Vec::new(),
                 cpu_holders: &part.cpu_holders,
+                part: Some(part),
             }),
         }
     }
@@ -360,7 +368,11 @@ pub(super) fn subject_findings(
                     Cause::Sleep,
                     None,
                     None,
-                    format!("{pct} of {whose} was spent asleep in {}, holding no contended lock", s.detail),
+                    format!(
+                        "{pct} of {whose} was spent asleep in {}, holding no contended lock{}",
+                        s.detail,
+                        s.part.map(super::wakers::summary).unwrap_or_default()
+                    ),
                 ),
                 SubjectCause::Kernel => {
                     if let Some(usage) = &trace.command {
@@ -397,10 +409,14 @@ pub(super) fn subject_findings(
                 holder,
                 share,
                 evidence,
-                explained_by: if s.kind == SubjectCause::Part(ComponentKind::Runnable) {
-                    super::cpu_holders::explained_by(s.cpu_holders, s.ns)
-                } else {
-                    Vec::new()
+                explained_by: match (s.kind, s.part) {
+                    (SubjectCause::Part(ComponentKind::Runnable), _) => {
+                        super::cpu_holders::explained_by(s.cpu_holders, s.ns)
+                    }
+                    (SubjectCause::Part(ComponentKind::Asleep), Some(part)) => {
+                        super::wakers::explained_by(part)
+                    }
+                    _ => Vec::new(),
                 },
             }
         })

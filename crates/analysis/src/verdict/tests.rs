@@ -242,6 +242,8 @@ fn subject(parts: Vec<(ComponentKind, &str, u64)>, user_ns: u64, system_ns: u64)
                     detail: detail.split('|').next().unwrap_or(detail).into(),
                     lock: detail.split_once('|').map_or("", |d| d.1).into(),
                     cpu_holders: Vec::new(),
+                    waits_for: String::new(),
+                    woken_by: Vec::new(),
                     total_ns,
                     tasks: vec![TaskTime {
                         comm: "worker".into(),

@@ -91,6 +91,11 @@ pub fn optional_events() -> Vec<String> {
         "mmap_lock:mmap_lock_start_locking",
         "mmap_lock:mmap_lock_acquire_returned",
         "mmap_lock:mmap_lock_released",
+        // What kernel workers run, and on which workqueue: a task asleep in a flush is
+        // woken by the worker that ran its work.
+        "workqueue:workqueue_queue_work",
+        "workqueue:workqueue_execute_start",
+        "workqueue:workqueue_execute_end",
     ]
     .iter()
     .map(|s| s.to_string())

@@ -1,0 +1,69 @@
+//! A sleep said by what it waited for and who ended it: "waiting for a workqueue's workers
+//! to finish queued work: woken by kworker/0:2, which ran irqfd_shutdown (kvm-irqfd-cleanup)
+//! for 80% of it".
+
+use vmscale_run::findings::{SleepWaker, SubjectPart};
+use vmscale_run::verdict::ExplainedBy;
+
+use super::percent;
+
+/// ", waiting for X: woken by W, which ran F for N% of it", or what of it the trace says.
+pub(super) fn summary(part: &SubjectPart) -> String {
+    let mut out = String::new();
+    if !part.waits_for.is_empty() {
+        out.push_str(&format!(", waiting for {}", part.waits_for));
+    }
+    if let Some(first) = part.woken_by.first() {
+        let share = first.ns as f64 / part.total_ns.max(1) as f64;
+        out.push_str(&format!(
+            "{} {} ended {} of it",
+            if part.waits_for.is_empty() { ":" } else { ";" },
+            who(first),
+            percent(share.min(1.0))
+        ));
+        if let Some(ran) = first.ran.first() {
+            out.push_str(&format!(
+                ", running {}{} for {} of the sleeps it ended",
+                ran.function,
+                on_queue(&ran.workqueue),
+                percent((ran.ns as f64 / first.ns.max(1) as f64).min(1.0))
+            ));
+        }
+    }
+    out
+}
+
+fn on_queue(workqueue: &str) -> String {
+    if workqueue.is_empty() {
+        String::new()
+    } else {
+        format!(" (workqueue {workqueue})")
+    }
+}
+
+fn who(waker: &SleepWaker) -> String {
+    if waker.pid == 0 {
+        "an interrupt or timer (no task)".to_string()
+    } else {
+        format!("{}/{}", waker.comm, waker.pid)
+    }
+}
+
+/// The wakers as parts of the sleep, each with its main work item.
+pub(super) fn explained_by(part: &SubjectPart) -> Vec<ExplainedBy> {
+    part.woken_by
+        .iter()
+        .map(|w| ExplainedBy {
+            what: match w.ran.first() {
+                Some(ran) => format!(
+                    "woken by {}, which ran {}{}",
+                    who(w),
+                    ran.function,
+                    on_queue(&ran.workqueue)
+                ),
+                None => format!("woken by {}", who(w)),
+            },
+            share: (w.ns as f64 / part.total_ns.max(1) as f64).min(1.0),
+        })
+        .collect()
+}
