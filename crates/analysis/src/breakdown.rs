@@ -185,6 +185,13 @@ impl BreakdownPass {
 
     /// Credits the thread's runnable stretches, inside timed samples, to who held its CPU.
     fn credit(&mut self, credits: Vec<(i32, Occupant, u64, u64)>) {
+        // A runnable stretch inside a lock wait (a woken waiter not yet on a CPU) is
+        // counted as the wait.
+        if let Some(thread) = self.thread {
+            if self.timelines.current(thread) != Some(Activity::Runnable) {
+                return;
+            }
+        }
         let Some(phase) = &mut self.phase else { return };
         for (_, occupant, from, to) in credits {
             let first = self.windows.partition_point(|w| w.1 <= from);
@@ -429,8 +436,10 @@ impl BreakdownPass {
                         .enqueue(thread, w.target_cpu.max(0) as u32, ts);
                 }
                 if let (Some(since), Some(op)) = (self.asleep_since.take(), &mut self.op) {
-                    let doing = doing(&self.notes, &self.csd_running, pid, event.cpu());
-                    op.wakes.push(((pid, doing), ts.saturating_sub(since)));
+                    // In interrupt context the waker is the interrupt, not the task it hit.
+                    let waker = if event.in_interrupt() { 0 } else { pid };
+                    let doing = doing(&self.notes, &self.csd_running, waker, event.cpu());
+                    op.wakes.push(((waker, doing), ts.saturating_sub(since)));
                 }
                 self.timelines.woken(thread, ts, floor);
             }

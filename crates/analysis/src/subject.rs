@@ -309,6 +309,15 @@ impl SubjectPass {
     /// Credits runnable stretches to who held the CPU, inside the tasks' windows.
     fn credit_cpu_holders(&mut self, credits: Vec<(i32, Occupant, u64, u64)>) {
         for (pid, occupant, from, to) in credits {
+            // A runnable task still waiting on a lock (a woken mutex waiter) is counted as
+            // that wait: only runnable time is what a CPU holder explains.
+            if self
+                .tasks
+                .get(&pid)
+                .is_none_or(|t| t.part != Part::Runnable)
+            {
+                continue;
+            }
             let ns = self.in_windows(pid, from, to);
             if ns > 0 {
                 *self.cpu_holders.entry(occupant).or_default() += ns;
@@ -553,7 +562,10 @@ impl SubjectPass {
                 if let Some(task) = self.tasks.get(&w.pid) {
                     if matches!(task.sched, Sched::Asleep(_)) {
                         self.runqueue.enqueue(w.pid, w.target_cpu.max(0) as u32, ts);
-                        self.waking_by = Some(if pid == w.pid { 0 } else { pid });
+                        // A wakeup in interrupt context (a timer, a device) is the
+                        // interrupt's, not the interrupted task's.
+                        let by_task = pid != w.pid && !event.in_interrupt();
+                        self.waking_by = Some(if by_task { pid } else { 0 });
                         self.update(w.pid, ts, |t| t.sched = Sched::Runnable);
                         self.waking_by = None;
                         if let Some(sleep) = self

@@ -90,6 +90,11 @@ impl Timelines {
         }
     }
 
+    /// What the task is doing now, as far as its spans say.
+    pub(crate) fn current(&self, pid: i32) -> Option<Activity> {
+        self.tasks.get(&pid)?.spans.back().map(|s| s.activity)
+    }
+
     /// The lock the task is waiting on now: the innermost of its open waits.
     fn waiting(&self, pid: i32) -> Option<u64> {
         self.tasks

@@ -1,7 +1,7 @@
 //! What waiting on one lock is, and who held it, as the trace shows it.
 
 use vmscale_run::findings::{HolderActivity, LockHolders, TraceSection};
-use vmscale_run::verdict::Cause;
+use vmscale_run::verdict::{Cause, ExplainedBy};
 use vmscale_run::LockContention;
 use vmscale_stats::units::duration;
 
@@ -189,4 +189,58 @@ fn named_holder(holders: &LockHolders) -> (Cause, Option<String>) {
         (first, sender) => first.or(sender),
     };
     (Cause::LockWait, holder)
+}
+
+/// What the waiting on a lock was made of: for a sleeping lock, each proven holder's
+/// activity (running, asleep in F, waiting for another lock), the handoffs between holders
+/// and what the trace cannot attribute; for a spinning lock, that its holder ran.
+pub(crate) fn lock_explained_by(
+    trace: &TraceSection,
+    lock: Option<&LockContention>,
+) -> Vec<ExplainedBy> {
+    let Some(lock) = lock else {
+        return Vec::new();
+    };
+    if lock.kind.is_spinning() {
+        return vec![ExplainedBy {
+            what: "a holder running with preemption off (a spinlock's holder never sleeps); the trace does not say which task".into(),
+            share: 1.0,
+        }];
+    }
+    let Some(holders) = holders_of(trace, lock.lock_addr) else {
+        return Vec::new();
+    };
+    let total = holders.total_wait_ns.max(1) as f64;
+    let mut out: Vec<ExplainedBy> = Vec::new();
+    for h in &holders.holders {
+        for a in &h.activity {
+            let doing = match (a.activity, a.detail.as_str()) {
+                (HolderActivity::Unknown, _) | (HolderActivity::Handoff, _) => continue,
+                (HolderActivity::Asleep, detail) => format!("asleep in {detail}"),
+                (HolderActivity::NestedWait, detail) => format!("waiting for {detail}"),
+                (HolderActivity::Runnable, _) => "runnable, preempted while holding it".into(),
+                (activity, _) => activity.label().to_string(),
+            };
+            out.push(ExplainedBy {
+                what: format!("{}/{} holding it, {doing}", h.comm, h.pid),
+                share: a.wait_ns as f64 / total,
+            });
+        }
+    }
+    for a in &holders.activity {
+        let what = match a.activity {
+            HolderActivity::Handoff => {
+                "between holders (released, the next not yet running)".to_string()
+            }
+            HolderActivity::Unknown => format!("no proven holder: {}", a.detail),
+            _ => continue,
+        };
+        out.push(ExplainedBy {
+            what,
+            share: a.wait_ns as f64 / total,
+        });
+    }
+    out.retain(|e| e.share >= 0.005);
+    out.sort_by(|a, b| b.share.total_cmp(&a.share).then(a.what.cmp(&b.what)));
+    out
 }

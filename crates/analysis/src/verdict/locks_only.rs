@@ -107,7 +107,7 @@ pub(super) fn lock_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fin
                 holder,
                 share,
                 evidence,
-                explained_by: Vec::new(),
+                explained_by: super::lock_explained_by(trace, Some(l)),
             }
         })
         .collect()

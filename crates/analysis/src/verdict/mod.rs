@@ -31,7 +31,7 @@ use vmscale_run::findings::{LockHolders, TraceSection};
 use vmscale_run::verdict::{Cause, Finding};
 use vmscale_run::{LockContention, RunRecord};
 
-pub(crate) use lock_cause::lock_cause;
+pub(crate) use lock_cause::{lock_cause, lock_explained_by};
 use locks_only::lock_findings;
 use subject::{command_name, subject_findings, Explained};
 use timed::timed_findings;

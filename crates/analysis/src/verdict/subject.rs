@@ -58,6 +58,35 @@ fn shares_ns(shares: &[SubjectShare]) -> Vec<(bool, u64)> {
         .collect()
 }
 
+/// A lock's share: its waiters' time as the holders' activity splits it, and its holders'
+/// own sleeps under it, each as a part of the whole share.
+fn lock_parts(trace: &TraceSection, s: &SubjectShare) -> Vec<vmscale_run::verdict::ExplainedBy> {
+    let held: u64 = s.held_asleep.iter().map(|h| h.1).sum();
+    let total = s.ns.max(1) as f64;
+    let waited = (s.ns.saturating_sub(held)) as f64 / total;
+    let mut parts: Vec<vmscale_run::verdict::ExplainedBy> =
+        super::lock_explained_by(trace, lock_entry(trace, s.detail))
+            .into_iter()
+            .map(|mut e| {
+                e.what = format!("waiting: {}", e.what);
+                e.share *= waited;
+                e
+            })
+            .collect();
+    for (function, ns, tasks) in &s.held_asleep {
+        let who: Vec<String> = tasks
+            .iter()
+            .map(|t| format!("{}/{}", t.comm, t.pid))
+            .collect();
+        parts.push(vmscale_run::verdict::ExplainedBy {
+            what: format!("holding it: {} asleep in {function}", who.join(", ")),
+            share: *ns as f64 / total,
+        });
+    }
+    parts.sort_by(|a, b| b.share.total_cmp(&a.share).then(a.what.cmp(&b.what)));
+    parts
+}
+
 /// "qemu-system-x86 (pid 812) 1.2 s, ...": each process by its main thread's name.
 fn processes_list(processes: &[TaskTime]) -> String {
     processes
@@ -415,6 +444,9 @@ pub(super) fn subject_findings(
                     }
                     (SubjectCause::Part(ComponentKind::Asleep), Some(part)) => {
                         super::wakers::explained_by(part)
+                    }
+                    (SubjectCause::Part(ComponentKind::Lock | ComponentKind::HoldingAsleep), _) => {
+                        lock_parts(trace, s)
                     }
                     _ => Vec::new(),
                 },

@@ -147,10 +147,12 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
                 holder,
                 share,
                 evidence,
-                explained_by: if kind == ComponentKind::Runnable {
-                    super::cpu_holders::explained_by(&holders, runnable_ns)
-                } else {
-                    Vec::new()
+                explained_by: match kind {
+                    ComponentKind::Runnable => super::cpu_holders::explained_by(&holders, runnable_ns),
+                    ComponentKind::Lock => {
+                        super::lock_explained_by(trace, lock_entry(trace, &detail))
+                    }
+                    _ => Vec::new(),
                 },
             }
         })

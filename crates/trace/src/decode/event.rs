@@ -88,6 +88,18 @@ impl<'a> Event<'a> {
         self.record
     }
 
+    /// Whether the event was traced in interrupt context (hard or soft IRQ, NMI), from the
+    /// record's `common_flags`: then `pid` is whatever task the interrupt came in on, not
+    /// the one that caused the event (a timer's wakeup is "by" the task it interrupted).
+    #[inline]
+    pub fn in_interrupt(&self) -> bool {
+        // include/linux/trace_events.h: TRACE_FLAG_HARDIRQ, _SOFTIRQ, _NMI.
+        const INTERRUPT: u8 = 0x08 | 0x10 | 0x40;
+        self.record
+            .get(2)
+            .is_some_and(|flags| flags & INTERRUPT != 0)
+    }
+
     /// The typed view of this event.
     #[inline(always)]
     pub fn kind(&self) -> EventKind<'a> {
