@@ -334,3 +334,41 @@ fn teardown_refuses_devices_not_bound_to_vfio_pci_and_touches_nothing() {
     );
     assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none());
 }
+
+/// Releasing irqfds by deassign sleeps in a flush of the kvm-irqfd-cleanup workqueue: the
+/// verdict names that wait by the worker that ended it and the work it ran, never as a
+/// bare sleep (issue: sleeps by what ended them).
+#[test]
+fn an_irqfd_deassign_waits_for_the_irqfd_cleanup_worker_and_says_so() {
+    let run = json_run(
+        &[
+            "run", "irqfd", "--total", "3000", "--threads", "2", "--release", "deassign",
+        ],
+        "irqfd-deassign",
+    );
+    let verdict = run["verdict"].as_array().unwrap();
+    let sleep = verdict
+        .iter()
+        .find(|f| f["cause"] == "sleep")
+        .unwrap_or_else(|| panic!("no sleep finding: {verdict:#?}"));
+    let parts: Vec<&str> = sleep["explained_by"]
+        .as_array()
+        .unwrap_or_else(|| panic!("the sleep says nothing of its wakers: {sleep:#}"))
+        .iter()
+        .map(|e| e["what"].as_str().unwrap())
+        .collect();
+    assert!(
+        parts
+            .iter()
+            .any(|p| p.contains("irqfd_shutdown") && p.contains("kvm-irqfd-cleanup")),
+        "the cleanup worker and its work are not named: {parts:#?}"
+    );
+    // Shares are of the finding's own time and add up to at most all of it.
+    let shares: f64 = sleep["explained_by"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["share"].as_f64().unwrap())
+        .sum();
+    assert!(shares > 0.5 && shares <= 1.0 + 1e-9, "{shares}: {sleep:#}");
+}
