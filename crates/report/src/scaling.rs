@@ -4,8 +4,10 @@
 
 use vmscale_run::RunRecord;
 use vmscale_stats::compare::Statistic;
-use vmscale_stats::fit::{bootstrap_band, bootstrap_parameters, select, Fit, Model};
-use vmscale_stats::knee::{distinct_n, knee, MIN_DISTINCT};
+use vmscale_stats::fit::Model;
+use vmscale_stats::legacy::{
+    bootstrap_band, bootstrap_parameters, distinct_n, knee, select, Fit, MIN_DISTINCT,
+};
 use vmscale_stats::BOOTSTRAP_SEED;
 
 use crate::grid;
