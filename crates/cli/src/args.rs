@@ -91,6 +91,10 @@ pub enum Command {
         /// A latency budget (e.g. 30s, 5ms): say at which N each scaling fit crosses it
         #[arg(long, value_parser = parse_duration)]
         deadline: Option<std::time::Duration>,
+        /// Call a cost flat only when every N stays within PCT percent of the smallest N
+        /// (an equivalence test at 99% confidence)
+        #[arg(long, value_name = "PCT", default_value_t = 20.0, value_parser = parse_margin)]
+        margin: f64,
         /// For a trace-cmd .dat file whose instances hold data: the one to analyse
         #[arg(long, value_name = "NAME")]
         buffer: Option<String>,
@@ -174,6 +178,15 @@ pub struct SharedArgs {
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (e.g. 30s, 250ms)"))
+}
+
+fn parse_margin(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(pct) if pct > 0.0 && pct < 100.0 => Ok(pct),
+        _ => Err(format!(
+            "{s:?} is not a margin: give a percentage above 0 and below 100"
+        )),
+    }
 }
 
 fn parse_format(s: &str) -> Result<vmscale_report::Format, String> {

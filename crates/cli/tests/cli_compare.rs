@@ -218,6 +218,7 @@ fn synthetic(samples: Vec<u64>, other_busy: f64, trace: Option<TraceSection>) ->
     RunRecord {
         schema_version: vmscale_run::SCHEMA_VERSION,
         verdict: Vec::new(),
+        scaling: Vec::new(),
         tool: ToolInfo::current("0.1.0"),
         scenario: "memslot".into(),
         sweep: "vcpus".into(),

@@ -26,9 +26,6 @@
 use serde::{Deserialize, Serialize};
 
 use crate::growth::Interval;
-/// The unweighted selection by AIC the verdict's growth sentence reads until it reads
-/// growth claims.
-pub use crate::legacy::{select, Selection};
 use crate::special::{chi_square_sf, normal_quantile};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

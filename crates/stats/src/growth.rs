@@ -614,5 +614,8 @@ fn exponent(points: &[PointEstimate], ratio: &Interval, confidence: f64) -> Inte
     }
 }
 
+mod text;
+pub use text::n_text;
+
 #[cfg(test)]
 mod tests;

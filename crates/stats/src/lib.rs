@@ -21,7 +21,6 @@ pub mod compare;
 pub mod fit;
 pub mod growth;
 pub mod knee;
-pub mod legacy;
 pub mod special;
 pub mod units;
 
