@@ -526,21 +526,24 @@ fn growth_chart(series: &Series, colour: plotters::style::RGBColor) -> String {
     figure(charts::lines(&frame, x, y, &lines, &data.scatter), caption)
 }
 
-/// Two runs of the same sweep on one page (`vmscale compare --html`): every series' CDF of
-/// A (solid) and B (dashed) at every point both measured, and their p50 against N, under
-/// the comparison's own text (`summary`, shown as is).
-pub fn render_compare_html(a: &RunRecord, b: &RunRecord, summary: &str) -> String {
+/// Two runs of the same sweep on one page (`vmscale compare --html`): the comparison's
+/// sections (the ones the terminal and Markdown lay out), then every series' p50 against N
+/// and its CDF of A (solid) and B (dashed) at every point both measured.
+pub fn render_compare_html(
+    a: &RunRecord,
+    b: &RunRecord,
+    comparison: &crate::compare::Comparison,
+) -> String {
     let title = format!(
         "{}: {} compared (A solid, B dashed)",
         a.tool.name, a.scenario
     );
     let sweep = grid::sweep_header(a);
     let names = grid::series_names(a);
-    let mut body = format!(
-        "<h1>{}</h1>\n<pre>{}</pre>\n",
-        escape(&title),
-        escape(summary)
-    );
+    let mut body = format!("<h1>{}</h1>\n", escape(&title));
+    for section in crate::compare::sections(comparison) {
+        body.push_str(&render::html::section(a, &section));
+    }
 
     let mut p50_lines = Vec::new();
     for (run, dash, tag) in [(a, Dash::Solid, "A"), (b, Dash::Dashed, "B")] {
