@@ -45,8 +45,10 @@
 //! more than their own intervals allow). For growth from three points on, the linear and
 //! USL models are fitted within their bounds ([`crate::fit`]) and the USL kept only when a
 //! likelihood-ratio test prefers it; when the kept model misses the points (goodness of
-//! fit p < 0.001) no model fits and nothing is extrapolated. From five points a hinge test
-//! looks for a knee ([`crate::knee`]).
+//! fit p < 0.001, each point's uncertainty taken as its interval plus a
+//! [`MODEL_TOLERANCE`] of 5%) no model fits and nothing is extrapolated. From five points a
+//! hinge test looks for a knee ([`crate::knee`]) whose slopes differ by more than the
+//! margin.
 
 use serde::{Deserialize, Serialize};
 
@@ -65,6 +67,12 @@ pub const SHAPE_ALPHA: f64 = 0.01;
 /// The narrowest half-width an interval is given on the log scale (0.1%): below it,
 /// identical samples would make a point infinitely precise.
 const MIN_LOG_HALF_WIDTH: f64 = 1e-3;
+/// How far a model may miss a point, as a share of its value, beyond what the point's own
+/// interval allows, and still be said to fit: no model of a real system is exact, and with
+/// a thousand samples a point the intervals alone reject a line that describes every point
+/// within 2%. Added in quadrature to each point's standard deviation for the fits and the
+/// knee (not for the claims, which rest on the intervals alone).
+pub const MODEL_TOLERANCE: f64 = 0.05;
 /// A flat stretch at the start of a sweep is named from this many points on.
 const FLAT_STRETCH: usize = 3;
 
@@ -470,10 +478,11 @@ pub fn judge(statistic: Statistic, points: Vec<PointEstimate>, options: Options)
         .iter()
         .map(|p| {
             let l = p.value.ln();
+            let y = p.value.estimate.max(1.0);
             WeightedPoint {
                 n: p.n,
-                y: p.value.estimate.max(1.0),
-                sd: p.value.estimate.max(1.0) * (l.below + l.above) / (2.0 * z),
+                y,
+                sd: y * ((l.below + l.above) / (2.0 * z)).hypot(MODEL_TOLERANCE),
             }
         })
         .collect();
@@ -523,7 +532,7 @@ pub fn judge(statistic: Statistic, points: Vec<PointEstimate>, options: Options)
                 }
             }
             growth.fits = linear.into_iter().chain(usl).collect();
-            growth.knee = knee::knee(&weighted);
+            growth.knee = knee::knee(&weighted, options.margin);
         }
         Claim::Flat => {
             if let Some(constant) = fit::fit(Model::Constant, &weighted) {

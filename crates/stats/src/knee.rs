@@ -61,8 +61,9 @@ pub fn distinct_n(points: &[WeightedPoint]) -> Vec<f64> {
     distinct
 }
 
-/// The knee of `points`, if a hinge beats a straight line and fits.
-pub fn knee(points: &[WeightedPoint]) -> Option<Knee> {
+/// The knee of `points`, if a hinge beats a straight line, fits, and changes the slope by
+/// more than `min_change` of the steeper slope (a bend too slight to matter is none).
+pub fn knee(points: &[WeightedPoint], min_change: f64) -> Option<Knee> {
     if !points.iter().all(WeightedPoint::usable) {
         return None;
     }
@@ -79,10 +80,15 @@ pub fn knee(points: &[WeightedPoint]) -> Option<Knee> {
     let drop = (line.chi_square - hinge.chi_square).max(0.0);
     let p = (chi_square_sf(drop, 1.0) * candidates.len() as f64).min(1.0);
     let fit_p = chi_square_sf(hinge.chi_square, (points.len() - 4) as f64);
-    (p < ALPHA && fit_p >= MISFIT_P).then_some(Knee {
+    let (before, after) = (
+        hinge.coefficients[1],
+        hinge.coefficients[1] + hinge.coefficients[2],
+    );
+    let bends = (after - before).abs() > min_change * before.abs().max(after.abs());
+    (p < ALPHA && fit_p >= MISFIT_P && bends).then_some(Knee {
         at,
-        slope_before: hinge.coefficients[1],
-        slope_after: hinge.coefficients[1] + hinge.coefficients[2],
+        slope_before: before,
+        slope_after: after,
         p,
     })
 }
@@ -158,7 +164,7 @@ mod tests {
         // 10 us per vCPU up to 4 (the host's CPUs), 200 us per vCPU after: overcommit.
         let cost = |n: f64| 100.0 + 10.0 * n + 190.0 * (n - 4.0).max(0.0);
         let points = at(&[1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0], cost, 0.01);
-        let knee = knee(&points).expect("a knee at 4");
+        let knee = knee(&points, 0.2).expect("a knee at 4");
         assert_eq!(knee.at, 4.0, "{knee:?}");
         assert!(knee.steepens());
         assert!((knee.slope_before - 10.0).abs() < 1e-6, "{knee:?}");
@@ -170,11 +176,11 @@ mod tests {
         // Flat to 8, then steep: case 3's pause-all shape on a sweep of five.
         let cost = |n: f64| 3.0 + 0.05 * n + 1.0 * (n - 8.0).max(0.0);
         let points = at(&[1.0, 2.0, 4.0, 8.0, 16.0], cost, 0.03);
-        let found = knee(&points).expect("a knee at 8");
+        let found = knee(&points, 0.2).expect("a knee at 8");
         assert_eq!(found.at, 8.0, "{found:?}");
         assert!(found.steepens());
         // Four points are not.
-        assert_eq!(knee(&points[..4]), None);
+        assert_eq!(knee(&points[..4], 0.2), None);
     }
 
     #[test]
@@ -196,7 +202,7 @@ mod tests {
                         }
                     })
                     .collect();
-                knee(&points).is_some()
+                knee(&points, 0.2).is_some()
             })
             .count();
         println!("false knees: {false_knees} of {trials}");
@@ -222,7 +228,7 @@ mod tests {
                         }
                     })
                     .collect();
-                knee(&points).is_some_and(|k| (3.0..=6.0).contains(&k.at) && k.steepens())
+                knee(&points, 0.2).is_some_and(|k| (3.0..=6.0).contains(&k.at) && k.steepens())
             })
             .count();
         println!("bend near 4 found: {found} of {trials}");
@@ -233,12 +239,12 @@ mod tests {
     fn a_curve_no_hinge_fits_has_no_knee() {
         // Quadratic with tiny error bars: the hinge beats the line, but misses too.
         let points = at(&[1.0, 2.0, 4.0, 8.0, 16.0, 32.0], |n| 1.0 + n * n, 0.001);
-        assert_eq!(knee(&points), None);
+        assert_eq!(knee(&points, 0.2), None);
         let nan = [WeightedPoint {
             n: 1.0,
             y: f64::NAN,
             sd: 1.0,
         }; 6];
-        assert_eq!(knee(&nan), None);
+        assert_eq!(knee(&nan, 0.2), None);
     }
 }

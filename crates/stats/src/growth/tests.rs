@@ -3,6 +3,7 @@
 //! 1000 samples a point, and lognormal or heavy-tailed noise.
 
 use super::*;
+use crate::units::times_interval;
 
 /// The swept N of a sweep with `points` points.
 fn ns(points: usize) -> Vec<f64> {
@@ -484,4 +485,56 @@ fn case_3_published_table() {
         "{times:?}"
     );
     assert!(times.low > 3.0, "{times:?}");
+}
+
+#[test]
+fn claims_are_said_with_the_numbers_they_were_decided_on() {
+    let mut rng = fastrand::Rng::with_seed(59);
+    let step = |n: f64| match n as u64 {
+        1 => 128_000.0,
+        2 => 356_000.0,
+        4 => 3_900_000.0,
+        _ => 7_900_000.0,
+    };
+    let g = judged(
+        &sweep(&mut rng, &step, 4, 200, Noise::Lognormal),
+        Statistic::P50,
+    )
+    .unwrap();
+    let text = g.sentence("vcpus");
+    println!("{text}");
+    let ratio = times_interval(g.ratio.estimate, g.ratio.low, g.ratio.high);
+    assert!(
+        text.starts_with(&format!("grows {ratio} from vcpus=1 to 8, as N^")),
+        "{text}"
+    );
+    // The tour's step is no straight line or USL: said so, and nothing predicted.
+    assert!(text.contains("; no model fits ("), "{text}");
+    assert!(!text.contains("predicts"), "{text}");
+    assert!(
+        g.endpoints_text("vcpus").starts_with("p50 1"),
+        "{}",
+        g.endpoints_text("vcpus")
+    );
+
+    let flat = judged(
+        &sweep(&mut rng, &|_| 50_000.0, 4, 1_000, Noise::Lognormal),
+        Statistic::P50,
+    )
+    .unwrap();
+    let text = flat.sentence("vcpus");
+    println!("{text}");
+    assert!(
+        text.starts_with("flat within +-20%: every vcpus up to 8 within -"),
+        "{text}"
+    );
+    let why = Unjudged::TooFewSamples {
+        n: 4.0,
+        samples: 200,
+        needed: 528,
+    };
+    assert_eq!(
+        why.text(Statistic::P99, "vcpus", CONFIDENCE),
+        "p99 not judged: its 99% interval needs 528 samples a point (200 at vcpus=4)"
+    );
 }
