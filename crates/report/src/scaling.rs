@@ -88,10 +88,11 @@ fn curve(series: &str, g: &Growth, sweep: &str) -> FitCurve {
         curve,
         band,
         largest,
-        knee: g
-            .knee
-            .map(|k| k.at)
-            .or_else(|| chosen.and_then(|f| f.knee()).filter(|&k| k > smallest)),
+        knee: g.knee.map(|k| k.at).or_else(|| {
+            chosen
+                .and_then(|f| f.knee())
+                .filter(|&k| k > smallest && k <= largest)
+        }),
         misfit: g.misfit().map(|f| {
             format!(
                 "no model fits ({} fit p {})",

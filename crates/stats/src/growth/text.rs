@@ -151,7 +151,9 @@ impl Growth {
                         n_text(at.n)
                     ));
                 }
-                if let Some(knee) = f.knee().filter(|&k| k > self.points[0].n) {
+                // Only where the sweep measured: beyond it the bend is the model's guess.
+                let (first, last) = (self.points[0].n, self.points[self.points.len() - 1].n);
+                if let Some(knee) = f.knee().filter(|&k| k > first && k <= last) {
                     text.push_str(&format!(
                         "; faster than linear past {sweep}={}",
                         significant(knee, 3, 1)
