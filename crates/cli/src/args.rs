@@ -38,10 +38,10 @@ pub enum Command {
     /// exact rank-sum interval), so background load that comes and goes during a run is
     /// noise. The change printed is the one decided on, with its 95% interval: slower or
     /// faster when the interval excludes no change and the change exceeds the noise
-    /// threshold and either side's own spread; "no significant change" only when the whole
-    /// interval lies within the noise threshold; otherwise undecidable: the runs (or blocks)
-    /// disagree among themselves. Rows with fewer than 25 samples per run are too few to
-    /// judge.
+    /// threshold (and, between blocks, either run's own spread); "no significant change"
+    /// only when the whole interval lies within the noise threshold; otherwise
+    /// undecidable: the runs (or blocks) disagree among themselves. Rows with fewer than 25
+    /// samples per run are too few to judge.
     ///
     /// Exit codes: 0 nothing beyond --fail-above (or no --fail-above); 3 a regression beyond
     /// it; 4 undecidable: a regression --fail-above would flag, but either run's host was

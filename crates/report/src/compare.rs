@@ -245,8 +245,17 @@ impl Comparison {
             ));
         }
         if !unproven.is_empty() {
+            let by_runs = self
+                .rows
+                .iter()
+                .any(|r| r.replicates == Some(Replicates::Runs));
+            let rerun = if by_runs {
+                "rerun both with more --runs"
+            } else {
+                "rerun with more samples, or --runs 3 or more on both sides"
+            };
             return Gate::Undecidable(format!(
-                "undecidable at --fail-above {limit_text}: changes beyond it whose intervals reach below it (the replicates disagree among themselves): {}; rerun with more samples, or --runs {MIN_RUNS} or more on both sides",
+                "undecidable at --fail-above {limit_text}: changes beyond it whose intervals reach below it (the replicates disagree among themselves): {}; {rerun}",
                 unproven.join(", ")
             ));
         }
@@ -553,7 +562,7 @@ fn render_csv(c: &Comparison) -> String {
 /// How the verdicts were reached, printed under every table.
 fn method(c: &Comparison) -> String {
     format!(
-        "verdicts use the p50 and the change printed, with its {:.0}% interval. With --runs {MIN_RUNS} or more on both sides the replicates are the runs (Welch's t on the logarithms of their p50s); otherwise each run is cut into up to {} blocks in recorded order and the blocks are the replicates (the Hodges-Lehmann shift of their log p50s with its exact rank-sum interval). B is slower or faster when the interval excludes 0 and the change exceeds the {:.0}% noise threshold and either side's own spread (blocks' interquartile range, runs' range); no significant change only when the whole interval lies within the noise threshold; otherwise undecidable: the replicates disagree among themselves",
+        "verdicts use the p50 and the change printed, with its {:.0}% interval. With --runs {MIN_RUNS} or more on both sides the replicates are the runs (Welch's t on the logarithms of their p50s); otherwise each run is cut into up to {} blocks in recorded order and the blocks are the replicates (the Hodges-Lehmann shift of their log p50s with its exact rank-sum interval). B is slower or faster when the interval excludes 0 and the change exceeds the {:.0}% noise threshold (and, between blocks, either run's own spread: the blocks' interquartile range); no significant change only when the whole interval lies within the noise threshold; otherwise undecidable: the replicates disagree among themselves",
         CONFIDENCE * 100.0,
         vmscale_stats::compare::MAX_BLOCKS,
         c.noise_threshold * 100.0

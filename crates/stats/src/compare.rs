@@ -468,15 +468,15 @@ pub struct Judgment {
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// The interval lies above no change, and the change is beyond the noise threshold
-    /// and beyond either side's own spread.
+    /// (and, between blocks, beyond either run's own spread).
     Slower,
     Faster,
     /// The interval excludes no change, but the change is within the noise threshold.
     WithinNoise,
     /// The interval lies within the noise threshold on both sides: an equivalence test.
     NoChange,
-    /// The interval holds no change and reaches beyond the noise threshold, or a side's
-    /// own spread is as large as the change: the replicates disagree among themselves by
+    /// The interval holds no change and reaches beyond the noise threshold, or a run's
+    /// blocks spread as wide as the change: the replicates disagree among themselves by
     /// more than the difference could show.
     Undecidable,
 }
@@ -487,8 +487,10 @@ impl Judgment {
         if c.low > 0.0 || c.high < 0.0 {
             if c.estimate.abs() <= noise {
                 Verdict::WithinNoise
-            } else if c.estimate.abs() <= self.spread() {
-                // A side disagrees with itself by more than it differs from the other.
+            } else if self.replicates == Replicates::Blocks && c.estimate.abs() <= self.spread() {
+                // A run's blocks disagree among themselves by more than the runs differ: a
+                // slow phase, which the blocks' interval does not see as a spread because
+                // it sits in few of them. Runs' intervals already span the runs' spread.
                 Verdict::Undecidable
             } else if c.low > 0.0 {
                 Verdict::Slower
