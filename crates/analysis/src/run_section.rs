@@ -160,8 +160,10 @@ pub fn fill_findings(
     }
 }
 
-/// `record` with its verdict drawn from its findings: the last step before any output.
+/// `record` with its growth claims judged from its samples and its verdict drawn from its
+/// findings and those claims: the last step before any output.
 pub fn concluded(mut record: vmscale_run::RunRecord) -> vmscale_run::RunRecord {
+    record.judge_growth(None);
     record.verdict = crate::verdict::verdict(&record);
     record
 }

@@ -29,21 +29,27 @@ pub enum Command {
     Run(RunScenario),
     /// Trace the kernel while a command runs (or for a duration) into a run directory
     Record(RecordArgs),
-    /// Compare two runs of the same sweep (A = before, B = after), judging noise from each
-    /// run's own repetition; exit 3 on a regression beyond --fail-above, 4 when undecidable
+    /// Compare two runs of the same sweep (A = before, B = after), judged between runs or
+    /// between each run's blocks; exit 3 on a regression beyond --fail-above, 4 when undecidable
     ///
-    /// Each run's samples are cut into up to 10 blocks in the order they were taken; a
-    /// change counts only when a rank-sum test on block medians gives p < 0.05 and the
-    /// change exceeds both runs' block-to-block spread, so background load that comes and
-    /// goes during a run is noise. Rows with fewer than 25 samples per run are reported as
-    /// too few to judge and never fail the gate.
+    /// With --runs 3 or more on both sides the runs' p50s are compared (Welch's t on their
+    /// logarithms). Otherwise each run's samples are cut into up to 10 blocks in the order
+    /// they were taken and compared block against block (the Hodges-Lehmann shift with its
+    /// exact rank-sum interval), so background load that comes and goes during a run is
+    /// noise. The change printed is the one decided on, with its 95% interval: slower or
+    /// faster when the interval excludes no change and the change exceeds the noise
+    /// threshold (and, between blocks, either run's own spread); "no significant change"
+    /// only when the whole interval lies within the noise threshold; otherwise
+    /// undecidable: the runs (or blocks) disagree among themselves. Rows with fewer than 25
+    /// samples per run are too few to judge.
     ///
     /// Exit codes: 0 nothing beyond --fail-above (or no --fail-above); 3 a regression beyond
     /// it; 4 undecidable: a regression --fail-above would flag, but either run's host was
     /// busy (other processes above 10% of all CPU time) or the runs were traced differently
-    /// (one with --no-trace, or different --no-stacks, --sleep-stacks or events): tracing
-    /// adds cost to every sample, so rerun both on a quiet host with the same tracing.
-    /// 1 and 2 are errors.
+    /// (one with --no-trace, or different --no-stacks, --sleep-stacks or events: tracing
+    /// adds cost to every sample, so rerun both on a quiet host with the same tracing); a
+    /// change beyond it whose interval reaches below it (rerun with more samples or --runs);
+    /// or a row with fewer than 25 samples per run. 1 and 2 are errors.
     Compare {
         a: PathBuf,
         b: PathBuf,
@@ -91,6 +97,10 @@ pub enum Command {
         /// A latency budget (e.g. 30s, 5ms): say at which N each scaling fit crosses it
         #[arg(long, value_parser = parse_duration)]
         deadline: Option<std::time::Duration>,
+        /// Call a cost flat only when every N stays within PCT percent of the smallest N
+        /// (an equivalence test at 99% confidence)
+        #[arg(long, value_name = "PCT", default_value_t = 20.0, value_parser = parse_margin)]
+        margin: f64,
         /// For a trace-cmd .dat file whose instances hold data: the one to analyse
         #[arg(long, value_name = "NAME")]
         buffer: Option<String>,
@@ -174,6 +184,15 @@ pub struct SharedArgs {
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (e.g. 30s, 250ms)"))
+}
+
+fn parse_margin(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(pct) if pct > 0.0 && pct < 100.0 => Ok(pct),
+        _ => Err(format!(
+            "{s:?} is not a margin: give a percentage above 0 and below 100"
+        )),
+    }
 }
 
 fn parse_format(s: &str) -> Result<vmscale_report::Format, String> {

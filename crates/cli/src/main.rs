@@ -40,9 +40,10 @@ fn main() {
             run,
             format,
             deadline,
+            margin,
             buffer,
             details,
-        } => commands::report::report(&run, format, deadline, buffer.as_deref(), details),
+        } => commands::report::report(&run, format, deadline, margin, buffer.as_deref(), details),
         Command::Doctor { cleanup, out } => commands::doctor::doctor(cleanup, &out),
     };
     if let Err(failure) = outcome {

@@ -37,6 +37,7 @@ fn run_dir(name: &str, warnings: Vec<String>) -> (PathBuf, RemovedOnDrop) {
     let record = RunRecord {
         schema_version: SCHEMA_VERSION,
         verdict: Vec::new(),
+        scaling: Vec::new(),
         tool: ToolInfo::current("test"),
         scenario: "memslot".into(),
         sweep: "vcpus".into(),

@@ -2,26 +2,36 @@
 //! how B differs from A, whether the difference is real, and whether it is a regression a
 //! gate (`vmscale compare --fail-above`) should fail on.
 //!
-//! "Real" is judged from each run's own repetition (see `vmscale_stats::compare::repetition`):
-//! a run whose background load came in phases disagrees with itself, and a difference no
-//! larger than that disagreement is noise. Two conditions no statistic can see through make a
-//! regression undecidable instead of failing the gate: a host that was busy during either
-//! run, and runs traced differently (tracing adds cost to every sample).
+//! "Real" is judged between replicates (see `vmscale_stats::compare`): when each side
+//! merged `--runs` 3 or more, the runs' own statistics (Welch's t on their logarithms);
+//! otherwise each run's blocks (Hodges-Lehmann with its exact rank-sum interval). The change
+//! printed is the one decided on, with its interval. A change inside that interval's noise
+//! is never called "no change" unless the whole interval lies within the noise threshold:
+//! when the replicates disagree by more, the row is undecidable. Two conditions no
+//! statistic can see through make a regression undecidable too: a host that was busy during
+//! either run, and runs traced differently (tracing adds cost to every sample).
+//!
+//! The comparison is built once as sections ([`sections`]) that the terminal, Markdown and
+//! HTML renderings lay out; CSV and JSON carry its rows as data.
 
 use std::collections::BTreeSet;
 
 use serde::Serialize;
+use vmscale_run::runs::{run_samples, run_spread};
 use vmscale_run::{RunRecord, Series, TraceSection};
 use vmscale_stats::compare::{
-    block_bootstrap_change, bootstrap_change, outliers, repetition, Change, Repetition, Statistic,
-    Unjudged, MIN_SAMPLES,
+    block_bootstrap_change, bootstrap_change, judge_blocks, judge_runs, outliers, Change, Judgment,
+    Replicates, Statistic, Unjudged, Verdict, MIN_RUNS, MIN_SAMPLES,
 };
 use vmscale_stats::BOOTSTRAP_SEED;
 
+use crate::document::{Block, Fact, Section, Text};
+use crate::grid::Grid;
+use crate::render;
 use crate::Format;
 
-/// Two-sided significance level of the rank-sum test on block statistics.
-const ALPHA: f64 = 0.05;
+/// Confidence of every interval a verdict is decided on (two-sided p < 0.05).
+pub const CONFIDENCE: f64 = 0.95;
 const BOOTSTRAP_ITERATIONS: usize = 2_000;
 /// The statistics a verdict or the gate rests on; p99 is shown but a tail is what a busy
 /// host inflates first, and ten blocks of a few samples have no p99 worth testing.
@@ -31,6 +41,8 @@ const SLOWER: &str = "slower";
 const FASTER: &str = "faster";
 const UNDECIDABLE_BUSY: &str = "undecidable (busy host)";
 const UNDECIDABLE_TRACING: &str = "undecidable (tracing differs)";
+const UNDECIDABLE_RUNS: &str = "undecidable: the runs disagree among themselves";
+const UNDECIDABLE_BLOCKS: &str = "undecidable: the blocks of a run disagree among themselves";
 const TOO_FEW: &str = "too few samples to judge";
 
 #[derive(Debug, Serialize)]
@@ -39,14 +51,21 @@ pub struct Row {
     pub series: String,
     pub samples_a: usize,
     pub samples_b: usize,
-    /// p of the rank-sum test on block medians, the one the verdict uses; None when there
-    /// are too few samples for blocks.
+    /// Independent runs each side merged (`--runs`); 1 for a single run.
+    pub runs_a: usize,
+    pub runs_b: usize,
+    /// What was compared: each side's runs, or each run's blocks; None when neither could
+    /// be (too few samples).
+    pub replicates: Option<Replicates>,
+    /// p of the p50 judgment's test, the one the verdict uses.
     pub p_value: Option<f64>,
-    /// Changes with 95% intervals from a bootstrap that resamples whole blocks (single
-    /// samples when there are too few for blocks).
+    /// The change of each statistic with its 95% interval. For p50 and mean, the
+    /// judgment's own estimate and interval, the ones the verdict is decided on; the p99 is
+    /// shown only (a bootstrap of the whole-sample p99 over whole blocks, or over samples
+    /// when there are too few for blocks).
     pub changes: Vec<Change>,
-    /// The block comparison of each judged statistic (p50, mean).
-    pub repetition: Vec<Repetition>,
+    /// The judgment of each judged statistic (p50, mean).
+    pub judgments: Vec<Judgment>,
     pub outliers_a: usize,
     pub outliers_b: usize,
     pub verdict: &'static str,
@@ -131,6 +150,15 @@ pub fn compare(
             too_few.join(", ")
         ));
     }
+    if rows
+        .iter()
+        .any(|r| r.replicates == Some(Replicates::Blocks))
+        && rows.iter().any(|r| r.runs_a.max(r.runs_b) == 1)
+    {
+        warnings.push(format!(
+            "each side is one run, judged by its blocks: a difference between runs (the threads' placement, the host's state) looks like a change; --runs {MIN_RUNS} or more on both sides compares runs instead"
+        ));
+    }
     // A busy host or a tracing difference can produce any change in either direction, so
     // neither direction is claimed.
     let overriding = if !busy.is_empty() {
@@ -162,38 +190,82 @@ pub fn compare(
 /// What `--fail-above` decides.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Gate {
-    /// Nothing got significantly slower beyond the limit.
+    /// Nothing got slower beyond the limit, as far as every row can tell.
     Pass,
     /// Something did; the sentence says what.
     Regression(String),
-    /// Something would have, but a busy host or different tracing leaves it undecided.
+    /// A row cannot be decided: a regression a busy host or different tracing may have
+    /// caused, a change beyond the limit that the replicates' spread leaves unproven, or
+    /// too few samples to judge at all.
     Undecidable(String),
 }
 
 impl Comparison {
     /// The gate at `limit` (a fraction): a judged statistic got slower beyond it.
     pub fn gate(&self, limit: f64) -> Gate {
-        let regressed: Vec<String> = self
-            .rows
-            .iter()
-            .flat_map(|r| regressions(r, limit))
-            .collect();
-        if regressed.is_empty() {
-            return Gate::Pass;
+        let mut regressed = Vec::new();
+        let mut unproven = Vec::new();
+        let mut too_few = Vec::new();
+        for r in &self.rows {
+            if r.verdict == TOO_FEW {
+                too_few.push(format!("{} n={}", r.series, r.n));
+                continue;
+            }
+            for j in &r.judgments {
+                let c = j.change;
+                let what = format!(
+                    "{} n={} {} {:+.1}% [{:+.1}%, {:+.1}%]",
+                    r.series,
+                    r.n,
+                    j.statistic.name(),
+                    c.estimate * 100.0,
+                    c.low * 100.0,
+                    c.high * 100.0
+                );
+                let verdict = j.verdict(self.noise_threshold);
+                if c.low > limit && verdict != Verdict::Undecidable {
+                    regressed.push(what);
+                } else if c.estimate > limit {
+                    unproven.push(what);
+                }
+            }
         }
-        if !self.undecidable.is_empty() {
-            return Gate::Undecidable(format!(
-                "undecidable: {} would fail --fail-above {:.1}%, but {}; rerun both on a quiet host with the same tracing",
-                regressed.join(", "),
-                limit * 100.0,
-                self.undecidable.join("; ")
+        let limit_text = format!("{:.1}%", limit * 100.0);
+        if !regressed.is_empty() {
+            if !self.undecidable.is_empty() {
+                return Gate::Undecidable(format!(
+                    "undecidable: {} would fail --fail-above {limit_text}, but {}; rerun both on a quiet host with the same tracing",
+                    regressed.join(", "),
+                    self.undecidable.join("; ")
+                ));
+            }
+            return Gate::Regression(format!(
+                "significant regression above {limit_text}: {}",
+                regressed.join(", ")
             ));
         }
-        Gate::Regression(format!(
-            "significant regression above {:.1}%: {}",
-            limit * 100.0,
-            regressed.join(", ")
-        ))
+        if !unproven.is_empty() {
+            let by_runs = self
+                .rows
+                .iter()
+                .any(|r| r.replicates == Some(Replicates::Runs));
+            let rerun = if by_runs {
+                "rerun both with more --runs"
+            } else {
+                "rerun with more samples, or --runs 3 or more on both sides"
+            };
+            return Gate::Undecidable(format!(
+                "undecidable at --fail-above {limit_text}: changes beyond it whose intervals reach below it (the replicates disagree among themselves): {}; {rerun}",
+                unproven.join(", ")
+            ));
+        }
+        if !too_few.is_empty() {
+            return Gate::Undecidable(format!(
+                "undecidable: too few samples to judge {} (a verdict needs {MIN_SAMPLES} per run)",
+                too_few.join(", ")
+            ));
+        }
+        Gate::Pass
     }
 
     /// The comparison in `format`, ending with a newline.
@@ -204,31 +276,19 @@ impl Comparison {
                 serde_json::to_string_pretty(self).expect("comparison serializes")
             ),
             Format::Csv => render_csv(self),
-            Format::Md => render_markdown(self),
-            Format::Table => render_text(self),
+            Format::Md => {
+                let body: Vec<String> = sections(self)
+                    .iter()
+                    .map(|s| render::markdown::section(s, 3))
+                    .collect();
+                body.join("\n")
+            }
+            Format::Table => {
+                let body: Vec<String> = sections(self).iter().map(render::text::section).collect();
+                body.join("\n")
+            }
         }
     }
-}
-
-/// The judged statistics of `r` that got slower beyond `limit`: the block test rejects "no
-/// difference", the change exceeds both runs' block-to-block spread, and the block
-/// bootstrap interval lies wholly above the limit.
-fn regressions(r: &Row, limit: f64) -> impl Iterator<Item = String> + '_ {
-    r.repetition
-        .iter()
-        .filter(|rep| rep.decided(ALPHA) && rep.relative > 0.0)
-        .filter_map(move |rep| {
-            let c = r.changes.iter().find(|c| c.statistic == rep.statistic)?;
-            (c.low > limit).then(|| {
-                format!(
-                    "{} n={} {} +{:.1}%",
-                    r.series,
-                    r.n,
-                    c.statistic.name(),
-                    c.relative * 100.0
-                )
-            })
-        })
 }
 
 /// How the two runs' kernel tracing differs, as the warning to print; None when it does
@@ -310,57 +370,110 @@ fn rows(a: &RunRecord, b: &RunRecord, noise: f64) -> Vec<Row> {
     rows
 }
 
-/// One (point, series). Samples are blocked in the order the run stored them, which is the
-/// order they were taken for every scenario but irqfd, whose calls are stored per holder
-/// thread (each thread's in order): there a block is a stretch of one thread's calls.
+/// Each independent run's samples of a series (the whole series for a single run).
+fn runs_of(series: &Series) -> Vec<&[u64]> {
+    if series.runs.len() >= 2 {
+        run_samples(series)
+    } else {
+        vec![series.samples_ns.as_slice()]
+    }
+}
+
+/// One (point, series). With `--runs` 3 or more on both sides the runs are the
+/// replicates; otherwise each run's blocks, in the order the run stored its samples, which
+/// is the order they were taken for every scenario but irqfd, whose calls are stored per
+/// holder thread (each thread's in order): there a block is a stretch of one thread's
+/// calls.
 fn row(n: u64, sa: &Series, sb: &Series, noise: f64) -> Row {
     let (a, b) = (&sa.samples_ns, &sb.samples_ns);
-    let judged: Vec<Result<Repetition, Unjudged>> =
-        JUDGED.iter().map(|&s| repetition(a, b, s)).collect();
+    let (runs_a, runs_b) = (runs_of(sa), runs_of(sb));
+    let by_runs = runs_a.len() >= MIN_RUNS && runs_b.len() >= MIN_RUNS;
+    let judge = |statistic: Statistic| {
+        if by_runs {
+            judge_runs(&runs_a, &runs_b, statistic, CONFIDENCE)
+        } else {
+            judge_blocks(a, b, statistic, CONFIDENCE)
+        }
+    };
+    let judged: Vec<Result<Judgment, Unjudged>> = JUDGED.iter().map(|&s| judge(s)).collect();
+    let judgments: Vec<Judgment> = judged
+        .iter()
+        .filter_map(|j| j.as_ref().ok())
+        .copied()
+        .collect();
     let blocked = !judged
         .iter()
         .any(|j| matches!(j, Err(Unjudged::TooFewSamples)));
-    let changes: Vec<Change> = [Statistic::P50, Statistic::P99, Statistic::Mean]
+    // The p99, shown only.
+    let p99 = if by_runs {
+        judge_runs(&runs_a, &runs_b, Statistic::P99, CONFIDENCE)
+            .ok()
+            .map(|j| change_of(&j))
+    } else if blocked {
+        block_bootstrap_change(a, b, Statistic::P99, BOOTSTRAP_ITERATIONS, BOOTSTRAP_SEED)
+    } else {
+        bootstrap_change(a, b, Statistic::P99, BOOTSTRAP_ITERATIONS, BOOTSTRAP_SEED)
+    };
+    let mut changes: Vec<Change> = judgments.iter().map(change_of).collect();
+    changes.extend(p99);
+    changes.sort_by_key(|c| match c.statistic {
+        Statistic::P50 => 0,
+        Statistic::P99 => 1,
+        Statistic::Mean => 2,
+    });
+    // With runs merged on one side but too few to compare runs, a change inside the range
+    // their medians already span is one a configuration shows from run to run.
+    let run_range = run_spread(sa)
         .into_iter()
-        .filter_map(|s| {
-            if blocked {
-                block_bootstrap_change(a, b, s, BOOTSTRAP_ITERATIONS, BOOTSTRAP_SEED)
-            } else {
-                bootstrap_change(a, b, s, BOOTSTRAP_ITERATIONS, BOOTSTRAP_SEED)
-            }
-        })
-        .collect();
-    let p50 = changes.iter().find(|c| c.statistic == Statistic::P50);
-    // With independent runs (--runs), a change inside the range their medians already span
-    // is a change one configuration shows from run to run: no regression.
-    let run_spread = vmscale_run::runs::run_spread(sa)
-        .into_iter()
-        .chain(vmscale_run::runs::run_spread(sb))
+        .chain(run_spread(sb))
         .fold(0.0, f64::max);
-    // Real only when the block test says so, the change exceeds both runs' own spread, the
-    // block interval excludes zero and the change is beyond the noise threshold.
-    let verdict = match (&judged[0], p50) {
-        (Err(Unjudged::TooFewSamples), _) => TOO_FEW,
-        (Err(Unjudged::ZeroBaseline), _) | (_, None) => "not comparable",
-        (Ok(rep), _) if rep.p >= ALPHA => "no significant change",
-        (Ok(rep), _) if !rep.decided(ALPHA) => "noise (within the runs' own spread)",
-        (Ok(rep), _) if rep.relative.abs() <= run_spread => "noise (within the run-to-run spread)",
-        (Ok(rep), _) if rep.relative.abs() <= noise => "different, within noise",
-        (Ok(rep), Some(c)) if rep.relative > 0.0 && c.low > 0.0 => SLOWER,
-        (Ok(rep), Some(c)) if rep.relative < 0.0 && c.high < 0.0 => FASTER,
-        (Ok(_), Some(_)) => "noise (block interval includes no change)",
+    let undecidable = if by_runs {
+        UNDECIDABLE_RUNS
+    } else {
+        UNDECIDABLE_BLOCKS
+    };
+    let verdict = match &judged[0] {
+        Err(Unjudged::TooFewSamples) => TOO_FEW,
+        Err(Unjudged::ZeroBaseline) => "not comparable",
+        Ok(j) => match j.verdict(noise) {
+            Verdict::Slower | Verdict::Faster
+                if !by_runs && j.change.estimate.abs() <= run_range =>
+            {
+                UNDECIDABLE_RUNS
+            }
+            Verdict::Slower => SLOWER,
+            Verdict::Faster => FASTER,
+            Verdict::WithinNoise => "different, within noise",
+            Verdict::NoChange => "no significant change",
+            Verdict::Undecidable => undecidable,
+        },
     };
     Row {
         n,
         series: sa.name.clone(),
         samples_a: a.len(),
         samples_b: b.len(),
-        p_value: judged[0].as_ref().ok().map(|r| r.p),
+        runs_a: runs_a.len(),
+        runs_b: runs_b.len(),
+        replicates: judgments.first().map(|j| j.replicates),
+        p_value: judgments.first().map(|j| j.p),
         changes,
-        repetition: judged.into_iter().filter_map(Result::ok).collect(),
+        judgments,
         outliers_a: outliers(a),
         outliers_b: outliers(b),
         verdict,
+    }
+}
+
+/// A judgment as a change: the side's centres and the relative change with its interval.
+fn change_of(j: &Judgment) -> Change {
+    Change {
+        statistic: j.statistic,
+        a: j.a,
+        b: j.b,
+        relative: j.change.estimate,
+        low: j.change.low,
+        high: j.change.high,
     }
 }
 
@@ -379,12 +492,13 @@ fn change_cell(r: &Row, s: Statistic) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
-/// The larger run's block-to-block spread of the p50, as a percentage of A's.
+/// The larger side's spread of the p50 (blocks' interquartile range, or runs' range), as a
+/// percentage of A's.
 fn spread_cell(r: &Row) -> String {
-    r.repetition
+    r.judgments
         .iter()
-        .find(|rep| rep.statistic == Statistic::P50)
-        .map(|rep| format!("{:.1}%", rep.spread() * 100.0))
+        .find(|j| j.statistic == Statistic::P50)
+        .map(|j| format!("{:.1}%", j.spread() * 100.0))
         .unwrap_or_else(|| "-".into())
 }
 
@@ -394,19 +508,34 @@ fn p_cell(r: &Row) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
+fn replicates_cell(r: &Row) -> String {
+    match r.judgments.first() {
+        Some(j) => format!(
+            "{} {}+{}",
+            match j.replicates {
+                Replicates::Runs => "runs",
+                Replicates::Blocks => "blocks",
+            },
+            j.count_a,
+            j.count_b
+        ),
+        None => "-".into(),
+    }
+}
+
 /// One row per (point, series, statistic), numbers as fractions, for scripts. `p_value`
-/// and `spread` are the block test's for that statistic (empty for p99, which is not
-/// judged); `spread` is the last column so readers of the older layout keep working.
+/// and `spread` are the judgment's for that statistic (empty for p99, which is not
+/// judged); `spread` and then `replicates` are the last columns so readers of the older
+/// layout keep working.
 fn render_csv(c: &Comparison) -> String {
-    let mut out = String::from("n,series,statistic,a,b,relative,low,high,p_value,verdict,spread\n");
+    let mut out = String::from(
+        "n,series,statistic,a,b,relative,low,high,p_value,verdict,spread,replicates\n",
+    );
     for r in &c.rows {
         for ch in &r.changes {
-            let rep = r
-                .repetition
-                .iter()
-                .find(|rep| rep.statistic == ch.statistic);
+            let j = r.judgments.iter().find(|j| j.statistic == ch.statistic);
             out.push_str(&format!(
-                "{},\"{}\",{},{},{},{},{},{},{},\"{}\",{}\n",
+                "{},\"{}\",{},{},{},{},{},{},{},\"{}\",{},{}\n",
                 r.n,
                 r.series.replace('"', "\"\""),
                 ch.statistic.name(),
@@ -415,92 +544,98 @@ fn render_csv(c: &Comparison) -> String {
                 ch.relative,
                 ch.low,
                 ch.high,
-                rep.map(|rep| rep.p.to_string()).unwrap_or_default(),
+                j.map(|j| j.p.to_string()).unwrap_or_default(),
                 r.verdict,
-                rep.map(|rep| rep.spread().to_string()).unwrap_or_default(),
+                j.map(|j| j.spread().to_string()).unwrap_or_default(),
+                r.replicates
+                    .map(|x| match x {
+                        Replicates::Runs => "runs",
+                        Replicates::Blocks => "blocks",
+                    })
+                    .unwrap_or_default(),
             ));
         }
     }
-    out
-}
-
-/// The comparison as a Markdown table, for a mailing-list post or a pull request.
-fn render_markdown(c: &Comparison) -> String {
-    let mut out = format!("### {}: A = `{}`, B = `{}`\n\n", c.scenario, c.a, c.b);
-    for w in &c.warnings {
-        out.push_str(&format!("> warning: {w}\n"));
-    }
-    if !c.warnings.is_empty() {
-        out.push('\n');
-    }
-    out.push_str("| n | series | p50 change [95% CI] | p99 change [95% CI] | mean change [95% CI] | p (blocks) | spread | verdict |\n");
-    out.push_str("|---:|---|---|---|---|---:|---:|---|\n");
-    for r in &c.rows {
-        out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            r.n,
-            r.series.replace('|', "\\|"),
-            change_cell(r, Statistic::P50),
-            change_cell(r, Statistic::P99),
-            change_cell(r, Statistic::Mean),
-            p_cell(r),
-            spread_cell(r),
-            r.verdict
-        ));
-    }
-    out.push_str(&format!("\n{}\n", method(c)));
     out
 }
 
 /// How the verdicts were reached, printed under every table.
 fn method(c: &Comparison) -> String {
     format!(
-        "verdicts use the p50 and each run's own repetition: a run's samples are cut into up to {} blocks in recorded order; B is slower or faster when a rank-sum test on block medians gives p < {ALPHA}, the change exceeds the spread (interquartile range of block medians) of both runs and the {:.0}% noise threshold, and the interval from resampling whole blocks excludes 0",
+        "verdicts use the p50 and the change printed, with its {:.0}% interval. With --runs {MIN_RUNS} or more on both sides the replicates are the runs (Welch's t on the logarithms of their p50s); otherwise each run is cut into up to {} blocks in recorded order and the blocks are the replicates (the Hodges-Lehmann shift of their log p50s with its exact rank-sum interval). B is slower or faster when the interval excludes 0 and the change exceeds the {:.0}% noise threshold (and, between blocks, either run's own spread: the blocks' interquartile range); no significant change only when the whole interval lies within the noise threshold; otherwise undecidable: the replicates disagree among themselves",
+        CONFIDENCE * 100.0,
         vmscale_stats::compare::MAX_BLOCKS,
         c.noise_threshold * 100.0
     )
 }
 
-fn render_text(c: &Comparison) -> String {
-    let mut out = format!("compare {}: A = {}\n        B = {}\n", c.scenario, c.a, c.b);
-    for w in &c.warnings {
-        out.push_str(&format!("warning: {w}\n"));
+/// The comparison as sections, built once for the terminal, Markdown and HTML.
+pub(crate) fn sections(c: &Comparison) -> Vec<Section> {
+    let mut section = Section::new("compare", format!("compare {}", c.scenario));
+    section.heading = Some(format!("{}: A against B", c.scenario));
+    section.blocks.push(Block::Facts(vec![
+        Fact {
+            label: "A",
+            value: Text::code(c.a.clone()),
+        },
+        Fact {
+            label: "B",
+            value: Text::code(c.b.clone()),
+        },
+    ]));
+    if !c.warnings.is_empty() {
+        section.blocks.push(Block::Warnings(c.warnings.clone()));
     }
-    out.push_str(&format!(
-        "\n{:>6}  {:<16} {:>7} {:>7}  {:<34} {:<34} {:<34} {:>10} {:>7}  {}\n",
-        "n",
-        "series",
-        "n A",
-        "n B",
-        "p50 change [95% CI]",
-        "p99 change [95% CI]",
-        "mean change [95% CI]",
-        "p (blocks)",
-        "spread",
-        "verdict"
-    ));
-    for r in &c.rows {
-        let cell = |s: Statistic| change_cell(r, s);
-        out.push_str(&format!(
-            "{:>6}  {:<16} {:>7} {:>7}  {:<34} {:<34} {:<34} {:>10} {:>7}  {}\n",
-            r.n,
-            r.series,
-            r.samples_a,
-            r.samples_b,
-            cell(Statistic::P50),
-            cell(Statistic::P99),
-            cell(Statistic::Mean),
-            p_cell(r),
-            spread_cell(r),
-            r.verdict
-        ));
-        if r.outliers_a + r.outliers_b > 0 {
-            out.push_str(&format!(
-                "        outliers (median absolute deviation): {} in A, {} in B\n",
-                r.outliers_a, r.outliers_b
-            ));
-        }
+    let mut grid = Grid::new(&[
+        ("n", true),
+        ("series", false),
+        ("n A", true),
+        ("n B", true),
+        ("replicates", false),
+        ("p50 change [95% CI]", false),
+        ("p99 change [95% CI]", false),
+        ("mean change [95% CI]", false),
+        ("p", true),
+        ("spread", true),
+        ("verdict", false),
+    ]);
+    grid.rows = c
+        .rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.n.to_string(),
+                r.series.clone(),
+                r.samples_a.to_string(),
+                r.samples_b.to_string(),
+                replicates_cell(r),
+                change_cell(r, Statistic::P50),
+                change_cell(r, Statistic::P99),
+                change_cell(r, Statistic::Mean),
+                p_cell(r),
+                spread_cell(r),
+                r.verdict.to_string(),
+            ]
+        })
+        .collect();
+    section.blocks.push(Block::Table(grid));
+    let notes: Vec<(String, String)> = c
+        .rows
+        .iter()
+        .filter(|r| r.outliers_a + r.outliers_b > 0)
+        .map(|r| {
+            (
+                format!("n={}, {}", r.n, r.series),
+                format!(
+                    "outliers (median absolute deviation): {} in A, {} in B",
+                    r.outliers_a, r.outliers_b
+                ),
+            )
+        })
+        .collect();
+    if !notes.is_empty() {
+        section.blocks.push(Block::Notes(notes));
     }
-    out.push_str(&format!("\n{}\n", method(c)));
-    out
+    section.blocks.push(Block::Paragraph(Text::from(method(c))));
+    vec![section]
 }

@@ -210,8 +210,9 @@ fn scaling_charts(record: &RunRecord) -> String {
     out
 }
 
-/// Per series: the measured p50, the best model's curve out to twice the largest N with
-/// its 95% bootstrap band, and the knee and the largest measured N as rules.
+/// Per series: each point's p50 with its interval, and the model's curve with its band
+/// only where the model fits (out to twice the largest N for a growing one); a growth no
+/// model fits is flagged in the title and the caption instead of drawn through.
 fn fit_charts(record: &RunRecord, names: &[&str]) -> String {
     let curves = scaling::p50_curves(record);
     if curves.is_empty() {
@@ -222,22 +223,26 @@ fn fit_charts(record: &RunRecord, names: &[&str]) -> String {
     for curve in &curves {
         let colour = colour_of(names, &curve.series);
         let us = |v: f64| v / 1_000.0;
-        let lines = [
-            Line {
-                label: format!("{} p50 measured", curve.series),
-                points: Vec::new(),
-                marks: curve.measured.iter().map(|&(n, v)| (n, us(v))).collect(),
-                colour,
-                dash: Dash::Solid,
-            },
-            Line {
-                label: format!("{} fit", curve.model),
+        let mut lines = vec![Line {
+            label: format!("{} p50", curve.series),
+            points: Vec::new(),
+            marks: curve
+                .measured
+                .iter()
+                .map(|&(n, v, _, _)| (n, us(v)))
+                .collect(),
+            colour,
+            dash: Dash::Solid,
+        }];
+        if let Some(model) = curve.model {
+            lines.push(Line {
+                label: format!("{model} fit"),
                 points: curve.curve.iter().map(|&(n, v)| (n, us(v))).collect(),
                 marks: Vec::new(),
                 colour,
                 dash: Dash::Dashed,
-            },
-        ];
+            });
+        }
         let band = charts::Band {
             points: curve
                 .band
@@ -246,17 +251,34 @@ fn fit_charts(record: &RunRecord, names: &[&str]) -> String {
                 .collect(),
             colour,
         };
+        let errors = charts::ErrorBars {
+            points: curve
+                .measured
+                .iter()
+                .map(|&(n, _, lo, hi)| (n, us(lo), us(hi)))
+                .collect(),
+            colour,
+        };
         let mut rules = vec![curve.largest];
         rules.extend(curve.knee);
-        let xs = curve.curve.iter().map(|p| p.0);
-        let ys = lines
+        let xs = curve
+            .measured
             .iter()
-            .flat_map(|l| l.points.iter().chain(&l.marks).map(|p| p.1))
+            .map(|p| p.0)
+            .chain(curve.curve.iter().map(|p| p.0));
+        let ys = errors
+            .points
+            .iter()
+            .flat_map(|p| [p.1, p.2])
+            .chain(lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)))
             .chain(band.points.iter().flat_map(|p| [p.1, p.2]));
         let (Some(x), Some(y)) = (Axis::fit(xs), Axis::fit(ys)) else {
             continue;
         };
-        let title = format!("{}: p50 fit", curve.series);
+        let title = match &curve.misfit {
+            Some(_) => format!("{}: p50, no model fits", curve.series),
+            None => format!("{}: p50 growth", curve.series),
+        };
         let frame = Frame {
             width: 590,
             height: 380,
@@ -265,26 +287,39 @@ fn fit_charts(record: &RunRecord, names: &[&str]) -> String {
             y_desc: "p50 latency (us)",
             legend: SeriesLabelPosition::UpperLeft,
         };
+        let bands = if band.points.is_empty() {
+            Vec::new()
+        } else {
+            vec![band]
+        };
         let extras = charts::Extras {
-            bands: std::slice::from_ref(&band),
+            bands: &bands,
+            errors: std::slice::from_ref(&errors),
             rules: &rules,
             ..charts::Extras::default()
         };
+        let confidence = format!("{:.0}%", curve.confidence * 100.0);
         let knee = curve
             .knee
-            .map(|k| {
-                format!(" The knee (where growth departs from linear) is at {sweep} = {k:.1}.")
-            })
+            .map(|k| format!(" Rules: the largest {sweep} measured and the knee at {k:.1}."))
             .unwrap_or_default();
-        let band_note = if curve.band.is_empty() {
-            " (no band: too many resamples refit to an unphysical model)"
-        } else {
-            " with its 95% bootstrap band"
+        let shape = match (&curve.misfit, curve.model) {
+            (Some(misfit), _) => {
+                format!(" The curve is not drawn: {misfit}, so nothing is extrapolated.")
+            }
+            (None, Some(model)) => format!(
+                " Dashed: the {model} fit with its {confidence} band, to {} {sweep}.",
+                if curve.curve.last().is_some_and(|p| p.0 > curve.largest) {
+                    "twice the largest"
+                } else {
+                    "the largest"
+                }
+            ),
+            (None, None) => String::new(),
         };
         let caption = format!(
-            "{}: measured p50 (dots) and the {} fit (dashed){band_note}, \
-             extrapolated to twice the largest {sweep} measured (rule at {}).{knee}",
-            curve.series, curve.model, curve.largest
+            "{}: each point's p50 (dot) with its {confidence} interval (bar); {}.{shape}{knee}",
+            curve.series, curve.claim
         );
         out.push_str(&format!(
             "<div class=\"growth\">{}</div>\n",
@@ -491,21 +526,24 @@ fn growth_chart(series: &Series, colour: plotters::style::RGBColor) -> String {
     figure(charts::lines(&frame, x, y, &lines, &data.scatter), caption)
 }
 
-/// Two runs of the same sweep on one page (`vmscale compare --html`): every series' CDF of
-/// A (solid) and B (dashed) at every point both measured, and their p50 against N, under
-/// the comparison's own text (`summary`, shown as is).
-pub fn render_compare_html(a: &RunRecord, b: &RunRecord, summary: &str) -> String {
+/// Two runs of the same sweep on one page (`vmscale compare --html`): the comparison's
+/// sections (the ones the terminal and Markdown lay out), then every series' p50 against N
+/// and its CDF of A (solid) and B (dashed) at every point both measured.
+pub fn render_compare_html(
+    a: &RunRecord,
+    b: &RunRecord,
+    comparison: &crate::compare::Comparison,
+) -> String {
     let title = format!(
         "{}: {} compared (A solid, B dashed)",
         a.tool.name, a.scenario
     );
     let sweep = grid::sweep_header(a);
     let names = grid::series_names(a);
-    let mut body = format!(
-        "<h1>{}</h1>\n<pre>{}</pre>\n",
-        escape(&title),
-        escape(summary)
-    );
+    let mut body = format!("<h1>{}</h1>\n", escape(&title));
+    for section in crate::compare::sections(comparison) {
+        body.push_str(&render::html::section(a, &section));
+    }
 
     let mut p50_lines = Vec::new();
     for (run, dash, tag) in [(a, Dash::Solid, "A"), (b, Dash::Dashed, "B")] {
@@ -636,6 +674,7 @@ mod tests {
         RunRecord {
             schema_version: vmscale_run::SCHEMA_VERSION,
             verdict: Vec::new(),
+            scaling: Vec::new(),
             tool: ToolInfo::current("0.1.0"),
             scenario: "pause".into(),
             sweep: "vcpus".into(),
@@ -661,8 +700,10 @@ mod tests {
         assert!(html.contains("latency by sweep value"), "scaling curve");
         assert!(
             html.contains(
-                "<h2 id=\"scaling\">How it scales with N</h2>\n<p class=\"muted\">Best model by \
-                 AIC; s: contention, k: coherency.</p>\n<figure>\n<svg"
+                "<h2 id=\"scaling\">How it scales with N</h2>\n<p class=\"muted\">Claims at 99% \
+                 confidence, intervals in brackets; flat: every point within the margin of the \
+                 smallest N; fits by weighted least squares within T1 &gt; 0, 0 &lt;= s &lt;= 1, \
+                 k &gt;= 0 (s: contention, k: coherency), drawn only where they fit.</p>\n<figure>\n<svg"
             ),
             "scaling svg"
         );

@@ -1,230 +1,167 @@
-//! How each series' cost grows across the sweep: the best of the constant, linear (Amdahl)
-//! and USL models by AIC, for p50, mean and p99 separately, with bootstrap intervals on the
-//! raw samples, the knee, and an extrapolation to twice the largest N.
+//! How each series' cost grows across the sweep, from the record's growth claims
+//! (`RunRecord::scaling`, judged by `vmscale_stats::growth`): one line per series and
+//! statistic with the claim and the numbers it was decided on, the shape where a model
+//! fits, its cost per unit of N and prediction, a knee; and what the HTML chart draws for
+//! each series' p50: every point with its interval, and the fitted curve only where the
+//! model fits.
 
 use vmscale_run::RunRecord;
 use vmscale_stats::compare::Statistic;
-use vmscale_stats::fit::{bootstrap_band, bootstrap_parameters, select, Fit, Model};
-use vmscale_stats::knee::{distinct_n, knee, MIN_DISTINCT};
-use vmscale_stats::BOOTSTRAP_SEED;
+use vmscale_stats::growth::{n_text, Growth, Shape};
+use vmscale_stats::units::p_value;
 
 use crate::grid;
-use crate::units::micros;
+use crate::units::duration;
 
-const BOOTSTRAP_ITERATIONS: usize = 300;
-
-/// Statistics a fit is made for, in the order their lines are printed.
-const STATISTICS: [Statistic; 3] = [Statistic::P50, Statistic::Mean, Statistic::P99];
-
-fn p50(sorted: &[u64]) -> f64 {
-    Statistic::P50.of(sorted)
-}
-
-/// What a chart of one series' p50 fit draws.
+/// What a chart of one series' p50 growth draws.
 pub(crate) struct FitCurve {
     pub series: String,
-    pub model: &'static str,
-    /// Measured p50 per N.
-    pub measured: Vec<(f64, f64)>,
-    /// The best model's prediction, from N = 1 to twice the largest N measured.
+    /// The claim in words, for the caption.
+    pub claim: String,
+    /// The model drawn, when one fits.
+    pub model: Option<&'static str>,
+    /// Each point's p50 with its interval: (N, estimate, low, high).
+    pub measured: Vec<(f64, f64, f64, f64)>,
+    /// The model's prediction from the smallest N to twice the largest (to the largest for
+    /// a constant); empty when no model fits.
     pub curve: Vec<(f64, f64)>,
-    /// 95% bootstrap band of the prediction: (N, low, high).
+    /// The prediction's interval at the same N: (N, low, high).
     pub band: Vec<(f64, f64, f64)>,
     pub largest: f64,
     /// A change of slope the data support, or the USL's own knee.
     pub knee: Option<f64>,
+    /// Why no curve is drawn where the claim is growth: "no model fits (linear (Amdahl)
+    /// fit p 1.2e-14)".
+    pub misfit: Option<String>,
+    /// Confidence of the intervals, for the caption ("99%").
+    pub confidence: f64,
 }
 
 /// Points along a curve: enough for a smooth USL, few for a small page.
 const CURVE_POINTS: usize = 60;
 
-/// The p50 fit of every series measured at three or more N, for the HTML chart.
+/// The p50 chart of every series whose p50 growth was judged.
 pub(crate) fn p50_curves(record: &RunRecord) -> Vec<FitCurve> {
-    series_groups(record)
-        .into_iter()
-        .filter_map(|(name, groups)| {
-            let measured: Vec<(f64, f64)> = groups.iter().map(|(n, s)| (*n, p50(s))).collect();
-            let selection = select(&measured);
-            let best = *selection.best()?;
-            let largest = groups.iter().map(|g| g.0).fold(0.0, f64::max);
-            let xs: Vec<f64> = (0..=CURVE_POINTS)
-                .map(|i| 1.0 + (2.0 * largest - 1.0) * i as f64 / CURVE_POINTS as f64)
-                .collect();
-            let borrowed: Vec<(f64, &[u64])> =
-                groups.iter().map(|(n, s)| (*n, s.as_slice())).collect();
-            let band = bootstrap_band(
-                best.model,
-                &borrowed,
-                |s: &mut [u64]| {
-                    s.sort_unstable();
-                    p50(s)
-                },
-                BOOTSTRAP_ITERATIONS,
-                BOOTSTRAP_SEED,
-                &xs,
-            )
-            .unwrap_or_default();
-            Some(FitCurve {
-                series: name,
-                model: best.model.name(),
-                curve: xs.iter().map(|&x| (x, best.predict(x))).collect(),
-                band,
-                largest,
-                knee: knee(&measured).map(|k| k.at).or_else(|| best.knee()),
-                measured,
-            })
-        })
-        .collect()
-}
-
-/// One series' sorted samples per N.
-type Groups = Vec<(f64, Vec<u64>)>;
-
-/// Each series' sorted samples per N, for series measured at three or more N.
-fn series_groups(record: &RunRecord) -> Vec<(String, Groups)> {
-    grid::series_names(record)
-        .into_iter()
-        .map(|name| (name.to_string(), groups_of(record, name)))
-        .filter(|(_, groups)| groups.len() >= 3)
-        .collect()
-}
-
-fn groups_of(record: &RunRecord, name: &str) -> Groups {
+    let sweep = grid::sweep_header(record);
     record
-        .points
+        .scaling
         .iter()
-        .filter_map(|p| {
-            let series = p.series.iter().find(|s| s.name == name)?;
-            let mut sorted = series.samples_ns.clone();
-            sorted.sort_unstable();
-            (!sorted.is_empty()).then_some((p.n as f64, sorted))
+        .filter_map(|s| {
+            let g = s.growth.iter().find(|g| g.statistic == Statistic::P50)?;
+            Some(curve(&s.series, g, sweep))
         })
         .collect()
 }
 
-/// Lines describing every series that was measured at three or more values of N; with a
-/// `deadline` (ns), where each fit's prediction first exceeds it.
+fn curve(series: &str, g: &Growth, sweep: &str) -> FitCurve {
+    let smallest = g.points[0].n;
+    let largest = g.points[g.points.len() - 1].n;
+    let chosen = g.chosen();
+    let end = match g.model {
+        Shape::Linear | Shape::Usl => 2.0 * largest,
+        _ => largest,
+    };
+    let xs: Vec<f64> = (0..=CURVE_POINTS)
+        .map(|i| smallest + (end - smallest) * i as f64 / CURVE_POINTS as f64)
+        .collect();
+    let (curve, band) = match chosen {
+        Some(f) => (
+            xs.iter().map(|&x| (x, f.predict(x))).collect(),
+            xs.iter()
+                .map(|&x| {
+                    let i = f.predict_interval(x, g.confidence);
+                    (x, i.low, i.high)
+                })
+                .collect(),
+        ),
+        None => (Vec::new(), Vec::new()),
+    };
+    FitCurve {
+        series: series.to_string(),
+        claim: g.claim_text(sweep),
+        model: chosen.map(|f| f.model.name()),
+        measured: g
+            .points
+            .iter()
+            .map(|p| (p.n, p.value.estimate, p.value.low, p.value.high))
+            .collect(),
+        curve,
+        band,
+        largest,
+        knee: g.knee.map(|k| k.at).or_else(|| {
+            chosen
+                .and_then(|f| f.knee())
+                .filter(|&k| k > smallest && k <= largest)
+        }),
+        misfit: g.misfit().map(|f| {
+            format!(
+                "no model fits ({} fit p {})",
+                f.model.name(),
+                p_value(f.fit_p)
+            )
+        }),
+        confidence: g.confidence,
+    }
+}
+
+/// Lines describing how every series grows, per statistic judged and per statistic that
+/// could not be; with a `deadline` (ns), where each fitting model's prediction first
+/// exceeds it.
 pub(crate) fn lines(record: &RunRecord, deadline: Option<f64>) -> Vec<String> {
+    let sweep = grid::sweep_header(record);
     let mut out = Vec::new();
-    for name in grid::series_names(record) {
-        let groups = groups_of(record, name);
-        if groups.len() < 3 {
-            if record.points.len() > 1 {
-                out.push(format!(
-                    "{name}: measured at {} values of N; fitting how it grows needs at least 3",
-                    groups.len()
-                ));
-            }
-            continue;
-        }
-        let largest = groups.iter().map(|g| g.0).fold(0.0, f64::max);
-        for statistic in STATISTICS {
-            let points: Vec<(f64, f64)> =
-                groups.iter().map(|(n, s)| (*n, statistic.of(s))).collect();
-            let selection = select(&points);
-            let Some(best) = selection.best() else {
-                continue;
-            };
-            let borrowed: Vec<(f64, &[u64])> =
-                groups.iter().map(|(n, s)| (*n, s.as_slice())).collect();
-            let intervals = bootstrap_parameters(
-                best.model,
-                &borrowed,
-                |s: &mut [u64]| {
-                    s.sort_unstable();
-                    statistic.of(s)
-                },
-                BOOTSTRAP_ITERATIONS,
-                BOOTSTRAP_SEED,
-            );
-            let mut line = format!(
-                "{name} {}: {} (AIC {:.1}{}): {}",
-                statistic.name(),
-                best.model.name(),
-                best.aic,
-                if selection.distinguishable {
-                    String::new()
-                } else {
-                    let other = selection.fits.get(1).map(|f| f.model.name()).unwrap_or("-");
-                    format!("; the data cannot tell it from {other}")
-                },
-                parameters(best)
-            );
-            if let Some(ci) = intervals {
-                if best.model != Model::Constant {
-                    line.push_str(&format!(
-                        " [95%: s {:.4}..{:.4}{}]",
-                        ci.sigma.0,
-                        ci.sigma.1,
-                        if best.model == Model::Usl {
-                            format!(", k {:.6}..{:.6}", ci.kappa.0, ci.kappa.1)
-                        } else {
-                            String::new()
-                        }
-                    ));
+    for s in &record.scaling {
+        for g in &s.growth {
+            let mut line = format!("{} {}: {}", s.series, g.statistic.name(), g.sentence(sweep));
+            if let (Some(deadline), Some(f)) = (deadline, g.chosen()) {
+                if matches!(g.model, Shape::Linear | Shape::Usl) {
+                    match f.crosses(deadline, 1 << 20) {
+                        Some(n) => line.push_str(&format!(
+                            "; past the {} deadline at {sweep}={n}",
+                            duration(deadline as u64)
+                        )),
+                        None => line.push_str(&format!(
+                            "; stays under the {} deadline",
+                            duration(deadline as u64)
+                        )),
+                    }
                 }
             }
-            if best.model != Model::Constant {
-                line.push_str(&format!(
-                    "; {} us per unit of N at N={largest}; predicts {} us at N={}",
-                    micros(best.slope_at(largest)),
-                    micros(best.predict(2.0 * largest)),
-                    2.0 * largest
-                ));
-            }
-            if let (Some(deadline), true) = (deadline, best.model != Model::Constant) {
-                match best.crosses(deadline, 1 << 20) {
-                    Some(n) => line.push_str(&format!(
-                        "; past the {} us deadline at N={n}",
-                        micros(deadline)
-                    )),
-                    None => line.push_str(&format!(
-                        "; stays under the {} us deadline",
-                        micros(deadline)
-                    )),
-                }
-            }
-            line.push_str(&knee_clause(best, &points));
             out.push(line);
+        }
+        let confidence = s
+            .growth
+            .first()
+            .map_or(vmscale_stats::growth::CONFIDENCE, |g| g.confidence);
+        for u in &s.unjudged {
+            out.push(format!(
+                "{} {}",
+                s.series,
+                u.why.text(u.statistic, sweep, confidence)
+            ));
+        }
+    }
+    if record.points.len() > 1 {
+        for name in grid::series_names(record) {
+            if record.scaling.iter().any(|s| s.series == name) {
+                continue;
+            }
+            let measured = record
+                .points
+                .iter()
+                .filter(|p| {
+                    p.series
+                        .iter()
+                        .any(|s| s.name == name && !s.samples_ns.is_empty())
+                })
+                .count();
+            out.push(format!(
+                "{name}: measured at {} {sweep}; how it grows needs 2",
+                n_text(measured as f64)
+            ));
         }
     }
     out
-}
-
-/// Where growth departs from linear: a change of slope the data support (any model), else
-/// the USL's own knee, else a plain statement that none shows.
-fn knee_clause(best: &Fit, points: &[(f64, f64)]) -> String {
-    if let Some(k) = knee(points) {
-        return format!(
-            "; knee at N={}: {} past it ({} -> {} us per unit of N)",
-            k.at,
-            if k.steepens() {
-                "growth steepens"
-            } else {
-                "growth flattens"
-            },
-            micros(k.slope_before),
-            micros(k.slope_after)
-        );
-    }
-    if let Some(n) = best.knee() {
-        return format!("; growth turns faster than linear past N={n:.1}");
-    }
-    match best.model {
-        Model::Constant => String::new(),
-        _ if distinct_n(points).len() < MIN_DISTINCT => {
-            format!("; too few N to look for a knee (it takes {MIN_DISTINCT})")
-        }
-        _ => "; no knee: the slope holds over the measured N".into(),
-    }
-}
-
-fn parameters(f: &Fit) -> String {
-    match f.model {
-        Model::Constant => format!("{} us", micros(f.t1)),
-        Model::Linear => format!("T1 {} us, s {:.4}", micros(f.t1), f.sigma),
-        Model::Usl => format!("T1 {} us, s {:.4}, k {:.6}", micros(f.t1), f.sigma, f.kappa),
-    }
 }
 
 #[cfg(test)]
@@ -233,9 +170,10 @@ mod tests {
     use vmscale_run::{HostFacts, Point, Series, ToolInfo, SCHEMA_VERSION};
 
     fn record(points: Vec<Point>) -> RunRecord {
-        RunRecord {
+        let mut record = RunRecord {
             schema_version: SCHEMA_VERSION,
             verdict: Vec::new(),
+            scaling: Vec::new(),
             tool: ToolInfo::current("test"),
             scenario: "teardown".into(),
             sweep: "vms".into(),
@@ -248,7 +186,9 @@ mod tests {
             points,
             trace: None,
             warnings: vec![],
-        }
+        };
+        record.resummarize();
+        record
     }
 
     fn point(n: u64, samples: Vec<u64>) -> Point {
@@ -263,60 +203,77 @@ mod tests {
         }
     }
 
+    /// `count` samples spread evenly by +-`spread` (a fraction) around `centre` ns.
+    fn around(centre: u64, spread: f64, count: u64) -> Vec<u64> {
+        (0..count)
+            .map(|i| {
+                let offset = (i as f64 / (count - 1) as f64 - 0.5) * 2.0 * spread;
+                (centre as f64 * (1.0 + offset)) as u64
+            })
+            .collect()
+    }
+
     #[test]
-    fn a_per_vm_cost_reads_as_linear_with_its_slope() {
-        // 8 ms per VM plus 2 ms, with a little spread: case 1's shape.
+    fn a_per_vm_cost_reads_as_linear_growth_with_its_slope() {
+        // 8 ms per VM plus 2 ms, each point spread +-5%: case 1's shape.
         let points = [1u64, 2, 4, 8, 16]
             .iter()
-            .map(|&n| {
-                point(
-                    n,
-                    (0..20)
-                        .map(|i| 2_000_000 + 8_000_000 * n + i * 1_000)
-                        .collect(),
-                )
-            })
+            .map(|&n| point(n, around(2_000_000 + 8_000_000 * n, 0.05, 200)))
             .collect();
         let lines = lines(&record(points), Some(130e6));
         let p50 = lines
             .iter()
             .find(|l| l.starts_with("close p50"))
             .expect("a p50 line");
-        assert!(p50.contains("linear (Amdahl)"), "{p50}");
-        // 8 ms = 8000 us per unit of N.
+        assert!(p50.starts_with("close p50: grows 13."), "{p50}");
+        assert!(p50.contains("from vms=1 to 16, as N^0.9"), "{p50}");
+        assert!(p50.contains("linear (Amdahl): T1 10.0 ms"), "{p50}");
+        assert!(p50.contains("ms ["), "{p50}");
+        assert!(p50.contains("more per vms at vms=16"), "{p50}");
+        assert!(p50.contains("at vms=32"), "{p50}");
+        // 2 ms + 8 ms N passes 130 ms between N = 16 (130 ms) and 17.
         assert!(
-            p50.contains("8000 us per unit of N") || p50.contains("8.00e3"),
+            p50.contains("deadline at vms=16") || p50.contains("deadline at vms=17"),
             "{p50}"
         );
-        assert!(p50.contains("at N=32"), "{p50}");
-        // 2 ms + 8 ms N passes 130 ms between N = 16 (130 ms + spread) and 17.
+        assert!(!p50.contains("cannot tell"), "{p50}");
+        let p99 = lines.iter().find(|l| l.starts_with("close p99")).unwrap();
         assert!(
-            p50.contains("deadline at N=16") || p50.contains("deadline at N=17"),
-            "{p50}"
+            p99.contains(
+                "p99 not judged: its 99% interval needs 528 samples a point (200 at vms=1)"
+            ),
+            "{p99}"
         );
-        assert!(p50.contains("too few N to look for a knee"), "{p50}");
     }
 
     #[test]
-    fn a_slope_that_steepens_is_shown_as_a_knee_whatever_model_wins() {
+    fn a_slope_that_steepens_is_shown_as_a_knee() {
         // 10 us per vCPU up to 4, 200 us per vCPU after.
         let points = [1u64, 2, 3, 4, 6, 8, 12, 16]
             .iter()
             .map(|&n| {
                 let base = 100_000 + 10_000 * n + 190_000 * n.saturating_sub(4);
-                point(n, (0..20).map(|i| base + i * 100).collect())
+                point(n, around(base, 0.02, 200))
             })
             .collect();
         let lines = lines(&record(points), None);
         let p50 = lines.iter().find(|l| l.starts_with("close p50")).unwrap();
-        assert!(p50.contains("knee at N=4: growth steepens"), "{p50}");
+        assert!(
+            p50.contains("knee at vms=4: growth steepens past it"),
+            "{p50}"
+        );
     }
 
     #[test]
-    fn fewer_than_three_points_are_not_fitted() {
-        let points = vec![point(1, vec![10, 11]), point(2, vec![20, 21])];
-        let lines = lines(&record(points), None);
-        assert_eq!(lines.len(), 1);
-        assert!(lines[0].contains("needs at least 3"), "{lines:?}");
+    fn one_point_is_not_judged() {
+        let mut two = record(vec![point(1, vec![10, 11]), point(2, vec![20, 21])]);
+        two.points[1].series[0].name = "other".into();
+        two.resummarize();
+        let lines = lines(&two, None);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[0].contains("measured at 1 vms; how it grows needs 2"),
+            "{lines:?}"
+        );
     }
 }

@@ -88,6 +88,7 @@ fn record() -> RunRecord {
     RunRecord {
         schema_version: vmscale_run::SCHEMA_VERSION,
         verdict: Vec::new(),
+        scaling: Vec::new(),
         tool: ToolInfo::current("0.1.0"),
         scenario: "memslot".into(),
         sweep: "vcpus".into(),

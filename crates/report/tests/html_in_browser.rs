@@ -299,9 +299,10 @@ fn record() -> RunRecord {
             growing(n),
         ],
     };
-    RunRecord {
+    let mut record = RunRecord {
         schema_version: vmscale_run::SCHEMA_VERSION,
         verdict: verdict(),
+        scaling: Vec::new(),
         tool: ToolInfo::current("0.1.0"),
         scenario: "pause".into(),
         sweep: "vcpus".into(),
@@ -316,7 +317,9 @@ fn record() -> RunRecord {
         points: [1, 2, 4, 8, 16].map(point).to_vec(),
         trace: Some(trace()),
         warnings: vec!["16 vCPUs on 8 host CPUs: overcommitted".into()],
-    }
+    };
+    record.judge_growth(None);
+    record
 }
 
 /// Where the page and its screenshot go: kept under target/ for people to look at.
@@ -409,10 +412,12 @@ fn the_report_renders_in_a_headless_browser() {
     // charts, the timeline.
     let svgs = dom.matches("<svg").count();
     assert_eq!(svgs, 16, "svg elements in the rendered DOM");
-    // Each fit chart shades its band and names its model.
-    let fits = dom.matches("p50 fit").count();
-    assert_eq!(fits, 3, "fit charts");
-    assert!(dom.contains("fit (dashed) with its 95% bootstrap band"));
+    // Each growth chart draws every point's interval, and the model with its band where
+    // one fits.
+    let fits = dom.matches(": p50 growth").count();
+    assert_eq!(fits, 3, "growth charts");
+    assert_eq!(dom.matches("with its 99% interval (bar)").count(), 3);
+    assert!(dom.contains("Dashed: the linear (Amdahl) fit with its 99% band"));
     // The timeline: two CPU lanes' runs, five states, one wait and one hold.
     let timeline = after(&dom, "class=\"timeline\"");
     assert_eq!(timeline.matches("class=\"run\"").count(), 2);

@@ -2,6 +2,7 @@
 //!
 //! - [`verdict`]: what stops the run from scaling, first in every output.
 //! - [`schema`]: `run.json`, the one file every later command reads back.
+//! - [`growth`]: how each series grows over the sweep, as claims with their intervals.
 //! - [`host`]: the facts that make two runs comparable (kernel, CPU, cores, KVM backend).
 //! - [`load`]: how busy the rest of the machine was while a run measured, watched by one
 //!   [`HostWatch`].
@@ -14,6 +15,7 @@
 pub mod bounded;
 pub mod dir;
 pub mod findings;
+pub mod growth;
 pub mod host;
 pub mod load;
 pub mod neighbours;

@@ -51,6 +51,11 @@ pub struct RunRecord {
     pub knobs: serde_json::Value,
     pub background: Option<BackgroundLoad>,
     pub points: Vec<Point>,
+    /// How each series grows over the sweep: per series and statistic, the claim with its
+    /// ratio, exponent and fits; recomputed from the samples whenever the run is loaded or
+    /// concluded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scaling: Vec<crate::growth::SeriesGrowth>,
     /// The kernel trace recorded during the measured phases, when tracing was on.
     #[serde(default)]
     pub trace: Option<crate::findings::TraceSection>,
@@ -190,8 +195,8 @@ impl Phase {
 }
 
 impl RunRecord {
-    /// Recomputes every summary from the raw samples, so a rendering never trusts a stale
-    /// or hand-edited summary.
+    /// Recomputes every summary and growth claim from the raw samples, so a rendering
+    /// never trusts a stale or hand-edited one.
     pub fn resummarize(&mut self) {
         for series in self.points.iter_mut().flat_map(|p| p.series.iter_mut()) {
             series.summary = Summary::from_samples(&series.samples_ns);
@@ -199,5 +204,29 @@ impl RunRecord {
                 phase.summary = Summary::from_samples(&phase.samples_ns);
             }
         }
+        self.judge_growth(None);
+    }
+
+    /// Judges how each series grows ([`crate::growth`]) with `margin` (a fraction) for
+    /// flat; without one, with the margin the record was judged with before, else the
+    /// default.
+    pub fn judge_growth(&mut self, margin: Option<f64>) {
+        let margin = margin
+            .or_else(|| self.growth_margin())
+            .unwrap_or(vmscale_stats::growth::DEFAULT_MARGIN);
+        let options = vmscale_stats::growth::Options {
+            margin,
+            ..vmscale_stats::growth::Options::default()
+        };
+        self.scaling = crate::growth::judge(&self.points, options);
+    }
+
+    /// The margin the record's growth claims were judged with, if it has any.
+    pub fn growth_margin(&self) -> Option<f64> {
+        self.scaling
+            .iter()
+            .flat_map(|s| &s.growth)
+            .map(|g| g.margin)
+            .next()
     }
 }

@@ -1,6 +1,13 @@
 //! Comparing two sets of samples: is B different from A, by how much, and how sure.
 //!
-//! - [`repetition`]: the judgment a verdict rests on. Samples of one run are not
+//! - [`judge_runs`] and [`judge_blocks`]: the judgment a verdict rests on, one estimate
+//!   with one interval, which decide the verdict together ([`Judgment::verdict`]). Runs of
+//!   one configuration differ by more than the samples of one run suggest (the threads'
+//!   placement, the host's state), so when each side has [`MIN_RUNS`] independent runs
+//!   (`--runs`) the runs' own statistics are compared, by Welch's t on their logarithms.
+//!   Otherwise each run's blocks stand in for runs, compared by the Hodges-Lehmann shift of
+//!   their logarithms with its exact rank-sum interval.
+//! - [`repetition`]: the block test itself. Samples of one run are not
 //!   independent: background load, frequency changes and cache state come in phases lasting
 //!   many samples, so two runs of the same thing differ by more than their per-sample
 //!   scatter suggests, and a test on raw samples calls that difference "significant". Each
@@ -21,7 +28,9 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
+use crate::growth::Interval;
 use crate::quantile;
+use crate::special::{normal_sf, t_cdf, t_quantile};
 
 /// The result of a Mann-Whitney U test of A against B.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -72,32 +81,6 @@ pub fn mann_whitney(a: &[u64], b: &[u64]) -> Option<MannWhitney> {
     let z = (u - mean - 0.5 * (u - mean).signum()) / variance.sqrt();
     let p = (2.0 * normal_sf(z.abs())).min(1.0);
     Some(MannWhitney { u, z, p })
-}
-
-/// Upper tail of the standard normal, P(Z > z), via the complementary error function.
-fn normal_sf(z: f64) -> f64 {
-    0.5 * erfc(z / std::f64::consts::SQRT_2)
-}
-
-/// erfc with relative error below 1.2e-7 (Numerical Recipes' Chebyshev fit), plenty for
-/// p-values compared against 0.05 or 0.01.
-fn erfc(x: f64) -> f64 {
-    let z = x.abs();
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let poly = -z * z - 1.265_512_23
-        + t * (1.000_023_68
-            + t * (0.374_091_96
-                + t * (0.096_784_18
-                    + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_203_98
-                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
-    let r = t * poly.exp();
-    if x >= 0.0 {
-        r
-    } else {
-        2.0 - r
-    }
 }
 
 /// Which statistic a change is about.
@@ -443,6 +426,250 @@ pub fn rank_sum_exact(a: &[f64], b: &[f64]) -> Option<MannWhitney> {
     })
 }
 
+/// Independent runs each side needs before runs, not blocks, are compared.
+pub const MIN_RUNS: usize = 3;
+
+/// What a comparison's replicates are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Replicates {
+    /// Contiguous blocks of each run's samples ([`block_ranges`]).
+    Blocks,
+    /// Each side's independent runs.
+    Runs,
+}
+
+/// How B's statistic compares with A's, judged from their replicates: the change printed
+/// is the one the verdict is decided on.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Judgment {
+    pub statistic: Statistic,
+    pub replicates: Replicates,
+    pub count_a: usize,
+    pub count_b: usize,
+    /// Each side's centre: the median of its block statistics, or the geometric mean of its
+    /// runs' statistics.
+    pub a: f64,
+    pub b: f64,
+    /// B relative to A as a fraction (0.3: 30% slower), with its interval: the
+    /// Hodges-Lehmann shift of the log block statistics and its exact rank-sum interval,
+    /// or the difference of the runs' mean logs and its Welch interval.
+    pub change: Interval,
+    /// Two-sided p of the same test.
+    pub p: f64,
+    /// How far each side disagrees with itself, as a fraction of A's centre: the
+    /// interquartile range of the block statistics, or the range of the runs'.
+    pub spread_a: f64,
+    pub spread_b: f64,
+}
+
+/// What a judgment says, given the change below which a difference is noise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The interval lies above no change, and the change is beyond the noise threshold
+    /// (and, between blocks, beyond either run's own spread).
+    Slower,
+    Faster,
+    /// The interval excludes no change, but the change is within the noise threshold.
+    WithinNoise,
+    /// The interval lies within the noise threshold on both sides: an equivalence test.
+    NoChange,
+    /// The interval holds no change and reaches beyond the noise threshold, or a run's
+    /// blocks spread as wide as the change: the replicates disagree among themselves by
+    /// more than the difference could show.
+    Undecidable,
+}
+
+impl Judgment {
+    pub fn verdict(&self, noise: f64) -> Verdict {
+        let c = self.change;
+        if c.low > 0.0 || c.high < 0.0 {
+            if c.estimate.abs() <= noise {
+                Verdict::WithinNoise
+            } else if self.replicates == Replicates::Blocks && c.estimate.abs() <= self.spread() {
+                // A run's blocks disagree among themselves by more than the runs differ: a
+                // slow phase, which the blocks' interval does not see as a spread because
+                // it sits in few of them. Runs' intervals already span the runs' spread.
+                Verdict::Undecidable
+            } else if c.low > 0.0 {
+                Verdict::Slower
+            } else {
+                Verdict::Faster
+            }
+        } else if c.low >= -noise && c.high <= noise {
+            Verdict::NoChange
+        } else {
+            Verdict::Undecidable
+        }
+    }
+
+    /// The larger side's spread.
+    pub fn spread(&self) -> f64 {
+        self.spread_a.max(self.spread_b)
+    }
+}
+
+/// B against A through their runs' statistics, for [`MIN_RUNS`] or more non-empty runs a
+/// side: Welch's t on the logarithms, so the change is the ratio of geometric means and its
+/// interval at `confidence` is as wide as the runs disagree.
+pub fn judge_runs(
+    a: &[&[u64]],
+    b: &[&[u64]],
+    statistic: Statistic,
+    confidence: f64,
+) -> Result<Judgment, Unjudged> {
+    let logs = |runs: &[&[u64]]| -> Vec<f64> {
+        runs.iter()
+            .filter(|r| !r.is_empty())
+            .map(|r| {
+                let mut sorted = r.to_vec();
+                sorted.sort_unstable();
+                statistic.of(&sorted).max(1.0).ln()
+            })
+            .collect()
+    };
+    let (la, lb) = (logs(a), logs(b));
+    if la.len() < MIN_RUNS || lb.len() < MIN_RUNS {
+        return Err(Unjudged::TooFewSamples);
+    }
+    let moments = |v: &[f64]| {
+        let n = v.len() as f64;
+        let mean = v.iter().sum::<f64>() / n;
+        let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+        (mean, var / n)
+    };
+    let ((ma, va), (mb, vb)) = (moments(&la), moments(&lb));
+    let d = mb - ma;
+    let se = (va + vb).sqrt();
+    let (half, p) = if se > 0.0 {
+        // Welch-Satterthwaite degrees of freedom.
+        let df = (va + vb).powi(2)
+            / (va * va / (la.len() as f64 - 1.0) + vb * vb / (lb.len() as f64 - 1.0));
+        let t = d.abs() / se;
+        (
+            t_quantile(0.5 + confidence / 2.0, df) * se,
+            (2.0 * (1.0 - t_cdf(t, df))).min(1.0),
+        )
+    } else {
+        (0.0, if d == 0.0 { 1.0 } else { 0.0 })
+    };
+    let (ca, cb) = (ma.exp(), mb.exp());
+    let range = |v: &[f64]| {
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max).exp();
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min).exp();
+        (hi - lo) / ca
+    };
+    Ok(Judgment {
+        statistic,
+        replicates: Replicates::Runs,
+        count_a: la.len(),
+        count_b: lb.len(),
+        a: ca,
+        b: cb,
+        change: Interval {
+            estimate: d.exp() - 1.0,
+            low: (d - half).exp() - 1.0,
+            high: (d + half).exp() - 1.0,
+        },
+        p,
+        spread_a: range(&la),
+        spread_b: range(&lb),
+    })
+}
+
+/// B against A through each run's blocks ([`block_statistics`]): the Hodges-Lehmann shift
+/// of the log block statistics (the median of every difference between a block of B and a
+/// block of A) with its exact interval at `confidence` from the rank-sum distribution
+/// (Bauer 1972), whose test is [`rank_sum_exact`].
+pub fn judge_blocks(
+    a: &[u64],
+    b: &[u64],
+    statistic: Statistic,
+    confidence: f64,
+) -> Result<Judgment, Unjudged> {
+    let (Some(va), Some(vb)) = (
+        block_statistics(a, statistic),
+        block_statistics(b, statistic),
+    ) else {
+        return Err(Unjudged::TooFewSamples);
+    };
+    let (ca, cb) = (center(&va), center(&vb));
+    if ca == 0.0 {
+        return Err(Unjudged::ZeroBaseline);
+    }
+    let ln = |v: &[f64]| v.iter().map(|x| x.max(1.0).ln()).collect::<Vec<f64>>();
+    let (la, lb) = (ln(&va), ln(&vb));
+    let mut differences: Vec<f64> = lb
+        .iter()
+        .flat_map(|y| la.iter().map(move |x| y - x))
+        .collect();
+    differences.sort_by(f64::total_cmp);
+    let count = differences.len();
+    let shift = interpolated_quantile(&differences, 0.5);
+    // The k-th smallest and largest differences bound the shift, k the largest with
+    // P(U <= k - 1) <= (1 - confidence) / 2 under no shift. With too few blocks for that
+    // the interval is the whole range of differences.
+    let cdf = rank_sum_null_cdf(la.len(), lb.len());
+    let tail = (1.0 - confidence) / 2.0;
+    let k = (1..=count)
+        .take_while(|&k| cdf[k - 1] <= tail)
+        .last()
+        .unwrap_or(1);
+    let test = rank_sum_exact(&va, &vb).expect("block counts are within the exact test's range");
+    Ok(Judgment {
+        statistic,
+        replicates: Replicates::Blocks,
+        count_a: va.len(),
+        count_b: vb.len(),
+        a: ca,
+        b: cb,
+        change: Interval {
+            estimate: shift.exp() - 1.0,
+            low: differences[k - 1].exp() - 1.0,
+            high: differences[count - k].exp() - 1.0,
+        },
+        p: test.p,
+        spread_a: interquartile_range(&va) / ca,
+        spread_b: interquartile_range(&vb) / ca,
+    })
+}
+
+/// P(U <= u) for u = 0..=m n, U the Mann-Whitney count of (a, b) pairs with b below a,
+/// under no difference and without ties: the number of ways to interleave m and n values
+/// with that many inversions, over C(m + n, m).
+fn rank_sum_null_cdf(m: usize, n: usize) -> Vec<f64> {
+    // table[i][j][u]: orderings of i values of A and j of B with u pairs where B's value
+    // is below A's. The largest value is either A's, above all j of B's (u - j pairs
+    // remain), or B's, above none of A's: f(i, j, u) = f(i - 1, j, u - j) + f(i, j - 1, u).
+    let max = m * n;
+    let mut table = vec![vec![vec![0f64; max + 1]; n + 1]; m + 1];
+    for (i, row) in table.iter_mut().enumerate() {
+        for (j, cell) in row.iter_mut().enumerate() {
+            if i == 0 || j == 0 {
+                cell[0] = 1.0;
+            }
+        }
+    }
+    for i in 1..=m {
+        for j in 1..=n {
+            for u in 0..=i * j {
+                let with_a_last = if u >= j { table[i - 1][j][u - j] } else { 0.0 };
+                table[i][j][u] = with_a_last + table[i][j - 1][u];
+            }
+        }
+    }
+    let ways = &table[m][n];
+    let total: f64 = ways.iter().sum();
+    let mut cumulative = 0.0;
+    ways.iter()
+        .map(|w| {
+            cumulative += w;
+            cumulative / total
+        })
+        .collect()
+}
+
 /// Samples whose modified z-score |0.6745 (x - median) / MAD| exceeds 3.5 (Iglewicz and
 /// Hoaglin's rule). With MAD 0 (over half the samples equal), any other value counts.
 pub fn outliers(samples: &[u64]) -> usize {
@@ -623,6 +850,142 @@ mod tests {
         // And the same the other way round.
         let back = repetition(&b, &a, Statistic::P50).unwrap();
         assert!(back.decided(0.05) && back.relative < -0.2, "{back:?}");
+    }
+
+    #[test]
+    fn the_rank_sum_null_distribution_counts_interleavings() {
+        // m = n = 5: C(10, 5) = 252 orderings; U = 0 once, U <= 2 in four (0, 1, 2, 2).
+        let cdf = rank_sum_null_cdf(5, 5);
+        assert_eq!(cdf.len(), 26);
+        assert!((cdf[0] - 1.0 / 252.0).abs() < 1e-12);
+        assert!((cdf[2] - 4.0 / 252.0).abs() < 1e-12);
+        assert!((cdf[25] - 1.0).abs() < 1e-12);
+    }
+
+    /// A run of `n` latencies around `level` ns: lognormal (sigma 0.3) per sample.
+    fn lognormal_run(rng: &mut fastrand::Rng, n: usize, level: f64) -> Vec<u64> {
+        (0..n)
+            .map(|_| {
+                let (u, v) = (rng.f64().max(1e-300), rng.f64());
+                let z = (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos();
+                (level * (0.3 * z).exp()) as u64
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_run_against_itself_never_differs() {
+        let mut rng = fastrand::Rng::with_seed(51);
+        for n in [25, 60, 400, 2_000] {
+            for _ in 0..200 {
+                let a = lognormal_run(&mut rng, n, 20_000.0);
+                for statistic in [Statistic::P50, Statistic::Mean] {
+                    let j = judge_blocks(&a, &a, statistic, 0.95).unwrap();
+                    assert_eq!(j.change.estimate, 0.0, "{j:?}");
+                    assert!(
+                        matches!(j.verdict(0.05), Verdict::NoChange | Verdict::Undecidable),
+                        "{j:?}"
+                    );
+                }
+            }
+        }
+        let runs: Vec<Vec<u64>> = (0..3)
+            .map(|_| lognormal_run(&mut rng, 100, 20_000.0))
+            .collect();
+        let slices: Vec<&[u64]> = runs.iter().map(Vec::as_slice).collect();
+        let j = judge_runs(&slices, &slices, Statistic::P50, 0.95).unwrap();
+        assert_eq!((j.change.estimate, j.p), (0.0, 1.0));
+        assert_ne!(j.verdict(0.05), Verdict::Slower);
+    }
+
+    #[test]
+    fn twice_the_cost_is_slower_or_undecidable_never_no_change() {
+        let mut rng = fastrand::Rng::with_seed(53);
+        for n in [25, 60, 400] {
+            for _ in 0..500 {
+                let a = lognormal_run(&mut rng, n, 20_000.0);
+                let b = lognormal_run(&mut rng, n, 40_000.0);
+                let j = judge_blocks(&a, &b, Statistic::P50, 0.95).unwrap();
+                assert!(
+                    matches!(j.verdict(0.05), Verdict::Slower | Verdict::Undecidable),
+                    "{j:?}"
+                );
+            }
+        }
+        // Runs that disagree wildly: each at its own level, spread by a factor of two.
+        let mut slower = 0;
+        for _ in 0..500 {
+            let side = |rng: &mut fastrand::Rng, level: f64| -> Vec<Vec<u64>> {
+                (0..3)
+                    .map(|_| {
+                        let (u, v) = (rng.f64().max(1e-300), rng.f64());
+                        let z = (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos();
+                        lognormal_run(rng, 200, level * (0.7 * z).exp())
+                    })
+                    .collect()
+            };
+            let (a, b) = (side(&mut rng, 20_000.0), side(&mut rng, 40_000.0));
+            let (a, b): (Vec<&[u64]>, Vec<&[u64]>) = (
+                a.iter().map(Vec::as_slice).collect(),
+                b.iter().map(Vec::as_slice).collect(),
+            );
+            let j = judge_runs(&a, &b, Statistic::P50, 0.95).unwrap();
+            let v = j.verdict(0.05);
+            assert!(
+                matches!(v, Verdict::Slower | Verdict::Undecidable | Verdict::Faster),
+                "{j:?}"
+            );
+            assert!(!matches!(v, Verdict::NoChange | Verdict::WithinNoise));
+            slower += usize::from(v == Verdict::Slower);
+        }
+        println!("2x with runs spread 0.7: slower in {slower} of 500");
+    }
+
+    #[test]
+    fn separate_runs_of_one_configuration_rarely_differ_when_runs_are_compared() {
+        // Each run at its own level (sd 0.2 on the log scale): what a different placement
+        // of the threads does. Blocks inside one run cannot see that; three runs a side can.
+        let mut rng = fastrand::Rng::with_seed(57);
+        let trials = 2_000;
+        let (mut by_runs, mut by_blocks) = (0, 0);
+        for _ in 0..trials {
+            let run = |rng: &mut fastrand::Rng| {
+                let (u, v) = (rng.f64().max(1e-300), rng.f64());
+                let z = (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos();
+                lognormal_run(rng, 200, 20_000.0 * (0.2 * z).exp())
+            };
+            let a: Vec<Vec<u64>> = (0..3).map(|_| run(&mut rng)).collect();
+            let b: Vec<Vec<u64>> = (0..3).map(|_| run(&mut rng)).collect();
+            let sa: Vec<&[u64]> = a.iter().map(Vec::as_slice).collect();
+            let sb: Vec<&[u64]> = b.iter().map(Vec::as_slice).collect();
+            let j = judge_runs(&sa, &sb, Statistic::P50, 0.95).unwrap();
+            by_runs += usize::from(matches!(j.verdict(0.05), Verdict::Slower | Verdict::Faster));
+            let j = judge_blocks(&a[0], &b[0], Statistic::P50, 0.95).unwrap();
+            by_blocks += usize::from(matches!(j.verdict(0.05), Verdict::Slower | Verdict::Faster));
+        }
+        println!("different: {by_runs} of {trials} by runs, {by_blocks} by one run's blocks");
+        assert!(by_runs * 100 <= trials * 5, "{by_runs} of {trials}");
+        assert!(by_blocks > 5 * by_runs.max(1), "{by_blocks} of {trials}");
+    }
+
+    #[test]
+    fn a_slow_phase_is_undecidable_and_a_shift_is_decided_with_its_size() {
+        let a = run(400, 1, 40..80, 2.0);
+        let b = run(400, 2, 200..320, 2.0);
+        let j = judge_blocks(&a, &b, Statistic::P50, 0.95).unwrap();
+        assert_eq!(j.verdict(0.05), Verdict::Undecidable, "{j:?}");
+        let a = run(400, 3, 120..160, 1.6);
+        let b: Vec<u64> = run(400, 4, 0..0, 1.0)
+            .iter()
+            .map(|&v| v * 13 / 10)
+            .collect();
+        let j = judge_blocks(&a, &b, Statistic::P50, 0.95).unwrap();
+        assert_eq!(j.verdict(0.05), Verdict::Slower, "{j:?}");
+        assert!(
+            j.change.low < 0.3 && 0.3 < j.change.high && j.change.low > 0.1,
+            "{j:?}"
+        );
+        assert!(j.p < 0.05);
     }
 
     #[test]

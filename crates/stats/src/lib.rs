@@ -10,10 +10,18 @@
 //!
 //! [`linear_fit`] fits a straight line through (x, latency) pairs, for latencies that grow
 //! with something the run counts (objects already registered, slots in use).
+//!
+//! - [`growth`]: how a statistic grows with N, claimed (grows, flat, falls, varies,
+//!   inconclusive) from every sample with its interval; [`fit`] and [`knee`] give its shape
+//!   where one fits.
+//! - [`compare`]: whether B differs from A, judged between runs or blocks of a run.
+//! - [`special`]: the normal, t, chi-square and binomial distributions those need.
 
 pub mod compare;
 pub mod fit;
+pub mod growth;
 pub mod knee;
+pub mod special;
 pub mod units;
 
 use hdrhistogram::Histogram;

@@ -72,6 +72,44 @@ pub fn duration(ns: u64) -> String {
     }
 }
 
+/// A duration with its interval, all three in the unit the estimate reads best in:
+/// "3.10 us [2.80, 3.40]", "1.05 ms [0.912, 1.19]".
+pub fn duration_interval(estimate: f64, low: f64, high: f64) -> String {
+    let (unit, scale) = if estimate.abs() >= 1e9 {
+        ("s", 1e9)
+    } else if estimate.abs() >= 1e6 {
+        ("ms", 1e6)
+    } else {
+        ("us", 1e3)
+    };
+    let at = |v: f64| significant(v / scale, 3, 3);
+    format!("{} {unit} [{}, {}]", at(estimate), at(low), at(high))
+}
+
+/// A ratio to three significant figures: "2.75x", "61.7x", "0.260x".
+pub fn times(value: f64) -> String {
+    format!("{}x", significant(value, 3, 3))
+}
+
+/// A ratio with its interval: "2.75x [2.41, 3.12]".
+pub fn times_interval(estimate: f64, low: f64, high: f64) -> String {
+    format!(
+        "{} [{}, {}]",
+        times(estimate),
+        significant(low, 3, 3),
+        significant(high, 3, 3)
+    )
+}
+
+/// A p-value: "0.41", "0.0031", "1.2e-14".
+pub fn p_value(p: f64) -> String {
+    if p >= 0.001 {
+        significant(p, 2, 4)
+    } else {
+        format!("{p:.1e}")
+    }
+}
+
 /// `ns` in the largest unit it fills, with every digit it has: "1 us", "14.791 us",
 /// "14.791992 s", "999 ns". For values copied from another tool's text, which a reader
 /// compares digit by digit with the original.
@@ -191,6 +229,22 @@ mod tests {
         assert_eq!(duration(1_500_000_000), "1.50 s");
         assert_eq!(duration(1_500_000), "1.5 ms");
         assert_eq!(duration(412_000), "412 us");
+    }
+
+    #[test]
+    fn intervals_share_their_estimates_unit() {
+        assert_eq!(
+            duration_interval(3_100.0, 2_800.0, 3_400.0),
+            "3.10 us [2.80, 3.40]"
+        );
+        assert_eq!(
+            duration_interval(1_050_000.0, 912_000.0, 1_190_000.0),
+            "1.05 ms [0.912, 1.19]"
+        );
+        assert_eq!(times_interval(2.754, 2.41, 3.123), "2.75x [2.41, 3.12]");
+        assert_eq!(times(0.26), "0.260x");
+        assert_eq!(p_value(0.41), "0.41");
+        assert_eq!(p_value(1.23e-14), "1.2e-14");
     }
 
     #[test]

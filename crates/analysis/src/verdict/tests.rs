@@ -10,6 +10,7 @@ fn record(trace: Option<TraceSection>) -> RunRecord {
     RunRecord {
         schema_version: SCHEMA_VERSION,
         verdict: Vec::new(),
+        scaling: Vec::new(),
         tool: ToolInfo::current("test"),
         scenario: "memslot".into(),
         sweep: "vcpus".into(),
@@ -376,7 +377,7 @@ fn a_commands_lock_wait_is_ranked_with_its_other_causes() {
 }
 
 #[test]
-fn growth_comes_from_the_fit_of_the_medians() {
+fn growth_comes_from_the_claims_on_every_sample() {
     use vmscale_run::{Point, Series};
     let trace = timed(
         vec![component(ComponentKind::OnCpu, "", 1_000)],
@@ -384,60 +385,69 @@ fn growth_comes_from_the_fit_of_the_medians() {
     );
     let mut run = record(Some(trace));
     run.sweep = "vcpus".into();
+    // 100 samples spread evenly +-5% around `centre` ns.
+    let around = |centre: u64| -> Vec<u64> {
+        (0..100u64)
+            .map(|i| centre * (95 + i / 10) / 100 + i)
+            .collect()
+    };
+    let series = |centre: u64| Series {
+        name: "direct".into(),
+        samples_ns: around(centre),
+        sample_start_ns: vec![1],
+        ..Series::default()
+    };
     // 10 us plus 5 us per vCPU: linear.
     run.points = [1u64, 2, 4, 8]
         .iter()
         .map(|&n| Point {
             n,
             vcpus_per_host_cpu: 0.0,
-            series: vec![Series {
-                name: "direct".into(),
-                summary: vmscale_stats::Summary::from_samples(&[10_000 + 5_000 * n; 9]),
-                sample_start_ns: vec![1],
-                ..Series::default()
-            }],
+            series: vec![series(10_000 + 5_000 * n)],
         })
         .collect();
+    run.resummarize();
     let found = verdict(&run);
     let growth = &found[0].evidence[0];
     assert!(
-        growth.starts_with(
-            "direct: p50 15.0 us at vcpus=1 -> 50.0 us at vcpus=8; grows linearly with vcpus"
-        ),
+        growth.starts_with("direct: p50 14.9 us [") && growth.contains("at vcpus=8; grows 3.3"),
         "{growth}"
     );
-    assert!(growth.contains("5.0 us more per vcpus at 8"), "{growth}");
+    assert!(growth.contains("from vcpus=1 to 8, as N^0.5"), "{growth}");
+    assert!(growth.contains("; linear (Amdahl): T1 "), "{growth}");
+    assert!(growth.contains("more per vcpus at vcpus=8"), "{growth}");
+    assert!(growth.contains("; predicts "), "{growth}");
     assert!(
-        growth.ends_with("90.0 us predicted at vcpus=16"),
+        growth.ends_with("at vcpus=16 (99% intervals in brackets)"),
         "{growth}"
     );
     // A cost that falls as N grows (a tour's memslot at 1 to 8 vCPUs on two loaded CPUs:
-    // 458 us down to 120 us) is never called growth, and a fit that extrapolates below
-    // zero predicts nothing.
+    // 458 us down to 120 us) is said to fall, with no model and nothing predicted.
     for (point, p50) in run
         .points
         .iter_mut()
         .zip([460_000u64, 300_000, 180_000, 120_000])
     {
-        point.series[0].summary = vmscale_stats::Summary::from_samples(&[p50; 9]);
+        point.series[0] = series(p50);
     }
+    run.resummarize();
     let found = verdict(&run);
     let falling = &found[0].evidence[0];
-    assert!(falling.contains("; falls as vcpus grows ("), "{falling}");
-    assert!(!falling.contains("grows linearly"), "{falling}");
-    assert!(falling.contains("less per vcpus at 8"), "{falling}");
+    assert!(falling.contains("; falls to 0.26"), "{falling}");
     assert!(
-        falling.ends_with("predicted at vcpus=16")
-            || falling.ends_with("the fit does not extrapolate to vcpus=16 (it falls below zero)"),
+        !falling.contains("grows") && !falling.contains("predicts"),
         "{falling}"
     );
-    // Two points are no fit: the medians are all it says.
+    // Two points: the ratio and exponent still, no shape.
     run.points.truncate(2);
+    run.resummarize();
     let found = verdict(&run);
-    assert_eq!(
-        found[0].evidence[0],
-        "direct: p50 460 us at vcpus=1 -> 300 us at vcpus=2"
+    let two = &found[0].evidence[0];
+    assert!(
+        two.starts_with("direct: p50 455 us [") && two.contains("; falls to 0.65"),
+        "{two}"
     );
+    assert!(!two.contains("fit"), "{two}");
 }
 
 #[test]

@@ -10,8 +10,9 @@ use crate::failure::Failure;
 
 /// Exit code when --fail-above finds a significant regression (1 and 2 mean errors).
 pub const EXIT_REGRESSION: i32 = 3;
-/// Exit code when --fail-above would find a regression but the runs cannot tell it from
-/// their conditions: a busy host during either run, or different tracing.
+/// Exit code when --fail-above cannot decide: a regression a busy host or different
+/// tracing may have caused, a change beyond the limit that the replicates' spread leaves
+/// unproven, or too few samples to judge.
 pub const EXIT_UNDECIDABLE: i32 = 4;
 
 pub fn compare(
@@ -36,8 +37,7 @@ pub fn compare(
     );
     crate::console::out!("{}", comparison.render(format))?;
     if let Some(path) = html {
-        let text = comparison.render(vmscale_report::Format::Table);
-        let page = vmscale_report::html::render_compare_html(&a, &b, &text);
+        let page = vmscale_report::html::render_compare_html(&a, &b, &comparison);
         vmscale_run::dir::write_atomically(path, page.as_bytes())
             .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", path.display())))?;
         crate::console::note!("comparison page: {}", path.display());

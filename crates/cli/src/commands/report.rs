@@ -15,6 +15,7 @@ pub fn report(
     run: &Path,
     format: vmscale_report::Format,
     deadline: Option<std::time::Duration>,
+    margin_pct: f64,
     buffer: Option<&str>,
     details: bool,
 ) -> Result<(), Failure> {
@@ -62,6 +63,7 @@ pub fn report(
             ));
         }
     }
+    record.judge_growth(Some(margin_pct / 100.0));
     let record = vmscale_analysis::run_section::concluded(record);
     crate::console::out!("{}", vmscale_report::render_with(&record, format, &options))?;
     Ok(())
@@ -255,6 +257,7 @@ pub(crate) fn import_record(
     RunRecord {
         schema_version: SCHEMA_VERSION,
         verdict: Vec::new(),
+        scaling: Vec::new(),
         tool: ToolInfo::current(env!("CARGO_PKG_VERSION")),
         scenario: "import".into(),
         sweep: "none".into(),

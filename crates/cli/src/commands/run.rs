@@ -117,6 +117,7 @@ pub(crate) fn execute<M: Into<Measurement>>(
         Ok(vmscale_analysis::run_section::concluded(RunRecord {
             schema_version: SCHEMA_VERSION,
             verdict: Vec::new(),
+            scaling: Vec::new(),
             tool: ToolInfo::current(env!("CARGO_PKG_VERSION")),
             scenario: scenario.into(),
             sweep: sweep.into(),

@@ -210,11 +210,19 @@ pub(crate) struct Band {
     pub colour: RGBColor,
 }
 
+/// Vertical bars from each point's low to its high: a confidence interval per point.
+pub(crate) struct ErrorBars {
+    /// (x, low, high).
+    pub points: Vec<(f64, f64, f64)>,
+    pub colour: RGBColor,
+}
+
 /// What a line chart may draw besides its lines, bottom first.
 #[derive(Default)]
 pub(crate) struct Extras<'a> {
     pub scatter: &'a [(f64, f64)],
     pub bands: &'a [Band],
+    pub errors: &'a [ErrorBars],
     /// Vertical rules at these x values (a knee, the largest N measured).
     pub rules: &'a [f64],
 }
@@ -293,6 +301,16 @@ where
                 outline,
                 band.colour.mix(0.18).filled(),
             )))
+            .map_err(|e| err(&e))?;
+    }
+    for bars in extras.errors {
+        let style = bars.colour.stroke_width(2);
+        chart
+            .draw_series(
+                bars.points
+                    .iter()
+                    .map(|&(x, lo, hi)| PathElement::new(vec![(x, lo), (x, hi)], style)),
+            )
             .map_err(|e| err(&e))?;
     }
     let (y_lo, y_hi) = {

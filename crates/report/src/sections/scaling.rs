@@ -1,5 +1,6 @@
-//! How latency scales with the swept value: (in HTML) the curves and each series' fit, and
-//! in every format the best model per series and statistic.
+//! How latency scales with the swept value: (in HTML) the curves and each series' points
+//! with their intervals and fit, and in every format the growth claim per series and
+//! statistic.
 
 use vmscale_run::RunRecord;
 
@@ -13,7 +14,12 @@ pub(crate) fn section(record: &RunRecord, deadline: Option<f64>) -> Option<Secti
         return None;
     }
     let mut section = Section::new("scaling", "how it scales with N");
-    section.aside = Some("best model by AIC; s: contention, k: coherency".into());
+    section.aside = Some(format!(
+        "claims at {}% confidence, intervals in brackets; flat: every point within the \
+         margin of the smallest N; fits by weighted least squares within T1 > 0, \
+         0 <= s <= 1, k >= 0 (s: contention, k: coherency), drawn only where they fit",
+        vmscale_stats::growth::CONFIDENCE * 100.0
+    ));
     section.blocks.push(Block::Figure(Figure::Scaling));
     let lines: Vec<Text> = scaling::lines(record, deadline)
         .into_iter()
