@@ -138,7 +138,13 @@ struct PhaseState {
     ops: BTreeMap<i64, OpAgg>,
     /// Inside timed samples: who held the CPU while the thread was runnable.
     cpu_holders: CpuHolders,
+    /// Each timed sample's latency and its parts, for what-if predictions; at most
+    /// [`MAX_WHAT_IF_SAMPLES`].
+    samples: Vec<(u64, Vec<(Part, u64)>)>,
 }
+
+/// Timed samples per phase kept sample by sample for the what-if predictions.
+const MAX_WHAT_IF_SAMPLES: usize = 1 << 18;
 
 /// The pass; feed it every event in time order, then [`BreakdownPass::finish`].
 #[derive(Default)]
@@ -372,6 +378,7 @@ impl BreakdownPass {
                     saw_syscall: false,
                     ops: BTreeMap::new(),
                     cpu_holders: crate::runqueue::new_holders(),
+                    samples: Vec::new(),
                 });
             } else if text.starts_with(END) {
                 self.close_phase(ts);
@@ -529,6 +536,12 @@ impl BreakdownPass {
             &mut parts,
         );
         let Some(phase) = &mut self.phase else { return };
+        if op.id == TIMED_SAMPLE && phase.samples.len() < MAX_WHAT_IF_SAMPLES {
+            phase.samples.push((
+                end - op.start,
+                parts.iter().map(|(&p, &n)| (p, n)).collect(),
+            ));
+        }
         let agg = phase.ops.entry(op.id).or_default();
         agg.latency.record(end - op.start);
         for (part, n) in parts {
@@ -649,6 +662,52 @@ impl BreakdownPass {
         }
     }
 
+    /// The phase's timed samples with the component `key` removed, and halved.
+    fn what_if(
+        &self,
+        phase: &PhaseState,
+        key: (ComponentKind, &str),
+        symbols: &dyn Symbols,
+        names: &HashMap<u64, &str>,
+    ) -> Option<vmscale_run::findings::WhatIf> {
+        if phase.samples.is_empty() {
+            return None;
+        }
+        let mut of_key: HashMap<Part, bool> = HashMap::new();
+        let mut measured = Vec::with_capacity(phase.samples.len());
+        let mut removed = Vec::with_capacity(phase.samples.len());
+        let mut halved = Vec::with_capacity(phase.samples.len());
+        for (latency, parts) in &phase.samples {
+            let mut cause = 0u64;
+            for &(part, ns) in parts {
+                let matches = *of_key.entry(part).or_insert_with(|| {
+                    let (kind, detail) = self.describe_part(part, symbols, names);
+                    kind == key.0 && detail == key.1
+                });
+                if matches {
+                    cause += ns;
+                }
+            }
+            let cause = cause.min(*latency);
+            measured.push(*latency);
+            removed.push(latency - cause);
+            halved.push(latency - cause / 2);
+        }
+        for list in [&mut measured, &mut removed, &mut halved] {
+            list.sort_unstable();
+        }
+        let q = |list: &[u64], q: f64| vmscale_stats::quantile(list, q) as u64;
+        Some(vmscale_run::findings::WhatIf {
+            samples: measured.len() as u64,
+            p50_ns: q(&measured, 0.5),
+            p99_ns: q(&measured, 0.99),
+            removed_p50_ns: q(&removed, 0.5),
+            removed_p99_ns: q(&removed, 0.99),
+            halved_p50_ns: q(&halved, 0.5),
+            halved_p99_ns: q(&halved, 0.99),
+        })
+    }
+
     /// Who held the CPU while the thread was runnable in the phase's timed samples.
     fn cpu_holders_list(&self, phase: &PhaseState) -> Vec<CpuHolder> {
         let own = self.tgids.get(&phase.pid).copied();
@@ -707,6 +766,9 @@ impl BreakdownPass {
                         } else {
                             Vec::new()
                         },
+                        what_if: (id == TIMED_SAMPLE)
+                            .then(|| self.what_if(phase, (kind, &detail), symbols, names))
+                            .flatten(),
                         kind,
                         detail,
                         total_ns,

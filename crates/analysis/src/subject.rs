@@ -173,7 +173,15 @@ pub struct SubjectPass {
     /// waker ran meanwhile.
     wakers: HashMap<(Part, i32), u64>,
     waker_work: HashMap<(Part, i32, u64), u64>,
+    /// Calls timed one window each (not whole processes'): each window's parts, for the
+    /// what-if predictions; at most [`MAX_WHAT_IF_WINDOWS`] windows.
+    window_parts: HashMap<(i32, u32), Vec<(Part, u64)>>,
+    /// Each window is one call on one thread (no window is shared by several threads).
+    per_call_windows: bool,
 }
+
+/// Windows kept part by part for the what-if predictions.
+const MAX_WHAT_IF_WINDOWS: usize = 1 << 18;
 
 impl SubjectPass {
     /// The subject is `roots` (a command's process, or a running process's threads) and
@@ -205,6 +213,8 @@ impl SubjectPass {
             waking_by: None,
             wakers: HashMap::new(),
             waker_work: HashMap::new(),
+            window_parts: HashMap::new(),
+            per_call_windows: false,
         }
     }
 
@@ -260,8 +270,14 @@ impl SubjectPass {
         for (list, _) in by_task.values_mut() {
             list.sort_unstable();
         }
+        let mut seen: HashSet<(u64, u64)> = HashSet::new();
+        let per_call = by_task
+            .values()
+            .flat_map(|(list, _)| list.iter())
+            .all(|&window| seen.insert(window));
         let mut pass = SubjectPass::new(by_task.keys().copied().collect());
         pass.windows = by_task;
+        pass.per_call_windows = per_call;
         pass
     }
 
@@ -278,12 +294,29 @@ impl SubjectPass {
                     *first += 1;
                 }
                 let (mut counted, mut left_out) = (0, 0);
-                for w in list[*first..].iter().take_while(|w| w.0 < to) {
+                let per_window = self.per_call_windows;
+                for (i, w) in list[*first..]
+                    .iter()
+                    .enumerate()
+                    .take_while(|(_, w)| w.0 < to)
+                {
                     let overlap = w.1.min(to).saturating_sub(w.0.max(from));
                     if leave_out && from < w.0 {
                         left_out += overlap;
                     } else {
                         counted += overlap;
+                        if per_window && overlap > 0 {
+                            let key = (pid, (*first + i) as u32);
+                            if self.window_parts.len() < MAX_WHAT_IF_WINDOWS
+                                || self.window_parts.contains_key(&key)
+                            {
+                                let parts = self.window_parts.entry(key).or_default();
+                                match parts.iter_mut().find(|(p, _)| *p == part) {
+                                    Some(entry) => entry.1 += overlap,
+                                    None => parts.push((part, overlap)),
+                                }
+                            }
+                        }
                     }
                 }
                 (counted, left_out)
@@ -702,8 +735,10 @@ impl SubjectPass {
                     ),
                     None => (String::new(), Vec::new()),
                 };
+                let what_if = self.what_if(&key, symbols, &names);
                 let (kind, detail, lock) = key;
                 SubjectPart {
+                    what_if,
                     kind,
                     detail,
                     lock,
@@ -875,6 +910,62 @@ impl SubjectPass {
         wakers.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.pid.cmp(&b.pid)));
         wakers.truncate(TOP_WAKERS);
         wakers
+    }
+
+    /// The timed calls' latency with the part `key` removed (and halved), window by window.
+    fn what_if(
+        &self,
+        key: &PartKey,
+        symbols: &dyn Symbols,
+        names: &HashMap<u64, &str>,
+    ) -> Option<vmscale_run::findings::WhatIf> {
+        if self.window_parts.is_empty() {
+            return None;
+        }
+        let mut of_key: HashMap<Part, bool> = HashMap::new();
+        let mut windows: Vec<&(i32, u32)> = self.window_parts.keys().collect();
+        windows.sort_unstable();
+        let (mut measured, mut removed, mut halved) = (Vec::new(), Vec::new(), Vec::new());
+        for window in windows {
+            let (pid, index) = *window;
+            let Some(&(start, end)) = self
+                .windows
+                .get(&pid)
+                .and_then(|(list, _)| list.get(index as usize))
+            else {
+                continue;
+            };
+            let latency = end - start;
+            let cause: u64 = self.window_parts[window]
+                .iter()
+                .filter(|(part, _)| {
+                    *of_key
+                        .entry(*part)
+                        .or_insert_with(|| self.describe(*part, symbols, names) == *key)
+                })
+                .map(|(_, ns)| ns)
+                .sum::<u64>()
+                .min(latency);
+            measured.push(latency);
+            removed.push(latency - cause);
+            halved.push(latency - cause / 2);
+        }
+        if measured.is_empty() {
+            return None;
+        }
+        for list in [&mut measured, &mut removed, &mut halved] {
+            list.sort_unstable();
+        }
+        let q = |list: &[u64], q: f64| vmscale_stats::quantile(list, q) as u64;
+        Some(vmscale_run::findings::WhatIf {
+            samples: measured.len() as u64,
+            p50_ns: q(&measured, 0.5),
+            p99_ns: q(&measured, 0.99),
+            removed_p50_ns: q(&removed, 0.5),
+            removed_p99_ns: q(&removed, 0.99),
+            halved_p50_ns: q(&halved, 0.5),
+            halved_p99_ns: q(&halved, 0.99),
+        })
     }
 
     /// Who held the CPUs runnable subject tasks waited for, most first.

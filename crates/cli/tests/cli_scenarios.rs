@@ -342,7 +342,14 @@ fn teardown_refuses_devices_not_bound_to_vfio_pci_and_touches_nothing() {
 fn an_irqfd_deassign_waits_for_the_irqfd_cleanup_worker_and_says_so() {
     let run = json_run(
         &[
-            "run", "irqfd", "--total", "3000", "--threads", "2", "--release", "deassign",
+            "run",
+            "irqfd",
+            "--total",
+            "3000",
+            "--threads",
+            "2",
+            "--release",
+            "deassign",
         ],
         "irqfd-deassign",
     );

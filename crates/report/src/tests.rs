@@ -1210,6 +1210,7 @@ fn breakdown_record() -> RunRecord {
     };
     let part = |kind, detail: &str, total_ns, operations| Component {
         cpu_holders: Vec::new(),
+        what_if: None,
         kind,
         detail: detail.into(),
         total_ns,

@@ -276,6 +276,7 @@ fn verdict() -> Vec<Finding> {
                 "the fourth evidence line, which only JSON and HTML show".into(),
             ],
             explained_by: Vec::new(),
+            what_if: None,
         },
         Finding {
             summary: "21% of its time was spent runnable but not on a CPU".into(),
@@ -285,6 +286,7 @@ fn verdict() -> Vec<Finding> {
             share: 0.21,
             evidence: vec!["16 vCPUs on 8 host CPUs".into()],
             explained_by: Vec::new(),
+            what_if: None,
         },
     ]
 }

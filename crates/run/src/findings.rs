@@ -244,6 +244,9 @@ pub struct SubjectPart {
     /// Sleeps only: who ended them, most sleep first, with what each waker ran meanwhile.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub woken_by: Vec<SleepWaker>,
+    /// Calls timed one per window: their latency without (or with half of) this part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what_if: Option<WhatIf>,
 }
 
 /// A task that ended subject tasks' sleeps (pid 0: an interrupt or a timer, no task).
@@ -740,6 +743,27 @@ pub struct Component {
     /// Runnable time of timed samples: who ran on the CPU the thread was queued on.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cpu_holders: Vec<CpuHolder>,
+    /// Timed samples: their latency as it would be with this component's time removed, or
+    /// halved, sample by sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what_if: Option<WhatIf>,
+}
+
+/// A predicted distribution of one operation's latency without (or with half of) one
+/// cause, from each sample's own share of it: the sample's latency less that share.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WhatIf {
+    /// Samples the prediction rests on.
+    pub samples: u64,
+    /// The measured latency.
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    /// With the component's time removed from every sample.
+    pub removed_p50_ns: u64,
+    pub removed_p99_ns: u64,
+    /// With half of it removed.
+    pub halved_p50_ns: u64,
+    pub halved_p99_ns: u64,
 }
 
 /// A task that woke the measuring thread during an operation, and what it was doing then.

@@ -63,6 +63,21 @@ pub struct Finding {
     /// holders and what they did for a lock wait. Shares are of the finding's time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub explained_by: Vec<ExplainedBy>,
+    /// The timed operation's latency predicted without this cause, or with half of it,
+    /// from each sample's own share of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what_if: Option<FindingWhatIf>,
+}
+
+/// A finding's what-if: where it was predicted and what.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FindingWhatIf {
+    /// The change, in words: "without waits on kvm->irqfds.lock".
+    pub change: String,
+    /// The measured phase it was predicted for ("memslot vcpus=8 strategy=direct").
+    pub phase: String,
+    #[serde(flatten)]
+    pub prediction: crate::findings::WhatIf,
 }
 
 /// One part of a finding's time and what it was.

@@ -108,6 +108,7 @@ pub(super) fn lock_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fin
                 share,
                 evidence,
                 explained_by: super::lock_explained_by(trace, Some(l)),
+                what_if: None,
             }
         })
         .collect()

@@ -126,6 +126,7 @@ fn none(summary: &str, evidence: Vec<String>) -> Finding {
         share: 0.0,
         evidence,
         explained_by: Vec::new(),
+        what_if: None,
     }
 }
 
@@ -144,4 +145,28 @@ fn lock_entry<'a>(trace: &'a TraceSection, name: &str) -> Option<&'a LockContent
 
 fn holders_of(trace: &TraceSection, addr: u64) -> Option<&LockHolders> {
     trace.holders.iter().find(|h| h.lock_addr == addr)
+}
+
+/// The change that removes a component, in words.
+pub(crate) fn change(kind: vmscale_run::findings::ComponentKind, detail: &str) -> String {
+    match kind {
+        vmscale_run::findings::ComponentKind::Lock => format!("without waits on {detail}"),
+        vmscale_run::findings::ComponentKind::Runnable => {
+            "with a free CPU whenever it was runnable".into()
+        }
+        vmscale_run::findings::ComponentKind::CrossCpu => {
+            format!("without waiting for other CPUs to run {detail}")
+        }
+        vmscale_run::findings::ComponentKind::Asleep if detail.starts_with('(') => {
+            "without its sleeps".into()
+        }
+        vmscale_run::findings::ComponentKind::Asleep => format!("without the sleep in {detail}"),
+        vmscale_run::findings::ComponentKind::HoldingAsleep => {
+            format!("without holders asleep in {detail}")
+        }
+        vmscale_run::findings::ComponentKind::OnCpu => "without its own on-CPU work".into(),
+        vmscale_run::findings::ComponentKind::Other => {
+            format!("without the unexplained time ({detail})")
+        }
+    }
 }

@@ -256,6 +256,7 @@ pub(super) fn subject_findings(
                         lock.ns += part.total_ns;
                         lock.tasks = &part.tasks;
                         lock.processes = &part.processes;
+                        lock.part = Some(part);
                     }
                     None => shares.push(SubjectShare {
                         kind: SubjectCause::Part(ComponentKind::Lock),
@@ -265,7 +266,7 @@ pub(super) fn subject_findings(
                         processes: &part.processes,
                         held_asleep: Vec::new(),
                         cpu_holders: &[],
-                        part: None,
+                        part: Some(part),
                     }),
                 }
             }
@@ -450,6 +451,13 @@ pub(super) fn subject_findings(
                     }
                     _ => Vec::new(),
                 },
+                what_if: s.part.and_then(|p| {
+                    Some(vmscale_run::verdict::FindingWhatIf {
+                        change: super::change(p.kind, &p.detail),
+                        phase: "the timed calls".into(),
+                        prediction: p.what_if?,
+                    })
+                }),
             }
         })
         .collect();

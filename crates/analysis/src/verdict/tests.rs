@@ -55,6 +55,7 @@ fn component(kind: ComponentKind, detail: &str, total_ns: u64) -> Component {
         total_ns,
         operations: 1,
         cpu_holders: Vec::new(),
+        what_if: None,
     }
 }
 
@@ -245,6 +246,7 @@ fn subject(parts: Vec<(ComponentKind, &str, u64)>, user_ns: u64, system_ns: u64)
                     cpu_holders: Vec::new(),
                     waits_for: String::new(),
                     woken_by: Vec::new(),
+                    what_if: None,
                     total_ns,
                     tasks: vec![TaskTime {
                         comm: "worker".into(),

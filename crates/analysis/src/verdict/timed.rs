@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use vmscale_run::findings::{ComponentKind, CpuHolder, TraceSection};
-use vmscale_run::verdict::{Cause, Finding};
+use vmscale_run::verdict::{Cause, Finding, FindingWhatIf};
 use vmscale_run::RunRecord;
 use vmscale_stats::units::duration;
 
@@ -12,6 +12,31 @@ use crate::breakdown::TIMED_SAMPLE;
 
 use super::growth::growth;
 use super::{lock_cause, lock_entry, percent, MAX_FINDINGS, MIN_SHARE};
+
+/// The prediction for the phase where the component weighs most: the timed samples with
+/// its time removed (or halved), sample by sample.
+fn what_if(trace: &TraceSection, kind: ComponentKind, detail: &str) -> Option<FindingWhatIf> {
+    trace
+        .breakdown
+        .iter()
+        .filter_map(|phase| {
+            let op = phase
+                .operations
+                .iter()
+                .find(|op| op.syscall == TIMED_SAMPLE)?;
+            let c = op
+                .components
+                .iter()
+                .find(|c| c.kind == kind && c.detail == detail)?;
+            Some((phase, c.total_ns, c.what_if?))
+        })
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.label.cmp(&a.0.label)))
+        .map(|(phase, _, prediction)| FindingWhatIf {
+            change: super::change(kind, detail),
+            phase: phase.label.clone(),
+            prediction,
+        })
+}
 
 pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Finding> {
     let mut total = 0u64;
@@ -154,6 +179,7 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
                     }
                     _ => Vec::new(),
                 },
+                what_if: what_if(trace, kind, &detail),
             }
         })
         .collect();

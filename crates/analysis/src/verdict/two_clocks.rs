@@ -156,6 +156,7 @@ pub(super) fn two_clocks(record: &RunRecord) -> Vec<Finding> {
             share,
             evidence,
             explained_by: Vec::new(),
+            what_if: None,
         });
     }
     findings

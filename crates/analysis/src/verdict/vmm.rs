@@ -82,6 +82,7 @@ pub(super) fn findings(
                 share,
                 evidence,
                 explained_by: Vec::new(),
+                what_if: None,
             }
         })
         .collect();
@@ -102,6 +103,7 @@ pub(super) fn findings(
             .chain(trace.vmm.iter().map(|v| vcpu_evidence(&record.sweep, v)))
             .collect(),
         explained_by: Vec::new(),
+        what_if: None,
     });
     out.extend(timed.into_iter().filter(|f| f.cause != Cause::Sleep));
     out

@@ -43,6 +43,22 @@ pub(crate) fn section(record: &RunRecord, depth: Depth) -> Option<Section> {
                     .collect();
                 first.push(Text::from(format!("made of: {}", parts.join("; "))));
             }
+            if let Some(w) = &finding.what_if {
+                use vmscale_stats::units::duration;
+                let p = &w.prediction;
+                first.push(Text::from(format!(
+                    "what if: {} ({}, {} samples): p50 {} (now {}), p99 {} (now {}); with half of it: p50 {}, p99 {}",
+                    w.change,
+                    w.phase,
+                    p.samples,
+                    duration(p.removed_p50_ns),
+                    duration(p.p50_ns),
+                    duration(p.removed_p99_ns),
+                    duration(p.p99_ns),
+                    duration(p.halved_p50_ns),
+                    duration(p.halved_p99_ns),
+                )));
+            }
             let mut details = first.clone();
             details.extend(finding.evidence.iter().map(|e| Text::from(e.as_str())));
             let shown = match depth {
