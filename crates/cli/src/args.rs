@@ -158,6 +158,12 @@ pub struct RecordArgs {
     /// Do not record kernel stacks (on lock contention, nor at context switches)
     #[arg(long)]
     pub no_stacks: bool,
+    /// Do not sample on-CPU stacks (perf_event_open, cpu-clock on every CPU)
+    #[arg(long)]
+    pub no_sample: bool,
+    /// On-CPU stack samples per second of CPU time, per CPU (1 to 20000)
+    #[arg(long, default_value_t = vmscale_sample::DEFAULT_HZ, value_name = "HZ", value_parser = crate::tracing::sample_hz)]
+    pub sample_hz: u32,
     #[command(flatten)]
     pub output: OutputArgs,
 }

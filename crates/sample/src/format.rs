@@ -163,6 +163,9 @@ pub struct RawSample<'a> {
     pub period: u64,
     /// `nr` u64s, leaf first, with context markers.
     pub callchain: &'a [u8],
+    /// The header's cpumode says the CPU was running a guest (its call chain is then
+    /// empty: the kernel does not walk a guest's stack).
+    pub guest: bool,
 }
 
 /// A file-backed executable mapping.
@@ -280,6 +283,10 @@ pub fn parse(header: Header, body: &[u8]) -> Result<Record<'_>, Damage> {
                 cpu,
                 period,
                 callchain: chain,
+                guest: matches!(
+                    u32::from(header.misc) & sys::PERF_RECORD_MISC_CPUMODE_MASK,
+                    sys::PERF_RECORD_MISC_GUEST_KERNEL | sys::PERF_RECORD_MISC_GUEST_USER
+                ),
             })
         }
         RECORD_MMAP2 => {
@@ -396,8 +403,8 @@ enum Context {
 }
 
 /// A sample's call chain split by where each frame ran, leaf first; context markers
-/// dropped. `guest` says the sample interrupted a guest (its frames are the guest's and
-/// are not kept).
+/// dropped, user addresses in the null page (the end of a broken frame-pointer walk)
+/// too. `guest` says the chain holds a guest's part (not kept).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Chain {
     pub kernel: Vec<u64>,
@@ -429,6 +436,9 @@ impl Chain {
             }
             match context {
                 Context::Kernel => self.kernel.push(ip),
+                // A frame-pointer walk through code built without frame pointers ends in
+                // garbage, often 0: an address in the null page is no frame.
+                Context::User if ip < 4096 => {}
                 Context::User => self.user.push(ip),
                 Context::Guest | Context::Other => {}
             }

@@ -22,6 +22,7 @@
 //! })?;
 //! ```
 
+pub mod for_run;
 pub mod format;
 pub mod profile;
 pub mod read;

@@ -1,6 +1,7 @@
 //! Samples aggregated by stack: what a flame graph, a folded file and a pprof profile show.
 //!
-//! A stack is root first: the thread's name, then its user frames from the outermost
+//! A stack is root first: the process's name and the thread's (where it differs), then
+//! its user frames from the outermost
 //! caller to the leaf, then its kernel frames likewise (a sample taken in a guest ends in
 //! `[guest]`). Each stack carries the samples that had it, and the CPU time they stand
 //! for. Stacks of other kinds (the time a task waited, with why) are added through
@@ -102,15 +103,20 @@ pub struct Profile {
 }
 
 impl Profile {
+    /// An empty profile of samples taken every `period_ns` (`hz` per second).
+    pub fn new(period_ns: u64, hz: u32) -> Profile {
+        Profile {
+            period_ns,
+            hz,
+            ..Profile::default()
+        }
+    }
+
     /// The on-CPU samples of `trace_dir` that `filter` keeps, symbolized.
     pub fn on_cpu(trace_dir: &Path, filter: &Filter) -> Result<Profile, ReadError> {
         let samples = Samples::open(trace_dir)?;
         let mut symbols = Symbolizer::load(&samples, trace_dir)?;
-        let mut profile = Profile {
-            period_ns: samples.meta().period_ns,
-            hz: samples.meta().hz,
-            ..Profile::default()
-        };
+        let mut profile = Profile::new(samples.meta().period_ns, samples.meta().hz);
         let read = samples.for_each(|s| {
             if filter.keeps(s) {
                 let frames = profile.frames_of(s, &mut symbols);
@@ -132,15 +138,23 @@ impl Profile {
 
     /// A sample's stack, root first.
     pub fn frames_of(&mut self, s: &Sample<'_>, symbols: &mut Symbolizer) -> Vec<StackFrame> {
-        let mut frames = Vec::with_capacity(1 + s.user.len() + s.kernel.len());
-        let task = symbols
-            .comm_at(s.tid, s.ts)
-            .map(str::to_string)
-            .unwrap_or_else(|| format!("[tid {}]", s.tid));
-        frames.push(StackFrame {
-            name: self.intern(&task),
-            kind: FrameKind::Task,
-        });
+        let mut frames = Vec::with_capacity(2 + s.user.len() + s.kernel.len());
+        // The process, then the thread where it has a name of its own.
+        let thread = symbols.comm_at(s.tid, s.ts).map(str::to_string);
+        let process = symbols.comm_at(s.pid, s.ts).map(str::to_string);
+        let mut roots = Vec::new();
+        match (process, thread) {
+            (Some(p), Some(t)) if p != t && s.pid != s.tid => roots.extend([p, t]),
+            (_, Some(t)) => roots.push(t),
+            (Some(p), None) => roots.extend([p, format!("[tid {}]", s.tid)]),
+            (None, None) => roots.push(format!("[tid {}]", s.tid)),
+        }
+        for root in roots {
+            frames.push(StackFrame {
+                name: self.intern(&root),
+                kind: FrameKind::Task,
+            });
+        }
         for &ip in s.user.iter().rev() {
             let name = symbols.user(s.pid, s.ts, ip).name();
             frames.push(StackFrame {

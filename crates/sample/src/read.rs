@@ -181,7 +181,7 @@ impl Samples {
                     period_ns: raw.period,
                     kernel: &chain.kernel,
                     user: &chain.user,
-                    guest: chain.guest,
+                    guest: chain.guest || raw.guest,
                 });
             }
         }

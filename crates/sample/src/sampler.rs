@@ -5,8 +5,15 @@
 //! band (MMAP2 of executable file mappings, COMM, FORK/EXIT) that user frames are
 //! symbolized from. One reader thread per CPU polls its event and copies what its ring
 //! buffer holds into `samples/cpu<N>`; memory is the ring buffers plus one write buffer
-//! per CPU, whatever the length of the recording. [`Sampler::set_on`] enables the events
-//! around the measured phases, [`Sampler::finish`] drains and writes `samples/meta.json`.
+//! per CPU, whatever the length of the recording.
+//!
+//! The events are enabled once, when the sampler opens, and stay enabled until
+//! [`Sampler::finish`]: switching a CPU's event from another CPU costs an IPI and a wait
+//! for it (on a nested host, `smp_call_function_single` was seen spinning for tens of
+//! milliseconds per switch), which toggling them around every measured phase would add to
+//! the run. [`Sampler::set_on`] instead records the windows during which the trace was on
+//! (`meta.json`'s `windows`); readers keep the samples inside them
+//! ([`crate::Filter::windows`]), the others stay in the files.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -129,7 +136,9 @@ pub struct SampleMeta {
     pub per_cpu: BTreeMap<String, CpuCounts>,
     /// Records written from /proc for the processes that ran before sampling began.
     pub procs_records: u64,
-    /// CLOCK_MONOTONIC intervals during which the events were enabled.
+    /// CLOCK_MONOTONIC intervals the samples are read for (while the trace was on); the
+    /// files also hold the samples taken between them, from the sampler's start to its
+    /// finish.
     pub windows: Vec<(u64, u64)>,
 }
 
@@ -334,6 +343,7 @@ impl Sampler {
             sampler.fds.push(fd);
             sampler.readers.push(Reader { cpu, handle });
         }
+        sampler.switch(true)?;
         Ok(sampler)
     }
 
@@ -341,40 +351,42 @@ impl Sampler {
         &self.dir
     }
 
-    /// Enables or disables every CPU's event. Enabling a CPU's event from another CPU
-    /// costs an IPI: call it before tracing goes on and after it goes off, so that the
-    /// trace never holds the sampler's own IPIs.
-    pub fn set_on(&mut self, on: bool) -> Result<(), SampleError> {
-        match (on, self.on_since) {
-            (true, None) => {
-                for (fd, &cpu) in self.fds.iter().zip(&self.cpus) {
-                    // SAFETY: an ioctl with an integer argument on a perf event fd we own.
-                    if unsafe { perf::ioctls::ENABLE(fd.as_raw_fd(), 0) } < 0 {
-                        let source = io::Error::last_os_error();
-                        return Err(SampleError::Cpu { cpu, source });
-                    }
+    /// Enables (`true`) or disables every CPU's event.
+    fn switch(&self, on: bool) -> Result<(), SampleError> {
+        for (fd, &cpu) in self.fds.iter().zip(&self.cpus) {
+            // SAFETY: an ioctl with an integer argument on a perf event fd we own.
+            let done = unsafe {
+                if on {
+                    perf::ioctls::ENABLE(fd.as_raw_fd(), 0)
+                } else {
+                    perf::ioctls::DISABLE(fd.as_raw_fd(), 0)
                 }
-                self.on_since = Some(monotonic_ns());
+            };
+            if done < 0 {
+                let source = io::Error::last_os_error();
+                return Err(SampleError::Cpu { cpu, source });
             }
+        }
+        Ok(())
+    }
+
+    /// Marks the start (`true`) or end of a window the samples are read for: the
+    /// measured phases, while the trace is on. The events themselves stay enabled.
+    pub fn set_on(&mut self, on: bool) {
+        match (on, self.on_since) {
+            (true, None) => self.on_since = Some(monotonic_ns()),
             (false, Some(since)) => {
-                for (fd, &cpu) in self.fds.iter().zip(&self.cpus) {
-                    // SAFETY: as for ENABLE.
-                    if unsafe { perf::ioctls::DISABLE(fd.as_raw_fd(), 0) } < 0 {
-                        let source = io::Error::last_os_error();
-                        return Err(SampleError::Cpu { cpu, source });
-                    }
-                }
                 self.windows.push((since, monotonic_ns()));
                 self.on_since = None;
             }
             _ => {}
         }
-        Ok(())
     }
 
     /// Disables the events, drains every buffer, writes meta.json.
     pub fn finish(mut self) -> Result<SampleMeta, SampleError> {
-        self.set_on(false)?;
+        self.set_on(false);
+        self.switch(false)?;
         let mut per_cpu = BTreeMap::new();
         for (cpu, result) in self.stop_readers() {
             let counts = result.map_err(|source| SampleError::Cpu { cpu, source })?;
