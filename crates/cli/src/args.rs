@@ -60,7 +60,8 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         html: Option<PathBuf>,
     },
-    /// Export a run's kernel trace for other tools (one of --perfetto, --dat)
+    /// Export a run's kernel trace or samples for other tools (one of --perfetto, --dat,
+    /// --pprof, --folded)
     Export {
         /// Write a Perfetto trace (protobuf) to open in ui.perfetto.dev
         #[arg(long)]
@@ -68,11 +69,20 @@ pub enum Command {
         /// Write a trace-cmd .dat file (version 7) for trace-cmd report and KernelShark
         #[arg(long)]
         dat: bool,
+        /// Write the on-CPU samples as a gzipped pprof profile (go tool pprof, speedscope,
+        /// Pyroscope)
+        #[arg(long)]
+        pprof: bool,
+        /// Write the on-CPU samples as folded stacks (`frame;frame;frame count`, root
+        /// first), for flamegraph.pl and speedscope
+        #[arg(long)]
+        folded: bool,
         /// With --dat: none or zstd
         #[arg(long, value_name = "ALGORITHM")]
         compression: Option<String>,
         run: PathBuf,
-        /// Output file (default RUN_DIR/trace.perfetto-trace or RUN_DIR/trace.dat)
+        /// Output file (default RUN_DIR/trace.perfetto-trace, RUN_DIR/trace.dat,
+        /// RUN_DIR/profile.pb.gz or RUN_DIR/stacks.folded)
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
