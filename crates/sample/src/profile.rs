@@ -157,6 +157,11 @@ impl Profile {
         }
         for &ip in s.user.iter().rev() {
             let name = symbols.user(s.pid, s.ts, ip).name();
+            // Runs of addresses in no mapping (a frame-pointer walk through code built
+            // without frame pointers reads garbage) are one frame.
+            if name == "[unknown]" && frames.last().is_some_and(|f| &*f.name == "[unknown]") {
+                continue;
+            }
             frames.push(StackFrame {
                 name: self.intern(&name),
                 kind: FrameKind::User,

@@ -51,7 +51,8 @@ impl Frame {
     }
 
     /// The name a flame graph or a folded stack shows: the function, else
-    /// `[unknown] in <file>+0x<offset>`, else `[unknown] 0x<address>`.
+    /// `[unknown] in <file>+0x<offset>`, else (no file mapped there: anonymous or JIT
+    /// memory, or the garbage a broken frame-pointer walk reads) `[unknown]`.
     pub fn name(&self) -> String {
         self.to_string()
     }
@@ -62,7 +63,7 @@ impl fmt::Display for Frame {
         match (&self.function, &self.object) {
             (Some(function), _) => write!(f, "{function}"),
             (None, Some(object)) => write!(f, "[unknown] in {object}+{:#x}", self.offset),
-            (None, None) => write!(f, "[unknown] {:#x}", self.address),
+            (None, None) => write!(f, "[unknown]"),
         }
     }
 }
