@@ -591,6 +591,17 @@ pub(crate) fn parse_maps_line(line: &str) -> Option<format::Mmap<'_>> {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn refusals_are_one_line_that_says_what_to_do() {
+        for errno in [libc::EACCES, libc::EPERM, libc::ENOSYS] {
+            let e = super::open_error(0, std::io::Error::from_raw_os_error(errno)).to_string();
+            assert!(e.starts_with("perf_event_open is not allowed here"), "{e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+        let e = super::open_error(1, std::io::Error::from_raw_os_error(libc::ENOENT)).to_string();
+        assert!(e.contains("not available") && e.contains("CPU 1"), "{e}");
+    }
+
+    #[test]
     fn maps_lines_keep_executable_files_only() {
         let m = super::parse_maps_line(
             "55d0c0a00000-55d0c0b00000 r-xp 00001000 08:01 1234                       /usr/bin/qemu-system-x86_64",
