@@ -74,6 +74,19 @@ pub fn reanalyse(
     };
     let analysis = crate::analyse_scoped(&run_dir.join(&section.dir), &scope);
     fill_findings(analysis, section, warnings);
+    // The on-CPU samples by stack, for the flame graphs.
+    let profiles = vmscale_sample::for_run::run_profiles(
+        &run_dir.join(&section.dir),
+        &section.excluded_tids,
+        points,
+    );
+    section.on_cpu = profiles.on_cpu;
+    section.on_cpu_by_n = profiles.by_n;
+    for warning in profiles.warnings {
+        if !warnings.contains(&warning) {
+            warnings.push(warning);
+        }
+    }
     // A recording's phase markers are written by vmscale itself, whose time between them is
     // its own wait for the command: the subject (the command's tasks) is what it explains.
     if points.is_empty() && (section.command.is_some() || section.every_task) {

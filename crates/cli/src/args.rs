@@ -66,7 +66,8 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         html: Option<PathBuf>,
     },
-    /// Export a run's kernel trace for other tools (one of --perfetto, --dat)
+    /// Export a run's kernel trace or samples for other tools (one of --perfetto, --dat,
+    /// --pprof, --folded)
     Export {
         /// Write a Perfetto trace (protobuf) to open in ui.perfetto.dev
         #[arg(long)]
@@ -74,11 +75,20 @@ pub enum Command {
         /// Write a trace-cmd .dat file (version 7) for trace-cmd report and KernelShark
         #[arg(long)]
         dat: bool,
+        /// Write the on-CPU samples as a gzipped pprof profile (go tool pprof, speedscope,
+        /// Pyroscope)
+        #[arg(long)]
+        pprof: bool,
+        /// Write the on-CPU samples as folded stacks (`frame;frame;frame count`, root
+        /// first), for flamegraph.pl and speedscope
+        #[arg(long)]
+        folded: bool,
         /// With --dat: none or zstd
         #[arg(long, value_name = "ALGORITHM")]
         compression: Option<String>,
         run: PathBuf,
-        /// Output file (default RUN_DIR/trace.perfetto-trace or RUN_DIR/trace.dat)
+        /// Output file (default RUN_DIR/trace.perfetto-trace, RUN_DIR/trace.dat,
+        /// RUN_DIR/profile.pb.gz or RUN_DIR/stacks.folded)
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
@@ -168,6 +178,12 @@ pub struct RecordArgs {
     /// Do not record kernel stacks (on lock contention, nor at context switches)
     #[arg(long)]
     pub no_stacks: bool,
+    /// Do not sample on-CPU stacks (perf_event_open, cpu-clock on every CPU)
+    #[arg(long)]
+    pub no_sample: bool,
+    /// On-CPU stack samples per second of CPU time, per CPU (1 to 20000)
+    #[arg(long, default_value_t = vmscale_sample::DEFAULT_HZ, value_name = "HZ", value_parser = crate::tracing::sample_hz)]
+    pub sample_hz: u32,
     #[command(flatten)]
     pub output: OutputArgs,
 }

@@ -32,10 +32,22 @@ fn main() {
         Command::Export {
             perfetto,
             dat,
+            pprof,
+            folded,
             compression,
             run,
             output,
-        } => commands::export::export(perfetto, dat, compression.as_deref(), &run, output),
+        } => commands::export::export(
+            commands::export::Formats {
+                perfetto,
+                dat,
+                pprof,
+                folded,
+            },
+            compression.as_deref(),
+            &run,
+            output,
+        ),
         Command::Report {
             run,
             format,

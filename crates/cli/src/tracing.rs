@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use clap::Args;
+use vmscale_sample::{SampleConfig, Sampler};
 use vmscale_scenario::PhaseHook;
 use vmscale_trace::record::recorder::{RecordConfig, Recording, TraceMeta, DEFAULT_BUFFER_KIB};
 
@@ -23,6 +24,12 @@ pub struct TraceArgs {
     /// named with the function it sleeps in (costs microseconds per switch)
     #[arg(long, conflicts_with = "no_stacks")]
     pub sleep_stacks: bool,
+    /// Do not sample on-CPU stacks (perf_event_open, cpu-clock on every CPU) while tracing
+    #[arg(long)]
+    pub no_sample: bool,
+    /// On-CPU stack samples per second of CPU time, per CPU (1 to 20000)
+    #[arg(long, default_value_t = vmscale_sample::DEFAULT_HZ, value_name = "HZ", value_parser = sample_hz)]
+    pub sample_hz: u32,
     /// Tracing is the command's whole point (`record`): errors do not suggest --no-trace.
     #[arg(skip)]
     pub required: bool,
@@ -34,9 +41,22 @@ pub const SLEEP_STACK_EVENT: &str = "sched:sched_switch";
 
 pub use vmscale_run::dir::TRACE_DIR;
 
-/// A recording that follows the scenario's measured phases; inert with --no-trace.
+/// A recording that follows the scenario's measured phases; inert with --no-trace. The
+/// on-CPU sampler (unless --no-sample) runs from the start to the finish (switching it
+/// costs IPIs) and notes the windows during which the trace was on, which are what its
+/// samples are read for.
 pub struct TraceSession {
     recording: Option<Recording>,
+    sampler: Option<Sampler>,
+    /// Why there are no (or fewer) samples: becomes a run warning.
+    sample_warnings: Vec<String>,
+}
+
+/// What a finished session leaves: the trace's meta.json (None with --no-trace) and the
+/// warnings the run gets from the sampling.
+pub struct Finished {
+    pub trace: Option<TraceMeta>,
+    pub warnings: Vec<String>,
 }
 
 /// The calling thread's id, for keeping only its system calls in the trace.
@@ -64,7 +84,11 @@ impl TraceSession {
         mut config: RecordConfig,
     ) -> Result<TraceSession, Failure> {
         if args.no_trace {
-            return Ok(TraceSession { recording: None });
+            return Ok(TraceSession {
+                recording: None,
+                sampler: None,
+                sample_warnings: Vec::new(),
+            });
         }
         config.buffer_kib = args.buffer_kib;
         if args.no_stacks {
@@ -83,17 +107,60 @@ impl TraceSession {
                 );
             }
         }
-        let recording = Recording::prepare(&mount, &run_dir.join(TRACE_DIR), config)
-            .map_err(trace_failure(args))?;
+        let trace_dir = run_dir.join(TRACE_DIR);
+        let recording =
+            Recording::prepare(&mount, &trace_dir, config).map_err(trace_failure(args))?;
+        let mut sample_warnings = Vec::new();
+        let sampler = if args.no_sample {
+            None
+        } else {
+            let config = SampleConfig {
+                hz: args.sample_hz,
+                ..SampleConfig::default()
+            };
+            match Sampler::open(&trace_dir.join(vmscale_sample::SAMPLES_DIR), config) {
+                Ok(sampler) => Some(sampler),
+                Err(e) => {
+                    let warning = format!("{e}; the trace goes on without them");
+                    crate::console::note!("vmscale: {warning}");
+                    sample_warnings.push(warning);
+                    None
+                }
+            }
+        };
         Ok(TraceSession {
             recording: Some(recording),
+            sampler,
+            sample_warnings,
         })
     }
 
-    pub fn finish(self) -> Result<Option<TraceMeta>, Failure> {
-        self.recording
+    /// Stops tracing and sampling, and writes both meta files.
+    pub fn finish(mut self) -> Result<Finished, Failure> {
+        let trace = self
+            .recording
+            .take()
             .map(|r| r.finish().map_err(|e| Failure::runtime(e.to_string())))
-            .transpose()
+            .transpose()?;
+        if let Some(sampler) = self.sampler.take() {
+            match sampler.finish() {
+                Ok(meta) => self.sample_warnings.extend(meta.warnings()),
+                Err(e) => self
+                    .sample_warnings
+                    .push(format!("the on-CPU samples are incomplete: {e}")),
+            }
+        }
+        Ok(Finished {
+            trace,
+            warnings: self.sample_warnings,
+        })
+    }
+
+    /// Marks a window of the samples (the sampler itself runs from start to finish).
+    fn sample(&mut self, on: bool) {
+        if let Some(sampler) = &mut self.sampler {
+            sampler.set_on(on);
+        }
     }
 }
 
@@ -103,6 +170,9 @@ fn hook_error(e: vmscale_trace::record::tracefs::Error) -> vmscale_scenario::Err
 
 impl PhaseHook for TraceSession {
     fn measured_phase_begins(&mut self, label: &str) -> Result<(), vmscale_scenario::Error> {
+        if self.recording.is_some() {
+            self.sample(true);
+        }
         if let Some(r) = &mut self.recording {
             r.set_on(true).map_err(hook_error)?;
             r.mark(&format!("vmscale: begin {label}"))
@@ -117,6 +187,7 @@ impl PhaseHook for TraceSession {
                 .map_err(hook_error)?;
             r.set_on(false).map_err(hook_error)?;
         }
+        self.sample(false);
         Ok(())
     }
 
@@ -138,5 +209,16 @@ pub fn buffer_kib(text: &str) -> Result<u64, String> {
         Err(format!(
             "must be between {MIN_BUFFER_KIB} and {MAX_BUFFER_KIB} KiB"
         ))
+    }
+}
+
+/// `--sample-hz`, checked when the command line is parsed.
+pub fn sample_hz(text: &str) -> Result<u32, String> {
+    use vmscale_sample::sampler::{MAX_HZ, MIN_HZ};
+    let hz: u32 = text.parse().map_err(|e| format!("{e}"))?;
+    if (MIN_HZ..=MAX_HZ).contains(&hz) {
+        Ok(hz)
+    } else {
+        Err(format!("must be between {MIN_HZ} and {MAX_HZ}"))
     }
 }

@@ -84,7 +84,10 @@ fn a_recorded_run_exports_to_a_dat_file_that_trace_cmd_reports() {
 
     // Refusals of the flags: one line, exit 2 (usage).
     for (args, needle) in [
-        (&["export"][..], "exactly one of --perfetto and --dat"),
+        (
+            &["export"][..],
+            "exactly one of --perfetto, --dat, --pprof and --folded",
+        ),
         (&["export", "--dat", "--perfetto"][..], "exactly one"),
         (&["export", "--dat", "--compression", "zlib"][..], "zlib"),
         (

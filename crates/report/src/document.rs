@@ -172,6 +172,10 @@ pub(crate) enum Figure {
     Phases,
     /// How one series' latency grows with its x: `record.points[point].series[series]`.
     Growth { point: usize, series: usize },
+    /// The on-CPU samples' flame graph (`trace.on_cpu`).
+    Flame,
+    /// What grew between the smallest and the largest swept value (`trace.on_cpu_by_n`).
+    FlameDiff,
 }
 
 /// `text` with its first letter in upper case, for headings; a first word already in mixed

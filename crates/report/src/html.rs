@@ -1,6 +1,7 @@
-//! One self-contained HTML page for a run: inline CSS and inline SVG charts, no script and
-//! nothing fetched at view time, so the file can be mailed, attached to a bug or opened
-//! from disk years later.
+//! One self-contained HTML page for a run: inline CSS and inline SVG charts, nothing
+//! fetched at view time, so the file can be mailed, attached to a bug or opened from disk
+//! years later. The only script is the flame graphs' (zoom and search, inline); every
+//! chart shows without it.
 //!
 //! Reading order: the verdict, what ran and where, the warnings, how latency scales with
 //! the swept value, each point's distribution, where the time goes, how latency grows with
@@ -10,6 +11,7 @@
 //! charts, the [`Figure`]s of those sections.
 
 mod charts;
+mod flame;
 mod timeline;
 
 use vmscale_run::findings::TimelineExcerpt;
@@ -74,9 +76,14 @@ pub fn render_html(record: &RunRecord) -> String {
     body.extend(phases::section(record).as_ref().map(section));
     body.push_str(&growth_sections(record));
     body.extend(vmm::section(record).as_ref().map(section));
+    let flame_graphs = crate::sections::flame::section(record);
+    body.extend(flame_graphs.as_ref().map(section));
     body.extend(record.trace.as_ref().map(|t| section(&trace::section(t))));
     body.extend(latency::section(record).as_ref().map(section));
     body.extend(counters::sections(record).iter().map(section));
+    if flame_graphs.is_some() {
+        body.push_str(&format!("<script>{}</script>\n", flame::SCRIPT));
+    }
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
@@ -109,6 +116,30 @@ pub(crate) fn draw(record: &RunRecord, figure: &Figure) -> String {
         Figure::Scaling => scaling_charts(record),
         Figure::Distributions => distribution_charts(record),
         Figure::Phases => phase_charts(record),
+        Figure::Flame => record
+            .trace
+            .as_ref()
+            .and_then(|t| t.on_cpu.as_ref())
+            .map(|p| {
+                let caption = "Every frame is as wide as the samples in it and its callees; \
+                    the root is at the bottom, then process, thread, user and kernel frames. \
+                    Click a frame to zoom, the bottom frame or Reset zoom to go back; Search \
+                    highlights frames by regular expression and says what share they hold.";
+                self::figure(Ok(flame::flame_svg("flame-on-cpu", p)), caption)
+            })
+            .unwrap_or_default(),
+        Figure::FlameDiff => match record.trace.as_ref().map(|t| t.on_cpu_by_n.as_slice()) {
+            Some([small, large]) => self::figure(
+                Ok(flame::diff_svg(
+                    "flame-diff",
+                    &small.profile,
+                    &large.profile,
+                )),
+                "Red: a larger share of the samples at the larger value; blue: a smaller \
+                 one; hover a frame for both shares.",
+            ),
+            _ => String::new(),
+        },
         Figure::Growth { point, series } => {
             let names = grid::series_names(record);
             record

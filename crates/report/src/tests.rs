@@ -252,6 +252,8 @@ fn trace_section() -> TraceSection {
         vcpu_resume: None,
         events_seen: Default::default(),
         vmm: Vec::new(),
+        on_cpu: None,
+        on_cpu_by_n: Vec::new(),
     }
 }
 

@@ -11,8 +11,8 @@ use std::process::{Command, Output};
 
 use vmscale_report::html::render_html;
 use vmscale_run::findings::{
-    ActivityShare, CpuLane, Holder, HolderActivity, LockHolders, LockRole, LockSlice, RunSlice,
-    StateSlice, TaskLane, TaskState, TimelineExcerpt,
+    ActivityShare, CpuLane, Holder, HolderActivity, LockHolders, LockRole, LockSlice, PointProfile,
+    ProfileStack, RunSlice, StackProfile, StateSlice, TaskLane, TaskState, TimelineExcerpt,
 };
 use vmscale_run::verdict::{Cause, Finding};
 use vmscale_run::{
@@ -193,7 +193,58 @@ fn trace() -> TraceSection {
             exact_holds: false,
         }],
         timeline: Some(timeline()),
+        on_cpu: Some(stacks(1)),
+        on_cpu_by_n: vec![
+            PointProfile {
+                n: 1,
+                span_ns: 400_000_000,
+                profile: stacks(1),
+            },
+            PointProfile {
+                n: 16,
+                span_ns: 900_000_000,
+                profile: stacks(16),
+            },
+        ],
         ..TraceSection::default()
+    }
+}
+
+/// On-CPU samples by stack; the memslot update's share grows with `n`.
+fn stacks(n: u64) -> StackProfile {
+    let names: Vec<String> = [
+        "vmscale",
+        "vcpu0",
+        "[guest]",
+        "ioctl",
+        "kvm_vm_ioctl",
+        "kvm_set_memslot",
+        "kvm_mmu_zap_all_fast",
+        "<b>not markup</b>",
+        "main",
+    ]
+    .map(String::from)
+    .to_vec();
+    let stack = |frames: &[u32], user_from: u32, kernel_from: u32, samples: u64| ProfileStack {
+        frames: frames.to_vec(),
+        user_from,
+        kernel_from,
+        samples,
+    };
+    let stacks = vec![
+        stack(&[0, 1, 2], 2, 2, 600),
+        stack(&[0, 8, 3, 4, 5, 6], 2, 4, 40 * n),
+        stack(&[0, 8, 3, 4, 5], 2, 4, 10 * n),
+        stack(&[0, 8, 7], 2, 3, 30),
+    ];
+    StackProfile {
+        scope: "every task's samples".into(),
+        hz: 997,
+        period_ns: 1_003_009,
+        samples: stacks.iter().map(|s| s.samples).sum(),
+        names,
+        stacks,
+        ..StackProfile::default()
     }
 }
 
@@ -378,8 +429,15 @@ fn console_errors(stderr: &str) -> Vec<&str> {
         .collect()
 }
 
+/// One test runs the browser checks one after the other: two chromium instances started
+/// by one process at once refused each other's profile directories here.
 #[test]
-fn the_report_renders_in_a_headless_browser() {
+fn the_report_renders_in_a_headless_browser_and_its_flame_graph_zooms() {
+    the_report_renders();
+    the_flame_graph_zooms_on_click_and_searches();
+}
+
+fn the_report_renders() {
     let dir = out_dir();
     let page = dir.join("report.html");
     let html = render_html(&record());
@@ -411,15 +469,23 @@ fn the_report_renders_in_a_headless_browser() {
         "chromium --dump-dom failed: {stderr}"
     );
     // Scaling curve, a fit per series (three), five CDFs, one phase chart, five growth
-    // charts, the timeline.
+    // charts, the timeline, the flame graph and the differential one.
     let svgs = dom.matches("<svg").count();
-    assert_eq!(svgs, 16, "svg elements in the rendered DOM");
+    assert_eq!(svgs, 18, "svg elements in the rendered DOM");
     // Each growth chart draws every point's interval, and the model with its band where
     // one fits.
     let fits = dom.matches(": p50 growth").count();
     assert_eq!(fits, 3, "growth charts");
     assert_eq!(dom.matches("with its 99% interval (bar)").count(), 3);
     assert!(dom.contains("Dashed: the linear (Amdahl) fit with its 99% band"));
+    // The flame graph: every frame drawn (the root and 9 distinct paths), names escaped.
+    let flame = after(&dom, "id=\"flame-on-cpu\"");
+    let flame = &flame[..flame.find("</svg>").expect("the flame graph ends")];
+    assert_eq!(flame.matches("class=\"fr\"").count(), 10, "{flame}");
+    assert!(flame.contains("&lt;b&gt;not markup&lt;/b&gt;"));
+    assert!(flame.contains("kvm_set_memslot (50 samples"));
+    let diff = after(&dom, "id=\"flame-diff\"");
+    assert!(diff.contains("kvm_mmu_zap_all_fast (640 samples"), "{diff}");
     // The timeline: two CPU lanes' runs, five states, one wait and one hold.
     let timeline = after(&dom, "class=\"timeline\"");
     assert_eq!(timeline.matches("class=\"run\"").count(), 2);
@@ -451,12 +517,118 @@ fn the_report_renders_in_a_headless_browser() {
     assert!(findings[0].contains("holder: vmscale/43 held it in 400 holds"));
     assert!(findings[0].contains("the fourth evidence line"));
     assert!(findings[1].starts_with("cpu-starvation</strong>: 21% of its time"));
-    // The series named like a script stays text: no script element reached the DOM.
-    assert!(!dom.contains("<script"), "a script element was injected");
+    // The series named like a script stays text: the only script element is the flame
+    // graphs' own.
+    assert_eq!(
+        dom.matches("<script").count(),
+        1,
+        "a script element was injected"
+    );
+    assert!(after(&dom, "<script>")
+        .trim_start()
+        .starts_with("(function () {"));
     assert!(dom.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
     assert!(
         console_errors(&stderr).is_empty(),
         "console errors: {:?}",
         console_errors(&stderr)
     );
+}
+
+/// The flame graph in a real browser: clicking a frame zooms to it (it spans the graph,
+/// frames outside it hide, its callers stay below), searching highlights and measures,
+/// and clicking the root zooms back out.
+fn the_flame_graph_zooms_on_click_and_searches() {
+    let dir = out_dir();
+    let page = dir.join("flame.html");
+    let html = render_html(&record());
+    // Click kvm_vm_ioctl as a person would, then search, and write down what the page
+    // shows in attributes that --dump-dom prints.
+    let probe = r#"<script>
+(function () {
+  var svg = document.getElementById('flame-on-cpu');
+  function frame(name) { return svg.querySelector('g.fr[data-n="' + name + '"]'); }
+  function width(name) { return +frame(name).querySelector('rect').getAttribute('width'); }
+  var before = width('kvm_vm_ioctl');
+  frame('kvm_vm_ioctl').querySelector('rect').dispatchEvent(new MouseEvent('click', {bubbles: true}));
+  var out = document.body;
+  out.setAttribute('data-before', before.toFixed(1));
+  out.setAttribute('data-zoomed', svg.getAttribute('data-zoomed'));
+  out.setAttribute('data-after', width('kvm_vm_ioctl').toFixed(1));
+  out.setAttribute('data-callee', width('kvm_set_memslot').toFixed(1));
+  out.setAttribute('data-guest', frame('[guest]').style.display);
+  out.setAttribute('data-caller', frame('ioctl').style.opacity);
+  out.setAttribute('data-label', frame('kvm_vm_ioctl').querySelector('text').textContent);
+  svg.flameSearch('kvm_mmu');
+  out.setAttribute('data-matched', svg.getAttribute('data-matched'));
+  frame('all').querySelector('rect').dispatchEvent(new MouseEvent('click', {bubbles: true}));
+  out.setAttribute('data-reset', width('kvm_vm_ioctl').toFixed(1) + ' ' + frame('[guest]').style.display + ' ' + svg.getAttribute('data-zoomed'));
+  frame('kvm_vm_ioctl').querySelector('rect').dispatchEvent(new MouseEvent('click', {bubbles: true}));
+})();
+</script>"#;
+    let html = html.replace("</body>", &format!("{probe}</body>"));
+    std::fs::write(&page, &html).expect("write flame.html");
+    let dump = run_chromium(&page, &["--dump-dom".to_string()]);
+    let dom = String::from_utf8_lossy(&dump.stdout);
+    let stderr = String::from_utf8_lossy(&dump.stderr);
+    assert!(
+        dump.status.success(),
+        "chromium --dump-dom failed: {stderr}"
+    );
+    assert!(
+        console_errors(&stderr).is_empty(),
+        "console errors: {:?}",
+        console_errors(&stderr)
+    );
+    let attr = |name: &str| -> String {
+        let marker = format!("{name}=\"");
+        after(&dom, &marker)
+            .split('"')
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let before: f64 = attr("data-before").parse().unwrap();
+    let after_zoom: f64 = attr("data-after").parse().unwrap();
+    // 50 of 680 samples, then the whole 1,180-unit width.
+    assert!(
+        (before - 50.0 / 680.0 * 1180.0).abs() < 2.0,
+        "before zoom {before}"
+    );
+    assert!(after_zoom > 1170.0, "after zoom {after_zoom}");
+    assert_eq!(attr("data-zoomed"), "true");
+    let callee: f64 = attr("data-callee").parse().unwrap();
+    assert!(
+        (callee - after_zoom).abs() < 1.0,
+        "its only callee spans it too: {callee}"
+    );
+    assert_eq!(
+        attr("data-guest"),
+        "none",
+        "frames outside the zoomed one hide"
+    );
+    assert_eq!(attr("data-caller"), "0.5", "callers stay, faded");
+    assert_eq!(attr("data-label"), "kvm_vm_ioctl");
+    // kvm_mmu_zap_all_fast: 40 of 680 samples.
+    assert_eq!(attr("data-matched"), "5.9");
+    assert!(
+        attr("data-reset").ends_with(" false"),
+        "{}",
+        attr("data-reset")
+    );
+    // A screenshot of the zoomed graph, for people.
+    let flame_only = html.replace(
+        "<body>",
+        "<body><style>body > *:not(section.flame):not(script) { display: none; }</style>",
+    );
+    let zoomed_page = dir.join("flame-zoomed.html");
+    std::fs::write(&zoomed_page, flame_only).unwrap();
+    let screenshot = dir.join("flame.png");
+    let _ = std::fs::remove_file(&screenshot);
+    let shot = run_chromium(
+        &zoomed_page,
+        &[format!("--screenshot={}", screenshot.display())],
+    );
+    assert!(shot.status.success());
+    assert!(std::fs::metadata(&screenshot).map(|m| m.len()).unwrap_or(0) > 5_000);
 }

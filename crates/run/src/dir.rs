@@ -17,6 +17,10 @@ pub const SUMMARY_FILE: &str = "summary.md";
 pub const REPORT_FILE: &str = "report.html";
 /// Where `vmscale export --dat` writes the trace by default.
 pub const DAT_FILE: &str = "trace.dat";
+/// Where `vmscale export --pprof` writes the on-CPU samples by default.
+pub const PPROF_FILE: &str = "profile.pb.gz";
+/// Where `vmscale export --folded` writes the on-CPU samples by default.
+pub const FOLDED_FILE: &str = "stacks.folded";
 
 /// Run directories are built under this hidden prefix and renamed to their final name only
 /// when complete, so a directory with a plain name is always a finished run. The owner is

@@ -113,6 +113,61 @@ pub struct TraceSection {
     /// carried out (the QEMU scenarios); in point and series order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub vmm: Vec<VmmSamples>,
+    /// The on-CPU samples (perf_event_open, trace/samples) by stack, for the flame graph;
+    /// absent where the run was not sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_cpu: Option<StackProfile>,
+    /// The same for the samples taken during the smallest and the largest swept value's
+    /// measured samples (in that order), for the differential flame graph.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on_cpu_by_n: Vec<PointProfile>,
+}
+
+/// On-CPU samples aggregated by stack. Each stack is root first: the process's name and
+/// the thread's (where it differs), its user frames from the outermost caller to the
+/// leaf, then its kernel frames likewise.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StackProfile {
+    /// Which samples these are ("every task's samples while tracing was on", ...).
+    pub scope: String,
+    pub hz: u32,
+    /// CPU time each sample stands for.
+    pub period_ns: u64,
+    /// Samples in the profile, `omitted_samples` included.
+    pub samples: u64,
+    /// Sample records the kernel could not store (a full buffer): not in `samples`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lost: u64,
+    /// Frame names, referred to by index from `stacks`.
+    pub names: Vec<String>,
+    /// Most samples first.
+    pub stacks: Vec<ProfileStack>,
+    /// Samples of the least frequent stacks, left out to keep run.json small: they are
+    /// counted under their root frame alone.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted_samples: u64,
+}
+
+/// One distinct stack of a [`StackProfile`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProfileStack {
+    /// Indexes into the profile's names, root first.
+    pub frames: Vec<u32>,
+    /// Where the kernel frames start in `frames` (its length when there are none).
+    pub kernel_from: u32,
+    /// Where the user frames start (after the process and thread names).
+    #[serde(default)]
+    pub user_from: u32,
+    pub samples: u64,
+}
+
+/// The samples of one swept value's measured samples.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PointProfile {
+    pub n: u64,
+    /// Time the point's samples spanned, from the first one's start to the last one's end.
+    pub span_ns: u64,
+    pub profile: StackProfile,
 }
 
 /// One series' samples seen from the VMM process that carried them out: the ioctls its

@@ -2,7 +2,10 @@
 //!
 //! * `--perfetto`: a Perfetto trace, to open in ui.perfetto.dev (tracks per CPU, lock waits
 //!   per task, IPIs as flows, phases);
-//! * `--dat`: a trace-cmd .dat file (version 7), for `trace-cmd report` and KernelShark.
+//! * `--dat`: a trace-cmd .dat file (version 7), for `trace-cmd report` and KernelShark;
+//! * `--pprof`: the on-CPU samples as a gzipped pprof profile (`go tool pprof`, speedscope,
+//!   Pyroscope);
+//! * `--folded`: the on-CPU samples as folded stacks (flamegraph.pl, speedscope).
 
 use std::path::{Path, PathBuf};
 
@@ -13,24 +16,100 @@ use vmscale_run::RunRecord;
 
 use crate::failure::Failure;
 
+/// The format flags of `export`.
+pub struct Formats {
+    pub perfetto: bool,
+    pub dat: bool,
+    pub pprof: bool,
+    pub folded: bool,
+}
+
 /// Dispatches on the format flags: exactly one of them.
 pub fn export(
-    perfetto: bool,
-    dat: bool,
+    formats: Formats,
     compression: Option<&str>,
     run: &Path,
     out: Option<PathBuf>,
 ) -> Result<(), Failure> {
-    match (perfetto, dat) {
-        (true, false) if compression.is_some() => Err(Failure::usage(
-            "--compression applies to --dat only (a Perfetto trace is not compressed)",
-        )),
-        (true, false) => export_perfetto(run, out),
-        (false, true) => export_dat(run, out, compression),
-        _ => Err(Failure::usage(
-            "export needs exactly one of --perfetto and --dat",
-        )),
+    let Formats {
+        perfetto,
+        dat,
+        pprof,
+        folded,
+    } = formats;
+    let chosen = [perfetto, dat, pprof, folded]
+        .iter()
+        .filter(|&&f| f)
+        .count();
+    if chosen != 1 {
+        return Err(Failure::usage(
+            "export needs exactly one of --perfetto, --dat, --pprof and --folded",
+        ));
     }
+    if compression.is_some() && !dat {
+        return Err(Failure::usage(
+            "--compression applies to --dat only (the other formats are not compressed that way)",
+        ));
+    }
+    if perfetto {
+        export_perfetto(run, out)
+    } else if dat {
+        export_dat(run, out, compression)
+    } else {
+        export_samples(run, out, pprof)
+    }
+}
+
+/// `--pprof` (gzipped pprof profile) or `--folded` (folded stacks) of the run's on-CPU
+/// samples.
+fn export_samples(run: &Path, out: Option<PathBuf>, pprof: bool) -> Result<(), Failure> {
+    let Traced {
+        record,
+        run_dir,
+        trace_dir,
+    } = traced(run)?;
+    let excluded = record
+        .trace
+        .as_ref()
+        .map(|t| t.excluded_tids.clone())
+        .unwrap_or_default();
+    let profile = vmscale_export::pprof::run_profile(&trace_dir, &excluded)
+        .map_err(|e| Failure::runtime(e.to_string()))?;
+    let name = if pprof {
+        vmscale_run::dir::PPROF_FILE
+    } else {
+        vmscale_run::dir::FOLDED_FILE
+    };
+    let target = out.unwrap_or_else(|| run_dir.join(name));
+    let cannot =
+        |e: std::io::Error| Failure::runtime(format!("cannot write {}: {e}", target.display()));
+    let lost = match profile.read.lost {
+        0 => String::new(),
+        n => format!("; {n} sample records were lost (see the run's warnings)"),
+    };
+    write_through_temp(&target, |tmp| {
+        let file = std::fs::File::create(tmp).map_err(cannot)?;
+        let mut out = std::io::BufWriter::new(file);
+        if pprof {
+            vmscale_export::pprof::write_pprof(&profile, &mut out).map_err(cannot)?;
+        } else {
+            profile.write_folded(&mut out).map_err(cannot)?;
+        }
+        std::io::Write::flush(&mut out).map_err(cannot)
+    })?;
+    let open = if pprof {
+        format!("open it with `go tool pprof -http=: {}`", target.display())
+    } else {
+        "open it with flamegraph.pl or speedscope".to_string()
+    };
+    crate::console::note!(
+        "wrote {} ({} on-CPU samples, {:.3} s of CPU time, {} stacks{lost}): {open}",
+        target.display(),
+        profile.samples,
+        profile.cpu_ns() as f64 / 1e9,
+        profile.stacks.len(),
+    );
+    Ok(())
 }
 
 /// A run, its directory, and the directory of its kernel trace.

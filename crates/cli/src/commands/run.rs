@@ -93,7 +93,8 @@ pub(crate) fn execute<M: Into<Measurement>>(
             background,
             foreign_tids,
         } = watch.finish(host.online_cpus);
-        let trace_meta = session.finish()?;
+        let finished = session.finish()?;
+        let trace_meta = finished.trace;
         let mut warnings: Vec<String> = background
             .iter()
             .flat_map(|load| {
@@ -103,6 +104,7 @@ pub(crate) fn execute<M: Into<Measurement>>(
             })
             .collect();
         warnings.extend(vmscale_run::runs::disagreements(scenario, sweep, &points));
+        warnings.extend(finished.warnings);
         let trace = trace_meta.map(|meta| {
             warnings.extend(meta.lost_warnings());
             vmscale_analysis::run_section::analyse(

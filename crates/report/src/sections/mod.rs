@@ -19,6 +19,7 @@ pub(crate) mod contention;
 pub(crate) mod context;
 pub(crate) mod counters;
 pub(crate) mod explain;
+pub(crate) mod flame;
 pub(crate) mod growth;
 pub(crate) mod ipis;
 pub(crate) mod latency;

@@ -1,0 +1,168 @@
+//! On-CPU sampling through the command line: `record` samples by default and the run
+//! record keeps the stacks, `--no-sample` leaves them out, a vmscale that may not use
+//! perf_event_open records its trace all the same and says why it has no samples, and
+//! `export --pprof|--folded` write the samples. Needs root, tracefs and capsh (to drop
+//! the capabilities perf_event_open needs); fails without.
+
+mod common;
+
+use common::*;
+
+use std::process::Command;
+
+use serde_json::Value;
+
+/// A shell loop that keeps a CPU busy in user space for about half a second.
+const BUSY: &str = "i=0; end=$(($(date +%s%N) + 500000000)); while [ $(date +%s%N) -lt $end ]; do i=$((i+1)); done";
+
+#[test]
+fn record_samples_by_default_and_exports_them() {
+    let out = scratch("sample-record");
+    let o = vmscale()
+        .args(["record", "--format", "json", "--out"])
+        .arg(&out)
+        .args(["--", "sh", "-c", BUSY])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let profile = &run["trace"]["on_cpu"];
+    let samples = profile["samples"].as_u64().unwrap_or(0);
+    assert!(
+        samples > 200,
+        "{samples} samples in half a second of a busy shell"
+    );
+    assert_eq!(profile["hz"], 997);
+    let names: Vec<&str> = profile["names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"sh"),
+        "the shell is a root frame: {names:?}"
+    );
+    let dir = only_run_dir(&out);
+    assert!(dir.join("trace/samples/meta.json").exists());
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("id=\"flame-on-cpu\""));
+
+    // Both exports, their numbers the record's.
+    let o = vmscale()
+        .args(["export", "--folded"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let folded = std::fs::read_to_string(dir.join("stacks.folded")).unwrap();
+    let total: u64 = folded
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(total, samples);
+    assert!(folded.lines().any(|l| l.starts_with("sh;")), "{folded}");
+    let o = vmscale()
+        .args(["export", "--pprof", "-o"])
+        .arg(out.join("p.pb.gz"))
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("{samples} on-CPU samples")),
+        "{}",
+        stderr(&o)
+    );
+    let gz = std::fs::read(out.join("p.pb.gz")).unwrap();
+    assert_eq!(&gz[..2], &[0x1f, 0x8b], "gzip");
+
+    // Exactly one format.
+    let o = vmscale()
+        .args(["export", "--pprof", "--folded"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    one_line_failure(&o, 2, "exactly one of");
+}
+
+#[test]
+fn no_sample_records_no_samples() {
+    let out = scratch("sample-off");
+    let o = vmscale()
+        .args([
+            "record",
+            "--no-sample",
+            "--duration",
+            "0.2",
+            "--format",
+            "json",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(run["trace"].get("on_cpu").is_none());
+    let dir = only_run_dir(&out);
+    assert!(!dir.join("trace/samples").exists());
+    let o = vmscale()
+        .args(["export", "--pprof"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    one_line_failure(&o, 1, "no on-CPU samples");
+    // Out-of-range frequencies are refused when parsed.
+    let o = vmscale()
+        .args(["record", "--sample-hz", "0", "--duration", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn a_vmscale_refused_perf_event_open_traces_without_samples_and_says_so() {
+    let capsh = ["/usr/sbin/capsh", "/sbin/capsh", "/usr/bin/capsh"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("capsh is missing (apt-get install libcap2-bin): it drops perf_event_open's capabilities");
+    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        paranoid >= 1,
+        "kernel.perf_event_paranoid is {paranoid}: anyone may sample every CPU, so no refusal can be provoked"
+    );
+    let out = scratch("sample-refused");
+    let exe = env!("CARGO_BIN_EXE_vmscale");
+    let o = Command::new(capsh)
+        .arg("--drop=cap_perfmon,cap_sys_admin")
+        .arg("--")
+        .arg("-c")
+        .arg(format!(
+            "exec {exe} record --duration 0.2 --format json --quiet --out {}",
+            out.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("perf_event_open is not allowed here"), "{err}");
+    let run: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        run["trace"]["decoded_events"].as_u64().unwrap() > 0,
+        "the trace went on"
+    );
+    assert!(run["trace"].get("on_cpu").is_none());
+    let warnings = run["warnings"].as_array().unwrap();
+    let warning = warnings
+        .iter()
+        .filter_map(|w| w.as_str())
+        .find(|w| w.contains("perf_event_open is not allowed"))
+        .unwrap_or_else(|| panic!("no warning says why: {warnings:?}"));
+    assert!(!warning.contains('\n'));
+    assert!(warning.contains("perf_event_paranoid"), "{warning}");
+}
