@@ -338,7 +338,6 @@ fn analyse_routed(
     let printk = decoder.printk_strings();
     let mut holders = HoldersPass::default().with_wakeup_sites(symbols);
     let async_calls = cause_names::async_cross_calls(symbols);
-    let work_events = workers::WorkEvents::of(decoder.catalog());
     let mut breakdown = BreakdownPass::timed(scope.timed_windows.clone())
         .with_async_calls(&async_calls)
         .with_processes(scope.tgids.clone());
@@ -353,14 +352,12 @@ fn analyse_routed(
                         .map(|(&pid, &tgid)| (pid, tgid))
                         .collect(),
                 )
-                .with_async_calls(&async_calls)
-                .with_work_events(work_events),
+                .with_async_calls(&async_calls),
         )
     } else {
         (!scope.subject.is_empty()).then(|| {
             subject::SubjectPass::new(scope.subject.iter().map(|&tid| tid as i32).collect())
                 .with_async_calls(&async_calls)
-                .with_work_events(work_events)
         })
     };
     let mut vcpu_resume = (!scope.vcpu_resume_windows.is_empty()).then(|| {
@@ -382,7 +379,6 @@ fn analyse_routed(
                 .collect(),
         )
         .with_async_calls(&async_calls)
-        .with_work_events(work_events)
         .of_processes()
     });
     let mut vmm = (!scope.vmm.is_empty()).then(|| vmm::VmmPass::new(scope.vmm.clone()));

@@ -31,7 +31,7 @@ use crate::runqueue::{CpuHolders, Occupant, RunqueueWatch};
 use crate::stacks::{StackId, StackTable};
 use crate::symbols::Symbols;
 use crate::task_names::remember;
-use crate::workers::{WorkEvents, WorkHistory};
+use crate::workers::WorkHistory;
 
 /// sched_switch's prev_state bits of a task that switched out for the last time
 /// (EXIT_DEAD, EXIT_ZOMBIE as the kernel reports them).
@@ -216,12 +216,6 @@ impl SubjectPass {
             window_parts: HashMap::new(),
             per_call_windows: false,
         }
-    }
-
-    /// Reads what kernel workers run from these workqueue events, where the trace has them.
-    pub(crate) fn with_work_events(mut self, events: WorkEvents) -> SubjectPass {
-        self.work = WorkHistory::new(events);
-        self
     }
 
     /// In windowed mode, the windows are those of whole processes carrying out samples
@@ -500,6 +494,7 @@ impl SubjectPass {
                 | ContentionEnd
                 | CsdQueueCpu
                 | CsdFunctionExit
+                | Work
         )
     }
 
@@ -507,8 +502,9 @@ impl SubjectPass {
         let ts = event.ts();
         let pid = event.pid();
         self.last_ts = ts;
-        if matches!(kind, EventKind::Other) {
-            self.work.observe(event);
+        if let EventKind::Work(work) = kind {
+            self.work.observe(pid, ts, work);
+            return;
         }
         match *kind {
             EventKind::SchedSwitch(s) => {

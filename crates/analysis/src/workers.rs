@@ -8,35 +8,12 @@
 
 use std::collections::VecDeque;
 
-use foldhash::{HashMap, HashMapExt};
+use foldhash::HashMap;
 
-use vmscale_trace::decode::event::Event;
+use vmscale_trace::decode::views::{Work, WorkStep};
 
 /// Work items kept per worker; older ones are dropped.
 const MAX_ITEMS: usize = 256;
-
-/// The event type ids of the workqueue events a trace holds.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct WorkEvents {
-    pub start: Option<u16>,
-    pub end: Option<u16>,
-    pub queue: Option<u16>,
-}
-
-impl WorkEvents {
-    pub(crate) fn of(catalog: &vmscale_trace::decode::catalog::EventCatalog) -> WorkEvents {
-        let id = |name| catalog.find("workqueue", name).map(|t| t.format.id);
-        WorkEvents {
-            start: id("workqueue_execute_start"),
-            end: id("workqueue_execute_end"),
-            queue: id("workqueue_queue_work"),
-        }
-    }
-
-    fn any(&self) -> bool {
-        self.start.is_some()
-    }
-}
 
 #[derive(Default)]
 struct Worker {
@@ -48,48 +25,31 @@ struct Worker {
 
 #[derive(Default)]
 pub(crate) struct WorkHistory {
-    events: WorkEvents,
     workers: HashMap<i32, Worker>,
     /// Work function -> the workqueue it was last queued on.
     queues: HashMap<u64, String>,
 }
 
 impl WorkHistory {
-    pub(crate) fn new(events: WorkEvents) -> WorkHistory {
-        WorkHistory {
-            events,
-            workers: HashMap::new(),
-            queues: HashMap::new(),
-        }
-    }
-
-    /// Feeds one event; anything but the workqueue events is ignored at the cost of a
-    /// comparison.
-    #[inline]
-    pub(crate) fn observe(&mut self, event: &Event<'_>) {
-        if !self.events.any() {
-            return;
-        }
-        let id = Some(event.id());
-        if id == self.events.start {
-            if let Some(function) = event.u64("function") {
-                self.workers.entry(event.pid()).or_default().current = Some((event.ts(), function));
+    /// Feeds one workqueue event of task `pid` at `ts`.
+    pub(crate) fn observe(&mut self, pid: i32, ts: u64, work: &Work<'_>) {
+        match work.step {
+            WorkStep::Start => {
+                self.workers.entry(pid).or_default().current = Some((ts, work.function));
             }
-        } else if id == self.events.end {
-            let worker = self.workers.entry(event.pid()).or_default();
-            if let Some((start, function)) = worker.current.take() {
-                if worker.done.len() >= MAX_ITEMS {
-                    worker.done.pop_front();
+            WorkStep::End => {
+                let worker = self.workers.entry(pid).or_default();
+                if let Some((start, function)) = worker.current.take() {
+                    if worker.done.len() >= MAX_ITEMS {
+                        worker.done.pop_front();
+                    }
+                    worker.done.push_back((start, ts, function));
                 }
-                worker.done.push_back((start, event.ts(), function));
             }
-        } else if id == self.events.queue {
-            if let (Some(function), Some(queue)) = (event.u64("function"), event.str("workqueue")) {
-                self.queues.entry(function).or_insert_with(|| {
-                    String::from_utf8_lossy(queue)
-                        .trim_end_matches('\0')
-                        .to_string()
-                });
+            WorkStep::Queue => {
+                self.queues
+                    .entry(work.function)
+                    .or_insert_with(|| work.workqueue());
             }
         }
     }

@@ -44,6 +44,7 @@ pub enum EventKind<'a> {
     KernelStack(KernelStack<'a>),
     Print(Print<'a>),
     MmapLock(MmapLock),
+    Work(Work<'a>),
     /// Any other event (or a known one whose format differs): read it by field name.
     Other,
 }
@@ -74,6 +75,7 @@ pub enum ViewTag {
     KernelStack,
     Print,
     MmapLock,
+    Work,
     Other,
 }
 
@@ -102,8 +104,41 @@ impl EventKind<'_> {
             EventKind::KernelStack(_) => ViewTag::KernelStack,
             EventKind::Print(_) => ViewTag::Print,
             EventKind::MmapLock(_) => ViewTag::MmapLock,
+            EventKind::Work(_) => ViewTag::Work,
             EventKind::Other => ViewTag::Other,
         }
+    }
+}
+
+/// What a workqueue event says happened to a work item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkStep {
+    /// workqueue:workqueue_queue_work: queued on a workqueue (named in the view).
+    Queue,
+    /// workqueue:workqueue_execute_start: a worker (the event's task) starts running it.
+    Start,
+    /// workqueue:workqueue_execute_end: the worker is done with it.
+    End,
+}
+
+/// A workqueue event: the work function, and for a queueing the workqueue's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Work<'a> {
+    pub step: WorkStep,
+    /// The work item's function, a kernel text address.
+    pub function: u64,
+    workqueue: &'a [u8],
+}
+
+impl Work<'_> {
+    /// The workqueue's name (queueing only; empty otherwise), up to its NUL.
+    pub fn workqueue(&self) -> String {
+        let end = self
+            .workqueue
+            .iter()
+            .position(|&b| b == 0)
+            .unwrap_or(self.workqueue.len());
+        String::from_utf8_lossy(&self.workqueue[..end]).into_owned()
     }
 }
 
@@ -474,6 +509,11 @@ pub(crate) enum ViewLayout {
         ip: FieldRef,
         buf: FieldRef,
     },
+    Work {
+        step: WorkStep,
+        function: FieldRef,
+        workqueue: Option<FieldRef>,
+    },
     MmapLock {
         step: MmapLockStep,
         mm: FieldRef,
@@ -668,6 +708,23 @@ impl ViewLayout {
                     success: (step == MmapLockStep::AcquireReturned).then(|| l.get("success", Int)),
                 }
             }
+            (
+                "workqueue",
+                name @ ("workqueue_queue_work"
+                | "workqueue_execute_start"
+                | "workqueue_execute_end"),
+            ) => {
+                let step = match name {
+                    "workqueue_queue_work" => WorkStep::Queue,
+                    "workqueue_execute_start" => WorkStep::Start,
+                    _ => WorkStep::End,
+                };
+                ViewLayout::Work {
+                    step,
+                    function: l.get("function", Int),
+                    workqueue: (step == WorkStep::Queue).then(|| l.get("workqueue", Dynamic)),
+                }
+            }
             _ => return (ViewLayout::Other, 0),
         };
         if l.ok {
@@ -703,6 +760,7 @@ impl ViewLayout {
             ViewLayout::KernelStack { .. } => ViewTag::KernelStack,
             ViewLayout::Print { .. } => ViewTag::Print,
             ViewLayout::MmapLock { .. } => ViewTag::MmapLock,
+            ViewLayout::Work { .. } => ViewTag::Work,
             ViewLayout::Other => ViewTag::Other,
         }
     }
@@ -850,6 +908,18 @@ impl ViewLayout {
                 mm: u(mm),
                 write: u(write) != 0,
                 success: success.as_ref().is_none_or(|f| u(f) != 0),
+            }),
+            ViewLayout::Work {
+                step,
+                function,
+                workqueue,
+            } => EventKind::Work(Work {
+                step: *step,
+                function: u(function),
+                workqueue: workqueue
+                    .as_ref()
+                    .and_then(|f| f.bytes(record))
+                    .unwrap_or(&[]),
             }),
             ViewLayout::Other => EventKind::Other,
         }

@@ -287,7 +287,7 @@ pub fn render(
             return ("<stack trace>".into(), String::new(), frames);
         }
         // Its text holds memcg_id, which the view does not read; the fixtures have none.
-        EventKind::MmapLock(_) | EventKind::Other => {
+        EventKind::MmapLock(_) | EventKind::Work(_) | EventKind::Other => {
             panic!("{}:{} has no rendering here", event.system(), name)
         }
     };
