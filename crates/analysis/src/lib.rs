@@ -12,6 +12,7 @@ pub mod holders;
 mod integrity;
 pub mod ipi;
 pub mod naming;
+pub mod on_cpu;
 mod open_waits;
 pub mod run_section;
 mod runqueue;
@@ -192,6 +193,8 @@ pub struct TraceAnalysis {
     pub timed_calls: Option<vmscale_run::findings::SubjectTime>,
     /// What the VMM did during each of its series' samples ([`Scope::vmm`]).
     pub vmm: Vec<vmscale_run::findings::VmmSamples>,
+    /// Every task of a recorded command's subject (none for a system-wide one).
+    pub subject_tids: Vec<i32>,
     pub decoded_events: u64,
     /// Events per type, `system:name`.
     pub events_seen: std::collections::BTreeMap<String, u64>,
@@ -454,7 +457,9 @@ fn analyse_routed(
         Some(focus) => Some(timeline(decoder, focus, &contention)?),
         None => None,
     };
+    let subject_tids = subject.as_ref().map(|s| s.tids()).unwrap_or_default();
     Ok(TraceAnalysis {
+        subject_tids,
         subject: subject.and_then(|s| s.finish(symbols, &contention.locks, &holders)),
         vcpu_resume: vcpu_resume.and_then(|s| s.finish(symbols, &contention.locks, &holders)),
         timed_calls: timed_calls.and_then(|s| s.finish(symbols, &contention.locks, &holders)),

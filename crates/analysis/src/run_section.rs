@@ -73,7 +73,15 @@ pub fn reanalyse(
         tgids: Default::default(),
     };
     let analysis = crate::analyse_scoped(&run_dir.join(&section.dir), &scope);
+    let subject_tids = analysis
+        .as_ref()
+        .map(|a| a.subject_tids.clone())
+        .unwrap_or_default();
     fill_findings(analysis, section, warnings);
+    // The subject's on-CPU time by code path, from the samples of its threads in its
+    // windows: what the on-CPU findings are made of.
+    let sampled = sampled_subject(&scope, section, &subject_tids);
+    section.on_cpu_paths = crate::on_cpu::paths(&run_dir.join(&section.dir), &sampled);
     // The on-CPU samples by stack, for the flame graphs.
     let profiles = vmscale_sample::for_run::run_profiles(
         &run_dir.join(&section.dir),
@@ -102,6 +110,35 @@ pub fn reanalyse(
     {
         section.vmm.clear();
     }
+}
+
+/// Whose samples are the subject's, and when: the measuring thread in its timed samples;
+/// else each timed call on its thread; else a recorded command's tasks throughout.
+fn sampled_subject(
+    scope: &crate::Scope,
+    section: &TraceSection,
+    subject_tids: &[i32],
+) -> crate::on_cpu::SampledSubject {
+    let mut windows: std::collections::HashMap<u32, Vec<(u64, u64)>> = Default::default();
+    if !scope.timed_windows.is_empty() {
+        if let Some(thread) = section.breakdown.first().map(|p| p.pid as u32) {
+            let mut list = scope.timed_windows.clone();
+            list.sort_unstable();
+            windows.insert(thread, list);
+        }
+    } else if !scope.timed_calls.is_empty() {
+        for &(tid, start, end) in &scope.timed_calls {
+            windows.entry(tid).or_default().push((start, end));
+        }
+        for list in windows.values_mut() {
+            list.sort_unstable();
+        }
+    } else {
+        for &tid in subject_tids {
+            windows.insert(tid as u32, Vec::new());
+        }
+    }
+    crate::on_cpu::SampledSubject { windows }
 }
 
 /// The series a VMM carried out: its threads and the samples' windows. A recording attached

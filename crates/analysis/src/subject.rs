@@ -651,6 +651,22 @@ impl SubjectPass {
         }
     }
 
+    /// Every task the subject has had (not in a system-wide recording, where it is every
+    /// task).
+    pub fn tids(&self) -> Vec<i32> {
+        if self.every_task.is_some() {
+            return Vec::new();
+        }
+        let mut tids: Vec<i32> = self
+            .tasks
+            .keys()
+            .chain(self.exited.iter())
+            .copied()
+            .collect();
+        tids.sort_unstable();
+        tids
+    }
+
     /// One of the tasks the subject starts with, not seen yet.
     fn is_new_root(&self, pid: i32) -> bool {
         match &self.every_task {

@@ -109,6 +109,10 @@ pub struct TraceSection {
     /// its end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timed_calls: Option<SubjectTime>,
+    /// The subject's on-CPU samples by code path (the same subject and windows as the
+    /// breakdown, the timed calls or the recorded command).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_cpu_paths: Option<OnCpuPaths>,
     /// What the VMM did in the kernel during each series' samples, for series a VMM
     /// carried out (the QEMU scenarios); in point and series order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -802,6 +806,42 @@ pub struct Component {
     /// halved, sample by sample.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub what_if: Option<WhatIf>,
+}
+
+/// The subject's on-CPU samples by code path, kernel and user apart: what its on-CPU time
+/// was spent in.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OnCpuPaths {
+    /// The subject's samples, and the CPU time each stands for.
+    pub samples: u64,
+    pub period_ns: u64,
+    /// Samples in the kernel (with kernel frames), in user space only, and in a guest.
+    pub kernel_samples: u64,
+    pub user_samples: u64,
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub guest_samples: u64,
+    /// Most samples first.
+    pub kernel: Vec<CodePath>,
+    pub user: Vec<CodePath>,
+    /// Kernel samples by how the kernel was entered (the system call, a page fault, an
+    /// interrupt), most first, each with its own top paths.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub entries: Vec<EntryPaths>,
+}
+
+/// Kernel samples that entered the kernel one way, and where they were.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EntryPaths {
+    pub entry: String,
+    pub samples: u64,
+    pub paths: Vec<CodePath>,
+}
+
+/// A code path and the samples that were in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CodePath {
+    pub path: String,
+    pub samples: u64,
 }
 
 /// A predicted distribution of one operation's latency without (or with half of) one

@@ -768,6 +768,15 @@ pub fn find(
     })
 }
 
+/// Whether `function` is one the table says takes the lock called `name` of `kind`.
+pub fn takes(name: &str, kind: LockKind, function: &str) -> bool {
+    KNOWN_LOCKS.iter().any(|known| {
+        known.name == name
+            && known.kinds.contains(&kind)
+            && known.takers.iter().any(|p| matches(p, function))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -202,10 +202,10 @@ pub(crate) fn lock_explained_by(
         return Vec::new();
     };
     if lock.kind.is_spinning() {
-        return vec![ExplainedBy {
+        return vec![super::code_paths::spin_holders(trace, lock).unwrap_or_else(|| ExplainedBy {
             what: "a holder running with preemption off (a spinlock's holder never sleeps); the trace does not say which task".into(),
             share: 1.0,
-        }];
+        })];
     }
     let Some(holders) = holders_of(trace, lock.lock_addr) else {
         return Vec::new();

@@ -15,6 +15,7 @@
 //! A finding only restates an aggregate the analyses computed; where the trace cannot
 //! tell (no stack for a sleep, a holder not seen), the sentence says so instead.
 
+mod code_paths;
 mod cpu_holders;
 mod growth;
 mod lock_cause;

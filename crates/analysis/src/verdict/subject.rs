@@ -416,20 +416,32 @@ pub(super) fn subject_findings(
                         Cause::OnCpu,
                         None,
                         None,
-                        format!("{pct} of {whose} was spent running in the kernel (system time), not waiting for anything"),
+                        format!(
+                            "{pct} of {whose} was spent running in the kernel (system time), not waiting for anything{}",
+                            super::code_paths::summary(trace, super::code_paths::Side::Kernel)
+                        ),
                     )
                 }
                 SubjectCause::User => (
                     Cause::None,
                     None,
                     None,
-                    format!("{pct} of {whose} ran its own code in user space: nothing in the kernel costs it that time"),
+                    format!(
+                        "{pct} of {whose} ran its own code in user space: nothing in the kernel costs it that time{}",
+                        super::code_paths::summary(trace, super::code_paths::Side::User)
+                    ),
                 ),
                 SubjectCause::Part(_) => (
                     Cause::OnCpu,
                     None,
                     None,
-                    format!("{pct} of {whose} was spent on a CPU (kernel and user space not told apart)"),
+                    format!(
+                        "{pct} of {whose} was spent on a CPU{}",
+                        match super::code_paths::summary(trace, super::code_paths::Side::Both) {
+                            paths if paths.is_empty() => " (kernel and user space not told apart)".to_string(),
+                            paths => paths,
+                        }
+                    ),
                 ),
             };
             Finding {
@@ -448,6 +460,15 @@ pub(super) fn subject_findings(
                     }
                     (SubjectCause::Part(ComponentKind::Lock | ComponentKind::HoldingAsleep), _) => {
                         lock_parts(trace, s)
+                    }
+                    (SubjectCause::Kernel, _) => {
+                        super::code_paths::explained_by(trace, super::code_paths::Side::Kernel)
+                    }
+                    (SubjectCause::User, _) => {
+                        super::code_paths::explained_by(trace, super::code_paths::Side::User)
+                    }
+                    (SubjectCause::Part(ComponentKind::OnCpu), _) => {
+                        super::code_paths::explained_by(trace, super::code_paths::Side::Both)
                     }
                     _ => Vec::new(),
                 },

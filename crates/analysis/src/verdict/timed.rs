@@ -162,7 +162,10 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
                     Cause::OnCpu,
                     None,
                     None,
-                    format!("{pct} of {subject} was spent on a CPU, in its own work"),
+                    format!(
+                        "{pct} of {subject} was spent on a CPU, in its own work{}",
+                        super::code_paths::summary(trace, super::code_paths::Side::Both)
+                    ),
                 ),
             };
             Finding {
@@ -176,6 +179,9 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
                     ComponentKind::Runnable => super::cpu_holders::explained_by(&holders, runnable_ns),
                     ComponentKind::Lock => {
                         super::lock_explained_by(trace, lock_entry(trace, &detail))
+                    }
+                    ComponentKind::OnCpu => {
+                        super::code_paths::explained_by(trace, super::code_paths::Side::Both)
                     }
                     _ => Vec::new(),
                 },

@@ -1,0 +1,291 @@
+//! Where the subject's on-CPU time went, by code path, from the on-CPU samples.
+//!
+//! The samples are those of the subject's threads inside its windows (the timed samples of
+//! the measuring thread, each timed call on its thread, or a recorded command's tasks over
+//! the recording), the same time every other analysis explains. A sample is named by its
+//! *path*: the innermost kernel function that is not a library routine (a copy, a clear,
+//! a lock primitive), with that routine beside it when the leaf is one ("memset in
+//! clear_page_erms" would say nothing; "copy_page in do_wp_page" does). A sample whose
+//! kernel stack is spinning on a lock is named so ("spinning in kvm_irqfd"); one with only
+//! user frames, by its user leaf.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use vmscale_run::findings::{CodePath, EntryPaths, OnCpuPaths};
+use vmscale_sample::{Samples, Symbolizer};
+
+/// Paths kept per kind.
+const TOP_PATHS: usize = 12;
+
+/// Which samples are the subject's.
+#[derive(Debug, Clone, Default)]
+pub struct SampledSubject {
+    /// Per thread, its windows (sorted): samples outside them are not the subject's. A
+    /// thread with an empty list counts whole.
+    pub windows: HashMap<u32, Vec<(u64, u64)>>,
+}
+
+impl SampledSubject {
+    fn keeps(&self, tid: u32, ts: u64) -> bool {
+        match self.windows.get(&tid) {
+            None => false,
+            Some(list) if list.is_empty() => true,
+            Some(list) => {
+                let at = list.partition_point(|w| w.1 <= ts);
+                list.get(at).is_some_and(|w| w.0 <= ts)
+            }
+        }
+    }
+}
+
+/// Frames that are library routines or lock and scheduler plumbing: a path is named by
+/// the function that called them.
+fn is_routine(name: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "memset",
+        "memcpy",
+        "memmove",
+        "__memset",
+        "__memcpy",
+        "__memmove",
+        "copy_user",
+        "copy_to_user",
+        "copy_from_user",
+        "_copy_to_user",
+        "_copy_from_user",
+        "rep_movs",
+        "rep_stos",
+        "clear_page",
+        "copy_page",
+        "strlen",
+        "strcmp",
+        "strncpy",
+        "__list_",
+        "_raw_",
+        "__raw_",
+        "queued_",
+        "native_queued",
+        "__pv_queued",
+        "pv_",
+        "__x86_indirect_thunk",
+        "__x86_return_thunk",
+        "srso_",
+        "entry_SYSCALL",
+        "do_syscall_64",
+        "asm_",
+        "irq_",
+        "__irq_",
+        "sysvec_",
+        "__sysvec_",
+        "native_",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// A kernel stack (leaf first) spinning on a lock.
+fn spinning(names: &[String]) -> bool {
+    names.iter().take(3).any(|n| {
+        n.starts_with("native_queued_spin_lock_slowpath")
+            || n.starts_with("__pv_queued_spin_lock_slowpath")
+            || n.starts_with("queued_spin_lock_slowpath")
+            || n.starts_with("queued_read_lock_slowpath")
+            || n.starts_with("queued_write_lock_slowpath")
+    })
+}
+
+/// The path a kernel stack (function names, leaf first) is named by.
+pub fn kernel_path(names: &[String]) -> Option<String> {
+    let leaf = names.first()?;
+    let owner = names.iter().find(|n| !is_routine(n));
+    if spinning(names) {
+        return Some(match owner {
+            Some(owner) => format!("spinning on a lock in {owner}"),
+            None => "spinning on a lock".into(),
+        });
+    }
+    // A clock sample cannot interrupt code that runs with interrupts off: it fires as soon
+    // as they come back, at the unlock that re-enables them. Such samples are the time
+    // the caller spent in that critical section.
+    if is_irq_unlock(leaf) {
+        return Some(match owner {
+            Some(owner) => {
+                format!("{owner} with interrupts off (sampled as {leaf} re-enabled them)")
+            }
+            None => format!("interrupts off (sampled at {leaf})"),
+        });
+    }
+    Some(match owner {
+        Some(owner) if owner == leaf => owner.clone(),
+        Some(owner) => format!("{leaf} in {owner}"),
+        None => leaf.clone(),
+    })
+}
+
+/// An unlock that re-enables interrupts (spin_unlock_irq, _irqrestore, and the rwlock's).
+fn is_irq_unlock(name: &str) -> bool {
+    [
+        "_raw_spin_unlock_irq",
+        "_raw_write_unlock_irq",
+        "_raw_read_unlock_irq",
+    ]
+    .iter()
+    .any(|p| name.starts_with(p))
+}
+
+/// The function a path names (its owner), for matching it against lock takers.
+pub fn path_function(path: &str) -> &str {
+    let path = path.trim_start_matches("spinning on a lock in ");
+    let path = path.split(" with interrupts off").next().unwrap_or(path);
+    path.rsplit(" in ").next().unwrap_or(path)
+}
+
+/// How a kernel stack (leaf first) entered the kernel: the system call (the frame do_syscall_64
+/// called), a page fault, an interrupt, or for a kernel thread its outermost function.
+pub fn entry(names: &[String]) -> Option<String> {
+    if let Some(at) = names.iter().position(|n| n.starts_with("do_syscall_64")) {
+        let call = at.checked_sub(1).map(|i| names[i].as_str())?;
+        let call = call
+            .trim_start_matches("__x64_sys_")
+            .trim_start_matches("__arm64_sys_")
+            .trim_start_matches("__do_sys_")
+            .trim_start_matches("ksys_");
+        return Some(format!("{call} (system call)"));
+    }
+    if names
+        .iter()
+        .any(|n| n.starts_with("exc_page_fault") || n.starts_with("asm_exc_page_fault"))
+    {
+        return Some("page faults".into());
+    }
+    if let Some(irq) = names.iter().find(|n| {
+        n.starts_with("sysvec_")
+            || n.starts_with("asm_sysvec_")
+            || n.starts_with("common_interrupt")
+    }) {
+        return Some(format!("interrupt ({})", irq.trim_start_matches("asm_")));
+    }
+    names
+        .iter()
+        .rev()
+        .find(|n| !n.starts_with("ret_from_fork"))
+        .map(|n| format!("{n} (kernel thread)"))
+}
+
+/// The subject's samples by path, kernel and user apart; `None` without samples.
+pub fn paths(trace_dir: &Path, subject: &SampledSubject) -> Option<OnCpuPaths> {
+    if subject.windows.is_empty() || !Samples::exist(trace_dir) {
+        return None;
+    }
+    let samples = Samples::open(trace_dir).ok()?;
+    let mut symbols = Symbolizer::load(&samples, trace_dir).ok()?;
+    let mut kernel: HashMap<String, u64> = HashMap::new();
+    let mut user: HashMap<String, u64> = HashMap::new();
+    let mut entries: HashMap<String, (u64, HashMap<String, u64>)> = HashMap::new();
+    let mut out = OnCpuPaths {
+        period_ns: samples.meta().period_ns,
+        ..OnCpuPaths::default()
+    };
+    samples
+        .for_each(|s| {
+            if !subject.keeps(s.tid, s.ts) {
+                return;
+            }
+            out.samples += 1;
+            if s.guest {
+                out.guest_samples += 1;
+                return;
+            }
+            if !s.kernel.is_empty() {
+                out.kernel_samples += 1;
+                let names: Vec<String> = s
+                    .kernel
+                    .iter()
+                    .take(24)
+                    .map(|&ip| symbols.kernel(ip).name())
+                    .collect();
+                if let Some(path) = kernel_path(&names) {
+                    let by_entry = entries
+                        .entry(entry(&names).unwrap_or_default())
+                        .or_default();
+                    by_entry.0 += 1;
+                    *by_entry.1.entry(path.clone()).or_default() += 1;
+                    *kernel.entry(path).or_default() += 1;
+                }
+            } else if let Some(&leaf) = s.user.first() {
+                out.user_samples += 1;
+                let name = symbols.user(s.pid, s.ts, leaf).name();
+                *user.entry(name).or_default() += 1;
+            }
+        })
+        .ok()?;
+    out.kernel = top(kernel);
+    out.user = top(user);
+    let mut entries: Vec<EntryPaths> = entries
+        .into_iter()
+        .map(|(entry, (samples, paths))| {
+            let mut paths = top(paths);
+            paths.truncate(3);
+            EntryPaths {
+                entry,
+                samples,
+                paths,
+            }
+        })
+        .collect();
+    entries.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.entry.cmp(&b.entry)));
+    entries.truncate(TOP_PATHS);
+    out.entries = entries;
+    Some(out)
+}
+
+fn top(paths: HashMap<String, u64>) -> Vec<CodePath> {
+    let mut out: Vec<CodePath> = paths
+        .into_iter()
+        .map(|(path, samples)| CodePath { path, samples })
+        .collect();
+    out.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.path.cmp(&b.path)));
+    out.truncate(TOP_PATHS);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_path_is_the_function_that_called_the_routine() {
+        assert_eq!(
+            kernel_path(&names(&["kvm_irqfd_deassign", "kvm_irqfd", "kvm_vm_ioctl"])).as_deref(),
+            Some("kvm_irqfd_deassign")
+        );
+        assert_eq!(
+            kernel_path(&names(&["clear_page_erms", "__handle_mm_fault"])).as_deref(),
+            Some("clear_page_erms in __handle_mm_fault")
+        );
+        assert_eq!(
+            kernel_path(&names(&[
+                "native_queued_spin_lock_slowpath",
+                "_raw_spin_lock_irq",
+                "kvm_irqfd_deassign"
+            ]))
+            .as_deref(),
+            Some("spinning on a lock in kvm_irqfd_deassign")
+        );
+        let irqs_off = names(&["_raw_spin_unlock_irq", "kvm_irqfd", "kvm_vm_ioctl"]);
+        assert_eq!(
+            kernel_path(&irqs_off).as_deref(),
+            Some("kvm_irqfd with interrupts off (sampled as _raw_spin_unlock_irq re-enabled them)")
+        );
+        assert_eq!(path_function(&kernel_path(&irqs_off).unwrap()), "kvm_irqfd");
+        assert_eq!(
+            path_function("clear_page_erms in __handle_mm_fault"),
+            "__handle_mm_fault"
+        );
+        assert_eq!(kernel_path(&[]), None);
+    }
+}

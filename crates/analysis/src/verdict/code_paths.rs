@@ -1,0 +1,173 @@
+//! On-CPU time said by the code it ran: the subject's samples by path, with the contended
+//! lock a path takes where the trace has one ("kvm_irqfd_deassign, which takes
+//! kvm->irqfds.lock, waited on by others").
+
+use vmscale_run::findings::{CodePath, LockContention, OnCpuPaths, TraceSection};
+use vmscale_run::verdict::ExplainedBy;
+
+use super::percent;
+
+/// Which paths: the kernel's, user space's, or both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Side {
+    Kernel,
+    User,
+    Both,
+}
+
+fn chosen(paths: &OnCpuPaths, side: Side) -> (Vec<&CodePath>, u64) {
+    match side {
+        Side::Kernel => (paths.kernel.iter().collect(), paths.kernel_samples),
+        Side::User => (paths.user.iter().collect(), paths.user_samples),
+        Side::Both => {
+            let mut all: Vec<&CodePath> = paths.kernel.iter().chain(&paths.user).collect();
+            all.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.path.cmp(&b.path)));
+            (all, paths.kernel_samples + paths.user_samples)
+        }
+    }
+}
+
+/// The contended lock a path's function takes, per the lock table.
+fn lock_taken(contention: &[LockContention], path: &str) -> Option<String> {
+    let function = crate::on_cpu::path_function(path);
+    contention.iter().find_map(|lock| {
+        let base = lock.name.split(" (").next().unwrap_or(&lock.name);
+        crate::naming::known::takes(base, lock.kind, function).then(|| base.to_string())
+    })
+}
+
+fn describe(trace: &TraceSection, path: &CodePath) -> String {
+    match lock_taken(&trace.contention, &path.path) {
+        Some(lock) if !path.path.starts_with("spinning") => {
+            format!("{}, which takes {lock} (contended)", path.path)
+        }
+        _ => path.path.clone(),
+    }
+}
+
+/// ": mostly in F (62%), G (20%)", or nothing without samples.
+pub(super) fn summary(trace: &TraceSection, side: Side) -> String {
+    let Some(paths) = &trace.on_cpu_paths else {
+        return String::new();
+    };
+    let (list, total) = chosen(paths, side);
+    if total == 0 || list.is_empty() {
+        return String::new();
+    }
+    if side != Side::User && !paths.entries.is_empty() {
+        let named: Vec<String> = paths
+            .entries
+            .iter()
+            .take(2)
+            .map(|e| match e.paths.first() {
+                Some(p) => format!(
+                    "{} ({}, mostly {})",
+                    e.entry,
+                    percent(e.samples as f64 / total as f64),
+                    describe(trace, p)
+                ),
+                None => format!("{} ({})", e.entry, percent(e.samples as f64 / total as f64)),
+            })
+            .collect();
+        return format!(": mostly in {}", named.join("; "));
+    }
+    let named: Vec<String> = list
+        .iter()
+        .take(2)
+        .map(|p| {
+            format!(
+                "{} ({})",
+                describe(trace, p),
+                percent(p.samples as f64 / total as f64)
+            )
+        })
+        .collect();
+    format!(": mostly in {}", named.join(", "))
+}
+
+/// The paths as parts of the on-CPU time, with the samples they rest on: kernel time by
+/// how the kernel was entered, each with its main paths, user time by its own functions.
+pub(super) fn explained_by(trace: &TraceSection, side: Side) -> Vec<ExplainedBy> {
+    let Some(paths) = &trace.on_cpu_paths else {
+        return Vec::new();
+    };
+    let (list, total) = chosen(paths, side);
+    if total == 0 {
+        return Vec::new();
+    }
+    if side != Side::User && !paths.entries.is_empty() {
+        let mut out: Vec<ExplainedBy> = paths
+            .entries
+            .iter()
+            .map(|e| {
+                let inside: Vec<String> = e
+                    .paths
+                    .iter()
+                    .map(|p| {
+                        format!(
+                            "{} {}",
+                            percent(p.samples as f64 / e.samples.max(1) as f64),
+                            describe(trace, p)
+                        )
+                    })
+                    .collect();
+                ExplainedBy {
+                    what: format!(
+                        "in {} ({} samples): {}",
+                        e.entry,
+                        e.samples,
+                        inside.join(", ")
+                    ),
+                    share: e.samples as f64 / total as f64,
+                }
+            })
+            .collect();
+        if side == Side::Both {
+            out.extend(paths.user.iter().map(|p| ExplainedBy {
+                what: format!("in {} (user space, {} samples)", p.path, p.samples),
+                share: p.samples as f64 / total as f64,
+            }));
+            out.sort_by(|a, b| b.share.total_cmp(&a.share).then(a.what.cmp(&b.what)));
+        }
+        return out;
+    }
+    list.into_iter()
+        .map(|p| ExplainedBy {
+            what: format!("in {} ({} samples)", describe(trace, p), p.samples),
+            share: p.samples as f64 / total as f64,
+        })
+        .collect()
+}
+
+/// For a spinning lock: where the subject's own samples put the code that takes it (its
+/// holders, running with the lock held: a spinlock's holder never sleeps), as a share of
+/// the subject's on-CPU samples; `None` without such samples.
+pub(super) fn spin_holders(trace: &TraceSection, lock: &LockContention) -> Option<ExplainedBy> {
+    let paths = trace.on_cpu_paths.as_ref()?;
+    let base = lock.name.split(" (").next().unwrap_or(&lock.name);
+    let total = paths.kernel_samples + paths.user_samples;
+    let holding: Vec<&CodePath> = paths
+        .kernel
+        .iter()
+        .filter(|p| !p.path.starts_with("spinning"))
+        .filter(|p| {
+            crate::naming::known::takes(base, lock.kind, crate::on_cpu::path_function(&p.path))
+        })
+        .collect();
+    let samples: u64 = holding.iter().map(|p| p.samples).sum();
+    if total == 0 || samples == 0 {
+        return None;
+    }
+    let functions: Vec<&str> = holding
+        .iter()
+        .map(|p| crate::on_cpu::path_function(&p.path))
+        .collect();
+    Some(ExplainedBy {
+        what: format!(
+            "holders running in {} (the code that takes it): {} of the subject's on-CPU samples ({samples}) are there",
+            functions.join(", "),
+            percent(samples as f64 / total as f64)
+        ),
+        share: 1.0,
+    })
+}
