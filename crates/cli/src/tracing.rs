@@ -20,10 +20,14 @@ pub struct TraceArgs {
     /// Do not record kernel stacks on lock contention (each costs microseconds)
     #[arg(long)]
     pub no_stacks: bool,
-    /// Also record a kernel stack at every context switch, so a lock holder that sleeps is
-    /// named with the function it sleeps in (costs microseconds per switch)
-    #[arg(long, conflicts_with = "no_stacks")]
+    /// Record a kernel stack where a task goes to sleep (the default): where a lock holder
+    /// sleeps, and what a sleep waits for. Kept for scripts; --no-sleep-stacks turns it off
+    #[arg(long, conflicts_with_all = ["no_stacks", "no_sleep_stacks"], hide = true)]
     pub sleep_stacks: bool,
+    /// No kernel stack where a task goes to sleep (each costs microseconds, paid by the
+    /// task going to sleep, never by a preempted one)
+    #[arg(long)]
+    pub no_sleep_stacks: bool,
     /// Do not sample on-CPU stacks (perf_event_open, cpu-clock on every CPU) while tracing
     #[arg(long)]
     pub no_sample: bool,
@@ -38,6 +42,10 @@ pub struct TraceArgs {
 /// The stack recorded at a context switch is the switched-out task's: where a sleeping
 /// lock holder sleeps.
 pub const SLEEP_STACK_EVENT: &str = "sched:sched_switch";
+/// Only where the task switched out goes to sleep (TASK_INTERRUPTIBLE or
+/// TASK_UNINTERRUPTIBLE): a preempted task's stack says nothing the analyses read, and
+/// most switches of a busy host are preemptions.
+pub const SLEEP_STACKS: &str = "sched:sched_switch if prev_state & 3";
 
 pub use vmscale_run::dir::TRACE_DIR;
 
@@ -93,8 +101,13 @@ impl TraceSession {
         config.buffer_kib = args.buffer_kib;
         if args.no_stacks {
             config.stack_events.clear();
-        } else if args.sleep_stacks && !config.stack_events.iter().any(|e| e == SLEEP_STACK_EVENT) {
-            config.stack_events.push(SLEEP_STACK_EVENT.into());
+        } else if !args.no_sleep_stacks
+            && !config
+                .stack_events
+                .iter()
+                .any(|e| e.starts_with(SLEEP_STACK_EVENT))
+        {
+            config.stack_events.push(SLEEP_STACKS.into());
         }
         let mount = vmscale_trace::record::tracefs::mount_point().map_err(trace_failure(args))?;
         // Instances of killed runs hold buffer memory until someone removes them; a live

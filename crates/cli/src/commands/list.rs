@@ -11,7 +11,7 @@ use crate::failure::Failure;
 
 /// Options every scenario shares (where output goes, how to trace): said once in the
 /// README, not per scenario.
-const SHARED: [&str; 10] = [
+const SHARED: [&str; 11] = [
     "out",
     "format",
     "quiet",
@@ -20,6 +20,7 @@ const SHARED: [&str; 10] = [
     "buffer_kib",
     "no_stacks",
     "sleep_stacks",
+    "no_sleep_stacks",
     "help",
     "version",
 ];

@@ -69,6 +69,7 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
         no_stacks: args.no_stacks,
         // A recording exists to explain something: name where lock holders sleep.
         sleep_stacks: !args.no_stacks,
+        no_sleep_stacks: false,
         no_sample: args.no_sample,
         sample_hz: args.sample_hz,
         required: true,

@@ -34,7 +34,8 @@ pub struct RecordConfig {
     pub events: Vec<String>,
     /// Events enabled too where this kernel has them, and left out where it does not.
     pub optional_events: Vec<String>,
-    /// Events that get a kernel stack recorded right after them.
+    /// Events that get a kernel stack recorded right after them, each `system:event` or
+    /// `system:event if FILTER` (tracefs filter syntax: a stack only when it holds).
     pub stack_events: Vec<String>,
     /// Per-CPU ring-buffer size.
     pub buffer_kib: u64,
@@ -281,7 +282,13 @@ impl Recording {
             }
         }
         for event in &config.stack_events {
-            instance.add_stack_trigger(event)?;
+            // "system:event if FILTER": a stack only when the filter holds.
+            match event.split_once(" if ") {
+                Some((event, filter)) => {
+                    instance.add_stack_trigger_if(event.trim(), filter.trim())?
+                }
+                None => instance.add_stack_trigger(event)?,
+            }
         }
         set_syscall_filter(&instance, &config, &[])?;
         save_formats(&instance, dir, &config)?;

@@ -384,6 +384,12 @@ impl Instance {
         std::fs::write(&path, "stacktrace").map_err(io_error(&path))
     }
 
+    /// Records a kernel stack right after every `event` for which `filter` holds.
+    pub fn add_stack_trigger_if(&self, event: &str, filter: &str) -> Result<(), Error> {
+        let path = self.event_dir(event)?.join("trigger");
+        std::fs::write(&path, format!("stacktrace if {filter}")).map_err(io_error(&path))
+    }
+
     /// The instance's trace_marker, open for writing: each write becomes an ftrace:print
     /// event stamped by the instance's clock.
     pub fn open_marker(&self) -> Result<File, Error> {
