@@ -102,7 +102,7 @@ impl Range {
 #[derive(Debug, Clone)]
 pub struct ScenarioInfo {
     pub name: &'static str,
-    /// The canonical case it reproduces (see CASES.md).
+    /// The canonical case it reproduces (see docs/cases.md).
     pub case: &'static str,
     pub summary: &'static str,
     pub sweep: &'static str,

@@ -417,7 +417,7 @@ fn published(rng: &mut fastrand::Rng, mean_ms: f64, sd_ms: f64, count: usize) ->
 
 #[test]
 fn case_3_published_table() {
-    // CASES.md case 3: memslot commit time during boot, avg (stdev) ms over 100 boots per
+    // docs/cases.md, case 3: memslot commit time during boot, avg (stdev) ms over 100 boots per
     // point (1000 at 16 and 24 vCPUs), each point fed in as that many samples.
     let table = [
         (1.0, (2.1, 0.8), (2.2, 1.2)),
