@@ -120,7 +120,7 @@ fn cpu_file_warning(label: &str, file: &vmscale_trace::CpuFile, page_size: u64) 
             format!(
                 " (the recorder wrote {}, {})",
                 counted(pages, "page"),
-                kib(pages * page_size)
+                units::kib(pages * page_size)
             )
         });
         return Some(format!(
@@ -153,7 +153,7 @@ fn cpu_file_warning(label: &str, file: &vmscale_trace::CpuFile, page_size: u64) 
             grouped(whole),
             grouped(pages),
             counted(lost, "page"),
-            kib(lost * page_size)
+            units::kib(lost * page_size)
         ))
     } else if whole > pages {
         Some(format!(
@@ -298,10 +298,6 @@ fn join_and(items: &[String]) -> String {
 /// "5,123 pages": the exact count, as a reader compares it with the file's own numbers.
 fn counted(n: u64, what: &str) -> String {
     format!("{} {}", grouped(n), units::noun_for(n, what))
-}
-
-fn kib(bytes: u64) -> String {
-    format!("{} KiB", grouped(bytes.div_ceil(1024)))
 }
 
 #[cfg(test)]

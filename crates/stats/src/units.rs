@@ -21,6 +21,20 @@ pub fn ratio(value: f64) -> String {
     format!("{}x", significant(value, 2, 2))
 }
 
+/// A byte count as whole KiB, rounded up, with thousands grouped: "1,024 KiB".
+pub fn kib(bytes: u64) -> String {
+    format!("{} KiB", grouped(bytes.div_ceil(1024)))
+}
+
+/// A size given in KiB, in MiB where it is a whole number of them: "16 MiB", "1536 KiB".
+pub fn kib_size(kib: u64) -> String {
+    if kib >= 1024 && kib.is_multiple_of(1024) {
+        format!("{} MiB", kib / 1024)
+    } else {
+        format!("{kib} KiB")
+    }
+}
+
 /// A share (0..1) as a whole percentage with its sign, as sentences say it: "62%".
 pub fn share(fraction: f64) -> String {
     if fraction.is_finite() {

@@ -209,18 +209,13 @@ impl DecodeSummary {
                     "cpu{}: {damaged} of {total} pages ({}) could not be read{unknown} \
                      (first: {}); {} events from the other pages were decoded",
                     c.cpu,
-                    kib(damaged * page_size),
+                    vmscale_stats::units::kib(damaged * page_size),
                     c.first_damage.as_deref().unwrap_or("unknown damage"),
                     c.events
                 )
             })
             .collect()
     }
-}
-
-/// `n` bytes as KiB, the unit pages come in.
-fn kib(bytes: u64) -> String {
-    format!("{} KiB", bytes.div_ceil(1024))
 }
 
 /// What [`Decoder::open_damaged`] found missing or damaged in a trace directory and

@@ -95,7 +95,10 @@ fn recording(trace: &TraceSection) -> String {
     ));
     // An import does not know its buffer size: left out rather than shown as 0.
     if trace.buffer_kib > 0 {
-        parts.push(format!("{} buffer per CPU", kib(trace.buffer_kib)));
+        parts.push(format!(
+            "{} buffer per CPU",
+            vmscale_stats::units::kib_size(trace.buffer_kib)
+        ));
     }
     parts.push(format!(
         "{} events decoded",
@@ -129,14 +132,6 @@ fn event_systems(events: &[String]) -> String {
         String::new()
     } else {
         format!(" ({})", systems.join(", "))
-    }
-}
-
-fn kib(kib: u64) -> String {
-    if kib >= 1024 && kib.is_multiple_of(1024) {
-        format!("{} MiB", kib / 1024)
-    } else {
-        format!("{kib} KiB")
     }
 }
 
@@ -419,7 +414,7 @@ mod tests {
             "3 event types recorded (lock, sched), kernel stacks off, 16 MiB buffer per CPU, \
              1.23M events decoded, raw trace in trace/"
         );
-        assert_eq!(kib(1536), "1536 KiB");
+        assert_eq!(vmscale_stats::units::kib_size(1536), "1536 KiB");
     }
 
     #[test]
