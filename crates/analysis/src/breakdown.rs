@@ -674,38 +674,24 @@ impl BreakdownPass {
             return None;
         }
         let mut of_key: HashMap<Part, bool> = HashMap::new();
-        let mut measured = Vec::with_capacity(phase.samples.len());
-        let mut removed = Vec::with_capacity(phase.samples.len());
-        let mut halved = Vec::with_capacity(phase.samples.len());
-        for (latency, parts) in &phase.samples {
-            let mut cause = 0u64;
-            for &(part, ns) in parts {
-                let matches = *of_key.entry(part).or_insert_with(|| {
-                    let (kind, detail) = self.describe_part(part, symbols, names);
-                    kind == key.0 && detail == key.1
-                });
-                if matches {
-                    cause += ns;
-                }
-            }
-            let cause = cause.min(*latency);
-            measured.push(*latency);
-            removed.push(latency - cause);
-            halved.push(latency - cause / 2);
-        }
-        for list in [&mut measured, &mut removed, &mut halved] {
-            list.sort_unstable();
-        }
-        let q = |list: &[u64], q: f64| vmscale_stats::quantile(list, q) as u64;
-        Some(vmscale_run::findings::WhatIf {
-            samples: measured.len() as u64,
-            p50_ns: q(&measured, 0.5),
-            p99_ns: q(&measured, 0.99),
-            removed_p50_ns: q(&removed, 0.5),
-            removed_p99_ns: q(&removed, 0.99),
-            halved_p50_ns: q(&halved, 0.5),
-            halved_p99_ns: q(&halved, 0.99),
-        })
+        let samples: Vec<(u64, u64)> = phase
+            .samples
+            .iter()
+            .map(|(latency, parts)| {
+                let cause = parts
+                    .iter()
+                    .filter(|&&(part, _)| {
+                        *of_key.entry(part).or_insert_with(|| {
+                            let (kind, detail) = self.describe_part(part, symbols, names);
+                            kind == key.0 && detail == key.1
+                        })
+                    })
+                    .map(|(_, ns)| ns)
+                    .sum();
+                (*latency, cause)
+            })
+            .collect();
+        crate::what_if::predict(samples.into_iter())
     }
 
     /// Who held the CPU while the thread was runnable in the phase's timed samples.

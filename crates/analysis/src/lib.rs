@@ -27,6 +27,7 @@ mod timeline;
 pub mod verdict;
 pub mod vmm;
 pub mod waits;
+mod what_if;
 mod workers;
 
 use std::path::Path;

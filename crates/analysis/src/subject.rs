@@ -937,7 +937,7 @@ impl SubjectPass {
         let mut of_key: HashMap<Part, bool> = HashMap::new();
         let mut windows: Vec<&(i32, u32)> = self.window_parts.keys().collect();
         windows.sort_unstable();
-        let (mut measured, mut removed, mut halved) = (Vec::new(), Vec::new(), Vec::new());
+        let mut samples = Vec::with_capacity(windows.len());
         for window in windows {
             let (pid, index) = *window;
             let Some(&(start, end)) = self
@@ -947,7 +947,6 @@ impl SubjectPass {
             else {
                 continue;
             };
-            let latency = end - start;
             let cause: u64 = self.window_parts[window]
                 .iter()
                 .filter(|(part, _)| {
@@ -956,28 +955,10 @@ impl SubjectPass {
                         .or_insert_with(|| self.describe(*part, symbols, names) == *key)
                 })
                 .map(|(_, ns)| ns)
-                .sum::<u64>()
-                .min(latency);
-            measured.push(latency);
-            removed.push(latency - cause);
-            halved.push(latency - cause / 2);
+                .sum();
+            samples.push((end - start, cause));
         }
-        if measured.is_empty() {
-            return None;
-        }
-        for list in [&mut measured, &mut removed, &mut halved] {
-            list.sort_unstable();
-        }
-        let q = |list: &[u64], q: f64| vmscale_stats::quantile(list, q) as u64;
-        Some(vmscale_run::findings::WhatIf {
-            samples: measured.len() as u64,
-            p50_ns: q(&measured, 0.5),
-            p99_ns: q(&measured, 0.99),
-            removed_p50_ns: q(&removed, 0.5),
-            removed_p99_ns: q(&removed, 0.99),
-            halved_p50_ns: q(&halved, 0.5),
-            halved_p99_ns: q(&halved, 0.99),
-        })
+        crate::what_if::predict(samples.into_iter())
     }
 
     /// Who held the CPUs runnable subject tasks waited for, most first.

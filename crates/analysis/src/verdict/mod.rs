@@ -171,3 +171,35 @@ pub(crate) fn change(kind: vmscale_run::findings::ComponentKind, detail: &str) -
         }
     }
 }
+
+/// What every strategy says of a lock as a cause: its cause (wait, spin, held across a
+/// sleep), the holder line, how it was waited ("spinning on", "waiting for"), and the
+/// line of evidence with its waits.
+pub(crate) struct LockAsCause {
+    pub cause: Cause,
+    pub holder: Option<String>,
+    pub how: &'static str,
+    pub evidence: Option<String>,
+}
+
+pub(crate) fn lock_as_cause(trace: &TraceSection, name: &str) -> LockAsCause {
+    let entry = lock_entry(trace, name);
+    let (cause, holder) = lock_cause(trace, entry);
+    LockAsCause {
+        cause,
+        holder,
+        how: if cause == Cause::LockSpin {
+            "spinning on"
+        } else {
+            "waiting for"
+        },
+        evidence: entry.map(|l| {
+            format!(
+                "{}: {} contended waits by all tasks, {} in all",
+                l.name,
+                l.waits.as_ref().map_or(0, |w| w.n),
+                vmscale_stats::units::duration(l.total_wait_ns)
+            )
+        }),
+    }
+}

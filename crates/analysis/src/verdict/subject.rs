@@ -9,7 +9,7 @@ use vmscale_run::RunRecord;
 use vmscale_stats::units::duration;
 
 use super::growth::growth;
-use super::{lock_cause, lock_entry, none, percent, MAX_FINDINGS, MIN_SHARE};
+use super::{lock_entry, none, percent, MAX_FINDINGS, MIN_SHARE};
 
 /// A share of a recorded command's time, with the tasks that spent most of it.
 struct SubjectShare<'a> {
@@ -304,17 +304,13 @@ pub(super) fn subject_findings(
             evidence.push(format!("most of it: {}", tasks_list(s.tasks)));
             let (cause, lock, holder, summary) = match s.kind {
                 SubjectCause::Part(ComponentKind::Lock | ComponentKind::HoldingAsleep) => {
-                    let entry = lock_entry(trace, s.detail);
-                    let (cause, holder) = lock_cause(trace, entry);
-                    let how = if cause == Cause::LockSpin { "spinning on" } else { "waiting for" };
-                    if let Some(l) = entry {
-                        evidence.push(format!(
-                            "{}: {} contended waits by all tasks, {} in all",
-                            l.name,
-                            l.waits.as_ref().map_or(0, |w| w.n),
-                            duration(l.total_wait_ns)
-                        ));
-                    }
+                    let super::LockAsCause {
+                        cause,
+                        holder,
+                        how,
+                        evidence: waits,
+                    } = super::lock_as_cause(trace, s.detail);
+                    evidence.extend(waits);
                     let held_ns: u64 = s.held_asleep.iter().map(|h| h.1).sum();
                     let summary = if held_ns == 0 {
                         format!("{pct} of {whose} went to {how} {}", s.detail)

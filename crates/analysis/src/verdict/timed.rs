@@ -11,7 +11,7 @@ use vmscale_stats::units::duration;
 use crate::breakdown::TIMED_SAMPLE;
 
 use super::growth::growth;
-use super::{lock_cause, lock_entry, percent, MAX_FINDINGS, MIN_SHARE};
+use super::{lock_entry, percent, MAX_FINDINGS, MIN_SHARE};
 
 /// The prediction for the phase where the component weighs most: the timed samples with
 /// its time removed (or halved), sample by sample.
@@ -102,19 +102,10 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
             let pct = percent(share);
             let (cause, lock, holder, summary) = match kind {
                 ComponentKind::Lock => {
-                    let entry = lock_entry(trace, &detail);
-                    let (cause, holder) = lock_cause(trace, entry);
-                    let how = if cause == Cause::LockSpin { "spinning on" } else { "waiting for" };
-                    if let Some(l) = entry {
-                        evidence.push(format!(
-                            "{}: {} contended waits by all tasks, {} in all",
-                            l.name,
-                            l.waits.as_ref().map_or(0, |w| w.n),
-                            duration(l.total_wait_ns)
-                        ));
-                    }
-                    let summary = format!("{pct} of {subject} went to {how} {detail}");
-                    (cause, Some(detail.clone()), holder, summary)
+                    let lock = super::lock_as_cause(trace, &detail);
+                    evidence.extend(lock.evidence);
+                    let summary = format!("{pct} of {subject} went to {} {detail}", lock.how);
+                    (lock.cause, Some(detail.clone()), lock.holder, summary)
                 }
                 ComponentKind::CrossCpu => (
                     Cause::Ipi,
