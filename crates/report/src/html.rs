@@ -92,6 +92,58 @@ pub fn render_html(record: &RunRecord) -> String {
     )
 }
 
+/// A tour as one page: a table of every scenario's first finding, then per scenario its
+/// verdict, how its cost grows (the growth charts) and where its CPU time went (the flame
+/// graph), each linking to the scenario's own full report. `banner` says where a tour that
+/// stopped early stopped.
+pub fn render_tour_html(runs: &[(&RunRecord, String)], banner: Option<&str>) -> String {
+    let mut body = String::from("<h1>vmscale tour</h1>\n");
+    if let Some(banner) = banner {
+        body.push_str(&format!("<p><strong>{}</strong></p>\n", escape(banner)));
+    }
+    body.push_str("<table>\n<tr><th>scenario</th><th>cause</th><th>verdict</th></tr>\n");
+    for (record, _) in runs {
+        let (cause, summary) = record.verdict.first().map_or(("", String::new()), |f| {
+            (f.cause.label(), f.summary.clone())
+        });
+        body.push_str(&format!(
+            "<tr><td><a href=\"#{}\">{}</a></td><td>{}</td><td>{}</td></tr>\n",
+            escape(&record.scenario),
+            escape(&record.scenario),
+            escape(cause),
+            escape(&summary)
+        ));
+    }
+    body.push_str("</table>\n");
+    let mut any_flame = false;
+    for (record, link) in runs {
+        body.push_str(&format!(
+            "<h2 id=\"{}\">{} <a class=\"muted\" href=\"{}\">(the full report)</a></h2>\n",
+            escape(&record.scenario),
+            escape(&record.scenario),
+            escape(link)
+        ));
+        let section = |s: &crate::document::Section| render::html::section(record, s);
+        body.extend(verdict::section(record, Depth::Brief).as_ref().map(section));
+        body.extend(
+            crate::sections::scaling::section(record, None)
+                .as_ref()
+                .map(section),
+        );
+        let flame_graphs = crate::sections::flame::section(record);
+        any_flame |= flame_graphs.is_some();
+        body.extend(flame_graphs.as_ref().map(section));
+    }
+    if any_flame {
+        body.push_str(&format!("<script>{}</script>\n", flame::SCRIPT));
+    }
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>vmscale tour</title>\n<style>{STYLE}</style>\n</head>\n<body>\n{body}</body>\n</html>\n"
+    )
+}
+
 /// `text` with the characters that HTML gives meaning to replaced by entities, safe both
 /// as element content and inside a quoted attribute.
 pub fn escape(text: &str) -> String {

@@ -716,8 +716,11 @@ pub const KNOWN_LOCKS: &[KnownLock] = &[
     ),
 ];
 
-/// Whether `function` matches `pattern`: `name`, `prefix*` or `*suffix`.
+/// Whether `function` matches `pattern`: `name`, `prefix*` or `*suffix`. The compiler's
+/// suffixes for a function's clones (`.part.0`, `.isra.0`, `.constprop.0`, `.cold`) are
+/// the function's own code and match as the function.
 pub fn matches(pattern: &str, function: &str) -> bool {
+    let function = function.split('.').next().unwrap_or(function);
     if let Some(prefix) = pattern.strip_suffix('*') {
         function.starts_with(prefix)
     } else if let Some(suffix) = pattern.strip_prefix('*') {
@@ -788,6 +791,11 @@ mod tests {
         assert!(matches("kvm_mmu_*", "kvm_mmu_free_roots"));
         assert!(matches("*_file_write_iter", "xfs_file_write_iter"));
         assert!(!matches("*_file_write_iter", "xfs_file_write_iter_x"));
+        assert!(matches(
+            "tracing_check_open_get_tr",
+            "tracing_check_open_get_tr.part.0"
+        ));
+        assert!(matches("kvm_mmu_*", "kvm_mmu_zap_all_fast.isra.0"));
     }
 
     #[test]

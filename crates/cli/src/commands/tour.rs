@@ -177,33 +177,22 @@ fn write_summary(
         text.join("\n\n").as_bytes(),
     )
     .map_err(cannot_write)?;
-    let links: String = runs
+    let linked: Vec<(&vmscale_run::RunRecord, String)> = runs
         .iter()
-        .filter_map(|m| {
-            let name = m.dir.path.file_name()?.to_string_lossy().into_owned();
-            let (cause, summary) = first_finding(&m.record);
-            Some(format!(
-                "<tr><td><a href=\"{name}/{}\">{}</a></td><td>{}</td><td>{}</td><td>{} points, {} warnings</td></tr>\n",
-                vmscale_run::dir::REPORT_FILE,
-                m.record.scenario,
-                vmscale_report::html::escape(cause),
-                vmscale_report::html::escape(&summary),
-                m.record.points.len(),
-                m.record.warnings.len()
-            ))
-        })
-        .collect();
-    let banner = banner
-        .map(|b| {
-            format!(
-                "<p><strong>{}</strong></p>\n",
-                vmscale_report::html::escape(&b)
+        .map(|m| {
+            let name = m
+                .dir
+                .path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (
+                &m.record,
+                format!("{name}/{}", vmscale_run::dir::REPORT_FILE),
             )
         })
-        .unwrap_or_default();
-    let page = format!(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>vmscale tour</title></head>\n<body style=\"font-family: sans-serif\"><h1>vmscale tour</h1>\n{banner}<table>\n<tr><th>scenario</th><th>cause</th><th>verdict</th><th></th></tr>\n{links}</table></body></html>\n"
-    );
+        .collect();
+    let page = vmscale_report::html::render_tour_html(&linked, banner.as_deref());
     write_atomically(
         &tour_dir.path.join(vmscale_run::dir::REPORT_FILE),
         page.as_bytes(),
