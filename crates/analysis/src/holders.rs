@@ -46,6 +46,11 @@ const BEFORE_FIRST_EVENT: &str = "before the holder's first traced event";
 const TRIMMED: &str = "older than the holder's kept history";
 const INTERRUPTED: &str = "the wait ended without the lock (interrupted)";
 const NO_STACK: &str = "no stack recorded";
+/// Why a mutex waiter's spin proves its owner ran: `mutex_optimistic_spin` keeps spinning
+/// only while the owner is on a CPU (`owner_on_cpu`), with preemption off, and gives up
+/// (queueing, tracing a new begin) as soon as it is not.
+pub const SPUN: &str =
+    "a waiter spun on it, which a mutex's waiter does only while its owner is on a CPU";
 
 /// Sleeping locks: the waiter blocks and is woken by the releaser. Spinning waits (spinlocks,
 /// rwlocks, a mutex still spinning) end without a wakeup and name no holder.
@@ -86,6 +91,8 @@ enum Piece {
     Asleep(Option<StackId>),
     Nested(u64),
     Handoff,
+    /// The holder, unnamed, ran: the waiter was spinning on a mutex ([`SPUN`]).
+    Spun,
     Unknown(&'static str),
 }
 
@@ -117,6 +124,9 @@ struct OpenWait {
     waker: Option<(i32, u64)>,
     /// It has entered the lock's wait queue ([`enters_queue`]).
     queued: bool,
+    /// A mutex wait that began spinning on the owner: until when it spun (its queueing, or
+    /// its end when it never queued).
+    spun_until: Option<u64>,
 }
 
 impl Wait for OpenWait {
@@ -525,6 +535,9 @@ impl HoldersPass {
                 wait.flags = flags;
                 if !wait.queued && enters_queue(flags) {
                     wait.queued = true;
+                    if wait.spun_until.is_some() {
+                        wait.spun_until = Some(ts);
+                    }
                     self.enqueue(lock, ts);
                 }
             }
@@ -549,6 +562,8 @@ impl HoldersPass {
                         start: ts,
                         waker: None,
                         queued,
+                        spun_until: (flags & flag::MUTEX != 0 && flags & flag::SPIN != 0)
+                            .then_some(u64::MAX),
                     },
                 );
                 for old in &replaced {
@@ -884,6 +899,17 @@ impl HoldersPass {
             .unwrap_or_default();
         segments.sort_by_key(|s| (s.start, s.end));
         let mut pieces: Vec<(Option<i32>, Piece, u64)> = Vec::new();
+        // Time no proven hold covers, while the waiter spun, had a running owner ([`SPUN`]).
+        let spun_until = wait.spun_until.map_or(0, |until| until.min(end));
+        let gap = |pieces: &mut Vec<(Option<i32>, Piece, u64)>, from: u64, to: u64, piece| {
+            let spun = to.min(spun_until).saturating_sub(from);
+            if spun > 0 {
+                pieces.push((None, Piece::Spun, spun));
+            }
+            if to > from + spun {
+                pieces.push((None, piece, to - from - spun));
+            }
+        };
         let mut cursor = wait.start;
         // With every acquisition and release traced, time no hold covers is time the lock
         // was between holders.
@@ -899,14 +925,15 @@ impl HoldersPass {
             let a = segment.start.max(cursor);
             let b = segment.end.min(end);
             if a > cursor {
-                let gap = if exact || (segment.start_known && released_by(cursor, &segments)) {
+                let gap_piece = if exact || (segment.start_known && released_by(cursor, &segments))
+                {
                     Piece::Handoff
                 } else if segment.start_known {
                     Piece::Unknown(NO_RELEASER)
                 } else {
                     Piece::Unknown(NOT_PROVEN)
                 };
-                pieces.push((None, gap, a - cursor));
+                gap(&mut pieces, cursor, a, gap_piece);
             }
             if b > a {
                 self.timelines.split(segment.holder, a, b, |piece, n| {
@@ -925,7 +952,7 @@ impl HoldersPass {
             } else {
                 Piece::Unknown(NO_RELEASER)
             };
-            pieces.push((None, rest, end - cursor));
+            gap(&mut pieces, cursor, end, rest);
         }
 
         let state = self.locks.entry(wait.lock).or_default();
@@ -984,6 +1011,7 @@ impl HoldersPass {
             Piece::Running => (HolderActivity::Running, String::new()),
             Piece::Runnable => (HolderActivity::Runnable, String::new()),
             Piece::Handoff => (HolderActivity::Handoff, String::new()),
+            Piece::Spun => (HolderActivity::Running, SPUN.into()),
             Piece::Asleep(None) => (HolderActivity::Asleep, NO_STACK.into()),
             Piece::Asleep(Some(stack)) => (
                 HolderActivity::Asleep,

@@ -23,6 +23,9 @@ pub(crate) fn lock_cause(
         return (Cause::LockWait, None);
     };
     let (cause, holder) = named_holder(holders);
+    if let Some(spun) = spun_holder(holders).filter(|_| cause == Cause::LockWait) {
+        return (cause, Some(spun));
+    }
     let holder = match (holder, proven_coverage(holders)) {
         // Where the trace proves little, that comes first and no holder speaks for the rest.
         (Some(holder), Some((coverage, proven))) if proven >= NAMED_HOLDER_FLOOR => {
@@ -32,6 +35,40 @@ pub(crate) fn lock_cause(
         (holder, None) => holder,
     };
     (cause, holder)
+}
+
+/// Where waiters spent most of their wait spinning on a mutex, what that proves: its owner
+/// ran, whoever it was (a spin names no owner).
+fn spun_holder(holders: &LockHolders) -> Option<String> {
+    let total = holders.total_wait_ns;
+    let spun: u64 = holders
+        .activity
+        .iter()
+        .filter(|a| a.activity == HolderActivity::Running && a.detail == crate::holders::SPUN)
+        .map(|a| a.wait_ns)
+        .sum();
+    if total == 0 || spun * 2 < total {
+        return None;
+    }
+    let rest = holders
+        .holders
+        .first()
+        .filter(|h| h.waited_behind_ns * 200 >= total)
+        .map(|h| {
+            format!(
+                "; the longest proven holder, {}/{}, is behind {} of it",
+                h.comm,
+                h.pid,
+                percent(h.waited_behind_ns as f64 / total as f64)
+            )
+        })
+        .unwrap_or_default();
+    Some(format!(
+        "running: for {} of the {} waited on it a waiter spun, which a mutex's waiter does only \
+         while its owner is on a CPU; which task owned it the spin does not say{rest}",
+        percent(spun as f64 / total as f64),
+        duration(total)
+    ))
 }
 
 /// A holder is named in the verdict only when the trace proves a holder for at least this
@@ -233,6 +270,9 @@ pub(crate) fn lock_explained_by(
                 "between holders (released, the next not yet running)".to_string()
             }
             HolderActivity::Unknown => format!("no proven holder: {}", a.detail),
+            HolderActivity::Running if a.detail == crate::holders::SPUN => {
+                "spinning while an unnamed owner ran on a CPU".to_string()
+            }
             _ => continue,
         };
         out.push(ExplainedBy {
