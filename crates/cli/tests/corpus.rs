@@ -50,6 +50,9 @@ const CAUSES: &[&str] = &[
     "none",
 ];
 const HOLDER_DOES: &[&str] = &["sleeps", "runs", "sends-ipis"];
+const LOCK_CAUSES: &[&str] = &["lock-wait", "lock-spin", "held-across-sleep"];
+/// The keys a `must_not` statement may have (corpus/README.md, "The label").
+const STATEMENT_KEYS: &[&str] = &["cause", "lock", "holder_does", "asleep_in", "first", "min_share"];
 const SLEEPING_KINDS: &[&str] = &["mutex", "rwsem", "percpu-rwsem", "rt-mutex"];
 
 /// A reproducer runs for about a second; one that has not ended by then is hung.
@@ -347,6 +350,10 @@ impl Recorded {
         );
     }
 
+    /// Both sides of the label: the verdict's first finding says the labelled cause, lock
+    /// and what the holder did (a case without lock contention has no lock blamed anywhere),
+    /// no finding says anything the label's `must_not` lists, and no two findings contradict
+    /// each other about one task's sleep. Every failure is reported, not only the first.
     fn assert_label(&self, cause: &str, lock: Option<&str>, holder_does: Option<&str>) {
         assert_eq!(self.label["cause"], cause, "{}", self.case);
         assert_eq!(self.label["lock"].as_str(), lock, "{}", self.case);
@@ -356,81 +363,179 @@ impl Recorded {
             "{}",
             self.case
         );
-        self.assert_verdict(cause, lock, holder_does);
+        let mut failures = self.said_failures(cause, lock, holder_does);
+        failures.extend(self.must_not_failures());
+        failures.extend(self.contradictions());
+        self.fail_with(failures);
     }
 
     /// For a case whose bottleneck is real but not where most of its threads' time goes
     /// (more busy threads than CPUs, or as much kernel work as waiting): the labelled cause
     /// and lock are among the first three findings with at least 15% of the time, and no
-    /// other lock is blamed before it.
+    /// other lock is blamed before it; the label's `must_not` holds as in `assert_label`.
     fn assert_label_among_the_first(&self, cause: &str, lock: Option<&str>) {
         assert_eq!(self.label["cause"], cause, "{}", self.case);
         assert_eq!(self.label["lock"].as_str(), lock, "{}", self.case);
         let verdict = self.run["verdict"].as_array().expect("a verdict");
-        let context = format!("{}: verdict {verdict:#?}\n{}", self.case, self.describe());
-        let at = verdict
-            .iter()
-            .take(3)
-            .position(|f| {
-                f["cause"] == cause
-                    && match (f["lock"].as_str(), lock) {
-                        (Some(named), Some(lock)) => named.starts_with(lock),
-                        (named, lock) => named == lock,
+        let mut failures = Vec::new();
+        match verdict.iter().take(3).position(|f| {
+            f["cause"] == cause
+                && match (f["lock"].as_str(), lock) {
+                    (Some(named), Some(lock)) => named.starts_with(lock),
+                    (named, lock) => named == lock,
+                }
+                && f["share"].as_f64().unwrap() >= 0.15
+        }) {
+            None => failures.push(format!(
+                "said: {cause} ({lock:?}) is not among the first three findings with 15% or more"
+            )),
+            Some(at) => {
+                for finding in &verdict[..at] {
+                    if !finding["lock"].is_null() {
+                        failures.push(format!(
+                            "said: another lock comes first: {}",
+                            finding["summary"]
+                        ));
                     }
-                    && f["share"].as_f64().unwrap() >= 0.15
-            })
-            .unwrap_or_else(|| {
-                panic!("{cause} ({lock:?}) is not among the first three: {context}")
-            });
-        for finding in &verdict[..at] {
-            assert!(finding["lock"].is_null(), "another lock first: {context}");
+                }
+            }
         }
+        failures.extend(self.must_not_failures());
+        failures.extend(self.contradictions());
+        self.fail_with(failures);
     }
 
-    /// The verdict's first finding names the labelled cause, lock and what the holder did;
-    /// a case without lock contention has no lock blamed anywhere in it.
-    fn assert_verdict(&self, cause: &str, lock: Option<&str>, holder_does: Option<&str>) {
+    fn fail_with(&self, failures: Vec<String>) {
+        if failures.is_empty() {
+            return;
+        }
         let verdict = self.run["verdict"].as_array().expect("a verdict");
-        let first = &verdict[0];
-        let context = format!(
-            "{}: first finding {first:#}\nwhole verdict {verdict:#?}\n{}",
+        let lines: Vec<String> = verdict
+            .iter()
+            .map(|f| format!("  {}  [holder: {}]", f["summary"], f["holder"]))
+            .collect();
+        panic!(
+            "{}: {} statement(s) of the label not met:\n- {}\nverdict:\n{}\n{}",
             self.case,
+            failures.len(),
+            failures.join("\n- "),
+            lines.join("\n"),
             self.describe()
         );
-        assert_eq!(first["cause"], cause, "{context}");
-        let lock_causes = ["lock-wait", "lock-spin", "held-across-sleep"];
+    }
+
+    /// What must be said: the first finding names the labelled cause, lock and what the
+    /// holder did; a case without lock contention has no lock blamed anywhere in it.
+    fn said_failures(
+        &self,
+        cause: &str,
+        lock: Option<&str>,
+        holder_does: Option<&str>,
+    ) -> Vec<String> {
+        let verdict = self.run["verdict"].as_array().expect("a verdict");
+        let first = &verdict[0];
+        let mut failures = Vec::new();
+        if first["cause"] != cause {
+            failures.push(format!(
+                "said: the first finding's cause is {}, not {cause}",
+                first["cause"]
+            ));
+        }
         match lock {
             Some(want) => {
                 let named = first["lock"].as_str().unwrap_or_default();
-                assert!(named.starts_with(want), "{named} is not {want}: {context}");
+                if !named.starts_with(want) {
+                    failures.push(format!(
+                        "said: the first finding's lock is {:?}, not {want}",
+                        first["lock"]
+                    ));
+                }
             }
             None => {
                 for finding in verdict {
                     let blamed = finding["cause"].as_str().unwrap_or_default();
-                    assert!(
-                        !lock_causes.contains(&blamed),
-                        "a lock was blamed in {finding:#}: {context}"
-                    );
+                    if LOCK_CAUSES.contains(&blamed) {
+                        failures.push(format!(
+                            "said: a lock was blamed: {}",
+                            finding["summary"]
+                        ));
+                    }
                 }
             }
         }
         let holder = first["holder"].as_str().unwrap_or_default();
-        match (holder_does, cause) {
-            (Some("sleeps"), _) => assert!(holder.contains(" slept in "), "{context}"),
-            // A sleeping lock's holder is named by the waiter it woke; a spinning one's is not.
-            // "Runs" is on a CPU or waiting for one (preempted while holding, on two busy
-            // CPUs), never asleep.
-            (Some("runs"), "lock-wait") => assert!(
-                (holder.contains("running") || holder.contains("runnable"))
-                    && !holder.contains(" slept in "),
-                "{context}"
-            ),
-            (Some("sends-ipis"), _) => assert!(
-                holder.contains(" in its ") && holder.contains(" IPI"),
-                "{context}"
-            ),
-            _ => {}
+        // A sleeping lock's holder is named by the waiter it woke; a spinning one's is not,
+        // so "runs" is checked for lock-wait only. "Runs" is on a CPU or waiting for one
+        // (preempted while holding, on two busy CPUs), never asleep.
+        let checked = match (holder_does, cause) {
+            (Some("runs"), "lock-wait") => Some("runs"),
+            (Some("runs"), _) | (None, _) => None,
+            (Some(does), _) => Some(does),
+        };
+        if let Some(does) = checked {
+            if !holder_says(holder, does) {
+                failures.push(format!(
+                    "said: the first finding's holder does not say it {does}: {holder:?}"
+                ));
+            }
         }
+        failures
+    }
+
+    /// What must not be said: every statement of the label's `must_not` that a finding
+    /// of the verdict makes (corpus/README.md, "The label").
+    fn must_not_failures(&self) -> Vec<String> {
+        let verdict = self.run["verdict"].as_array().expect("a verdict");
+        let mut failures = Vec::new();
+        for statement in self.label["must_not"].as_array().unwrap() {
+            for (rank, finding) in verdict.iter().enumerate() {
+                if statement_made(statement, rank, finding) {
+                    failures.push(format!(
+                        "must not: {statement} is said by finding {}: {} [holder: {}]",
+                        rank + 1,
+                        finding["summary"],
+                        finding["holder"]
+                    ));
+                }
+            }
+        }
+        failures
+    }
+
+    /// Two findings about one task's sleep that cannot both be true: a lock's finding says
+    /// its holder slept in F while holding it (or was asleep in F for part of the waiting
+    /// behind it), and a sleep finding counts that task's time asleep in F as "holding no
+    /// contended lock". A sleep of a task that holds a contended lock is part of that
+    /// lock's hold, wherever it is counted.
+    fn contradictions(&self) -> Vec<String> {
+        let verdict = self.run["verdict"].as_array().expect("a verdict");
+        let mut failures = Vec::new();
+        for held in verdict {
+            if !LOCK_CAUSES.contains(&held["cause"].as_str().unwrap_or_default()) {
+                continue;
+            }
+            let holder = held["holder"].as_str().unwrap_or_default();
+            for (task, function) in holders_asleep(holder) {
+                for sleep in verdict {
+                    let summary = sleep["summary"].as_str().unwrap_or_default();
+                    let evidence: Vec<&str> = sleep["evidence"]
+                        .as_array()
+                        .map(|e| e.iter().filter_map(|x| x.as_str()).collect())
+                        .unwrap_or_default();
+                    if sleep["cause"] == "sleep"
+                        && summary.contains(&format!("asleep in {function}, holding no contended lock"))
+                        && evidence.iter().any(|e| e.contains(&format!("{task} ")))
+                    {
+                        failures.push(format!(
+                            "contradiction: {} says {task} slept in {function} holding it, \
+                             and {summary:?} counts that sleep as holding no contended lock",
+                            held["lock"]
+                        ));
+                    }
+                }
+            }
+        }
+        failures
     }
 
     /// The subject's split of the command's time agrees with the CPU time the kernel
@@ -551,6 +656,143 @@ impl Recorded {
     }
 }
 
+/// Whether a finding's holder text says its holder `does` (a `holder_does` value): "sleeps"
+/// when it slept in a function holding the lock or was asleep for part of the waiting
+/// behind it, "runs" when it was running or runnable and did not sleep holding it,
+/// "sends-ipis" when it sent IPIs in its holds.
+fn holder_says(holder: &str, does: &str) -> bool {
+    match does {
+        "sleeps" => holder.contains(" slept in ") || holder.contains("asleep"),
+        "runs" => {
+            (holder.contains("running") || holder.contains("runnable"))
+                && !holder.contains(" slept in ")
+        }
+        "sends-ipis" => holder.contains(" in its ") && holder.contains(" IPI"),
+        _ => panic!("holder_does {does}"),
+    }
+}
+
+/// The (task "comm/pid", function) pairs a holder text says slept holding the lock:
+/// "comm/pid slept in F while holding it" or "comm/pid held it ..., asleep (F) for ...".
+/// The holder text names holders one after another, separated by "; ".
+fn holders_asleep(holder: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut task = String::new();
+    for part in holder.split("; ") {
+        let first = part.split(' ').next().unwrap_or_default();
+        if first
+            .rsplit_once('/')
+            .is_some_and(|(_, pid)| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+        {
+            task = first.to_string();
+        }
+        if let Some((_, rest)) = part.split_once(" slept in ") {
+            out.push((task.clone(), rest.split(' ').next().unwrap_or_default().to_string()));
+        }
+        if let Some((_, rest)) = part.split_once("asleep (") {
+            out.push((task.clone(), rest.split(')').next().unwrap_or_default().to_string()));
+        }
+    }
+    out
+}
+
+/// Whether `finding`, ranked `rank` (0 for the first), makes the `must_not` statement:
+/// every key the statement gives holds for it (corpus/README.md, "The label").
+fn statement_made(statement: &Value, rank: usize, finding: &Value) -> bool {
+    if statement["first"] == true && rank != 0 {
+        return false;
+    }
+    if let Some(min) = statement["min_share"].as_f64() {
+        if finding["share"].as_f64().unwrap_or(0.0) < min {
+            return false;
+        }
+    }
+    if let Some(cause) = statement["cause"].as_str() {
+        if finding["cause"] != cause {
+            return false;
+        }
+    }
+    if let Some(lock) = statement["lock"].as_str() {
+        if !finding["lock"].as_str().is_some_and(|named| named.starts_with(lock)) {
+            return false;
+        }
+    }
+    if let Some(does) = statement["holder_does"].as_str() {
+        if !finding["holder"].as_str().is_some_and(|h| holder_says(h, does)) {
+            return false;
+        }
+    }
+    if let Some(function) = statement["asleep_in"].as_str() {
+        let summary = finding["summary"].as_str().unwrap_or_default();
+        if finding["cause"] != "sleep" || !summary.contains(&format!("asleep in {function}")) {
+            return false;
+        }
+    }
+    true
+}
+
+/// A `must_not` statement is well formed: known keys of the right types, at least one of
+/// what a finding says (cause, lock, holder_does, asleep_in), and none the label's own
+/// first finding would make (it would forbid what must be said).
+fn check_statement(case: &str, label: &Value, statement: &Value) {
+    let keys = statement
+        .as_object()
+        .unwrap_or_else(|| panic!("{case}: must_not entry {statement} is not an object"));
+    for key in keys.keys() {
+        assert!(
+            STATEMENT_KEYS.contains(&key.as_str()),
+            "{case}: must_not key {key} (known: {STATEMENT_KEYS:?})"
+        );
+    }
+    assert!(
+        ["cause", "lock", "holder_does", "asleep_in"]
+            .iter()
+            .any(|k| keys.contains_key(*k)),
+        "{case}: must_not {statement} says nothing"
+    );
+    if let Some(cause) = keys.get("cause") {
+        assert!(
+            cause.as_str().is_some_and(|c| CAUSES.contains(&c)),
+            "{case}: must_not cause {cause}"
+        );
+    }
+    if let Some(does) = keys.get("holder_does") {
+        assert!(
+            does.as_str().is_some_and(|d| HOLDER_DOES.contains(&d)),
+            "{case}: must_not holder_does {does}"
+        );
+    }
+    for key in ["lock", "asleep_in"] {
+        if let Some(v) = keys.get(key) {
+            assert!(v.as_str().is_some_and(|v| !v.is_empty()), "{case}: must_not {key} {v}");
+        }
+    }
+    if let Some(first) = keys.get("first") {
+        assert!(first.is_boolean(), "{case}: must_not first {first}");
+    }
+    if let Some(min) = keys.get("min_share") {
+        assert!(
+            min.as_f64().is_some_and(|m| (0.0..=1.0).contains(&m)),
+            "{case}: must_not min_share {min}"
+        );
+    }
+    // The finding the label asks for, as the statement would read it.
+    let agrees = |key: &str| match key {
+        "cause" => label["cause"] == keys[key],
+        "lock" => label["lock"]
+            .as_str()
+            .is_some_and(|l| l.starts_with(keys[key].as_str().unwrap())),
+        "holder_does" => label["holder_does"] == keys[key],
+        // The label names no function a sleep is in: such a statement only narrows it.
+        "asleep_in" => false,
+        _ => true,
+    };
+    assert!(
+        !keys.keys().all(|k| agrees(k)),
+        "{case}: must_not {statement} forbids the labelled finding itself"
+    );
+}
+
 /// How long waiters waited behind the holder named `comm` of a lock.
 /// mmap_lock's holds come from the kernel's mmap_lock events on this kernel (they exist
 /// since 5.10), so each holder's holds have the mode it really took: the mincore readers
@@ -637,6 +879,7 @@ fn every_case_has_a_label_a_readme_entry_and_a_test() {
                 "cause",
                 "holder_does",
                 "lock",
+                "must_not",
                 "must_not_blame_locks",
                 "notes"
             ],
@@ -658,6 +901,14 @@ fn every_case_has_a_label_a_readme_entry_and_a_test() {
         // A case about a lock names it; a case about no lock blames none.
         assert_eq!(label["lock"].is_null(), no_blame, "{case}");
         assert!(!label["notes"].as_str().unwrap().is_empty(), "{case}");
+        // What must not be said: at least one statement for every case.
+        let must_not = label["must_not"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{case}: must_not is not a list"));
+        assert!(!must_not.is_empty(), "{case}: must_not is empty");
+        for statement in must_not {
+            check_statement(case, &label, statement);
+        }
         assert!(
             readme.contains(&format!("`{case}`")),
             "{case}: not in corpus/README.md"
