@@ -52,7 +52,14 @@ const CAUSES: &[&str] = &[
 const HOLDER_DOES: &[&str] = &["sleeps", "runs", "sends-ipis"];
 const LOCK_CAUSES: &[&str] = &["lock-wait", "lock-spin", "held-across-sleep"];
 /// The keys a `must_not` statement may have (corpus/README.md, "The label").
-const STATEMENT_KEYS: &[&str] = &["cause", "lock", "holder_does", "asleep_in", "first", "min_share"];
+const STATEMENT_KEYS: &[&str] = &[
+    "cause",
+    "lock",
+    "holder_does",
+    "asleep_in",
+    "first",
+    "min_share",
+];
 const SLEEPING_KINDS: &[&str] = &["mutex", "rwsem", "percpu-rwsem", "rt-mutex"];
 
 /// A reproducer runs for about a second; one that has not ended by then is hung.
@@ -455,10 +462,7 @@ impl Recorded {
                 for finding in verdict {
                     let blamed = finding["cause"].as_str().unwrap_or_default();
                     if LOCK_CAUSES.contains(&blamed) {
-                        failures.push(format!(
-                            "said: a lock was blamed: {}",
-                            finding["summary"]
-                        ));
+                        failures.push(format!("said: a lock was blamed: {}", finding["summary"]));
                     }
                 }
             }
@@ -523,7 +527,8 @@ impl Recorded {
                         .map(|e| e.iter().filter_map(|x| x.as_str()).collect())
                         .unwrap_or_default();
                     if sleep["cause"] == "sleep"
-                        && summary.contains(&format!("asleep in {function}, holding no contended lock"))
+                        && summary
+                            .contains(&format!("asleep in {function}, holding no contended lock"))
                         && evidence.iter().any(|e| e.contains(&format!("{task} ")))
                     {
                         failures.push(format!(
@@ -687,10 +692,16 @@ fn holders_asleep(holder: &str) -> Vec<(String, String)> {
             task = first.to_string();
         }
         if let Some((_, rest)) = part.split_once(" slept in ") {
-            out.push((task.clone(), rest.split(' ').next().unwrap_or_default().to_string()));
+            out.push((
+                task.clone(),
+                rest.split(' ').next().unwrap_or_default().to_string(),
+            ));
         }
         if let Some((_, rest)) = part.split_once("asleep (") {
-            out.push((task.clone(), rest.split(')').next().unwrap_or_default().to_string()));
+            out.push((
+                task.clone(),
+                rest.split(')').next().unwrap_or_default().to_string(),
+            ));
         }
     }
     out
@@ -713,12 +724,18 @@ fn statement_made(statement: &Value, rank: usize, finding: &Value) -> bool {
         }
     }
     if let Some(lock) = statement["lock"].as_str() {
-        if !finding["lock"].as_str().is_some_and(|named| named.starts_with(lock)) {
+        if !finding["lock"]
+            .as_str()
+            .is_some_and(|named| named.starts_with(lock))
+        {
             return false;
         }
     }
     if let Some(does) = statement["holder_does"].as_str() {
-        if !finding["holder"].as_str().is_some_and(|h| holder_says(h, does)) {
+        if !finding["holder"]
+            .as_str()
+            .is_some_and(|h| holder_says(h, does))
+        {
             return false;
         }
     }
@@ -764,7 +781,10 @@ fn check_statement(case: &str, label: &Value, statement: &Value) {
     }
     for key in ["lock", "asleep_in"] {
         if let Some(v) = keys.get(key) {
-            assert!(v.as_str().is_some_and(|v| !v.is_empty()), "{case}: must_not {key} {v}");
+            assert!(
+                v.as_str().is_some_and(|v| !v.is_empty()),
+                "{case}: must_not {key} {v}"
+            );
         }
     }
     if let Some(first) = keys.get("first") {
