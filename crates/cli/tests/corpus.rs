@@ -38,6 +38,7 @@ const CASES: &[&str] = &[
     "on-cpu-getrandom",
     "futex-user-mutex",
     "kvm-slots-lock",
+    "inode-rwsem-tmpfs",
 ];
 
 const CAUSES: &[&str] = &[
@@ -1217,4 +1218,25 @@ fn kvm_slots_lock() {
         "the holders were not asleep in the SRCU wait: {d}"
     );
     r.assert_label("held-across-sleep", Some("kvm->slots_lock"), Some("sleeps"));
+}
+
+#[test]
+fn inode_rwsem_tmpfs() {
+    let r = record("inode-rwsem-tmpfs");
+    let lock = r.top_lock();
+    let d = r.describe();
+    // The memfd's i_rwsem, taken for writing in shmem_file_write_iter; about 250 waits of
+    // milliseconds (one CPU: a waiter sleeps until the running owner is preempted or done).
+    assert_eq!(lock.kind(), "rwsem", "{d}");
+    assert!(lock.waits_in(&["shmem_file_write_iter"]), "{d}");
+    assert!(lock.mode_waits("write") >= 20, "{d}");
+    assert!(lock.wait_ns >= r.run_ns() / 4, "{d}");
+    // Its holders copy: running or preempted, never asleep with it.
+    let holders = r.holders_of(&lock);
+    assert!(activity_ns(holders, "asleep") <= lock.wait_ns / 10, "{d}");
+    assert!(
+        activity_ns(holders, "running") + activity_ns(holders, "runnable") >= lock.wait_ns / 2,
+        "{d}"
+    );
+    r.assert_label("lock-wait", Some("inode->i_rwsem"), Some("runs"));
 }
