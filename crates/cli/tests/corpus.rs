@@ -39,6 +39,7 @@ const CASES: &[&str] = &[
     "futex-user-mutex",
     "kvm-slots-lock",
     "inode-rwsem-tmpfs",
+    "inode-rwsem-ext4-direct",
 ];
 
 const CAUSES: &[&str] = &[
@@ -1236,6 +1237,41 @@ fn inode_rwsem_tmpfs() {
     assert!(activity_ns(holders, "asleep") <= lock.wait_ns / 10, "{d}");
     assert!(
         activity_ns(holders, "running") + activity_ns(holders, "runnable") >= lock.wait_ns / 2,
+        "{d}"
+    );
+    r.assert_label("lock-wait", Some("inode->i_rwsem"), Some("runs"));
+}
+
+#[test]
+fn inode_rwsem_ext4_direct() {
+    let r = record("inode-rwsem-ext4-direct");
+    let lock = r.top_lock();
+    let d = r.describe();
+    // The file's i_rwsem, in ext4_file_write_iter: taken shared, then exclusively once the
+    // write is seen to extend the file, so its waiters queue in both modes.
+    assert_eq!(lock.kind(), "rwsem", "{d}");
+    assert!(
+        lock.waits_in(&["ext4_file_write_iter", "ext4_dio_write_iter"]),
+        "{d}"
+    );
+    assert!(
+        lock.mode_waits("write") >= 20 && lock.mode_waits("read") >= 20,
+        "{d}"
+    );
+    assert!(lock.wait_ns >= r.run_ns() / 4, "{d}");
+    // Its holders run for most of the waiting (submitting the I/O) and sleep in the direct
+    // I/O wait for some of it; none of the threads waits on the file's f_pos_lock.
+    let holders = r.holders_of(&lock);
+    let asleep = activity_ns(holders, "asleep");
+    assert!(asleep <= lock.wait_ns / 2, "{d}");
+    assert!(
+        activity_ns(holders, "running") + activity_ns(holders, "runnable") >= lock.wait_ns / 5,
+        "{d}"
+    );
+    assert!(
+        r.own_locks()
+            .iter()
+            .all(|l| !l.waits_in(&["fdget_pos"]) || l.wait_ns <= lock.wait_ns / 100),
         "{d}"
     );
     r.assert_label("lock-wait", Some("inode->i_rwsem"), Some("runs"));
