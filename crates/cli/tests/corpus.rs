@@ -40,6 +40,7 @@ const CASES: &[&str] = &[
     "kvm-slots-lock",
     "inode-rwsem-tmpfs",
     "inode-rwsem-ext4-direct",
+    "file-f-pos-lock",
 ];
 
 const CAUSES: &[&str] = &[
@@ -1275,4 +1276,36 @@ fn inode_rwsem_ext4_direct() {
         "{d}"
     );
     r.assert_label("lock-wait", Some("inode->i_rwsem"), Some("runs"));
+}
+
+#[test]
+fn file_f_pos_lock() {
+    let r = record("file-f-pos-lock");
+    let lock = r.top_lock();
+    let d = r.describe();
+    // The struct file's f_pos_lock, a mutex taken in fdget_pos by write() and lseek():
+    // thousands of waits, most of the threads' time.
+    assert_eq!(lock.kind(), "mutex", "{d}");
+    assert!(lock.waits_in(&["fdget_pos"]), "{d}");
+    assert!(lock.waits >= 1_000, "{d}");
+    assert!(lock.wait_ns >= r.run_ns() / 4, "{d}");
+    // The inode's i_rwsem, taken inside the write, is not contended: f_pos_lock lets one
+    // writer through at a time.
+    let inode_wait: u64 = r
+        .own_locks()
+        .iter()
+        .filter(|l| l.waits_in(&["shmem_file_write_iter"]))
+        .map(|l| l.wait_ns)
+        .sum();
+    assert!(inode_wait <= lock.wait_ns / 100, "{d}");
+    // Nobody sleeps holding it.
+    let holders = r.holders_of(&lock);
+    assert!(activity_ns(holders, "asleep") <= lock.wait_ns / 10, "{d}");
+    let behind_sleepers: u64 = r
+        .own_sleeps_holding()
+        .iter()
+        .map(|s| s["waiter_wait_ns"].as_u64().unwrap())
+        .sum();
+    assert!(behind_sleepers <= lock.wait_ns / 10, "{d}");
+    r.assert_label("lock-wait", Some("file->f_pos_lock"), Some("runs"));
 }
