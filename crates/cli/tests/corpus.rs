@@ -41,6 +41,7 @@ const CASES: &[&str] = &[
     "inode-rwsem-tmpfs",
     "inode-rwsem-ext4-direct",
     "file-f-pos-lock",
+    "files-file-lock",
 ];
 
 const CAUSES: &[&str] = &[
@@ -1308,4 +1309,35 @@ fn file_f_pos_lock() {
         .sum();
     assert!(behind_sleepers <= lock.wait_ns / 10, "{d}");
     r.assert_label("lock-wait", Some("file->f_pos_lock"), Some("runs"));
+}
+
+#[test]
+fn files_file_lock() {
+    let r = record("files-file-lock");
+    let lock = r.top_lock();
+    let d = r.describe();
+    // files->file_lock: a spinlock, spun on in dup (alloc_fd) and close (file_close_fd)
+    // hundreds of thousands of times for a few hundred milliseconds.
+    assert_eq!(lock.kind(), "spinlock", "{d}");
+    assert!(
+        lock.waits_in(&["alloc_fd", "__x64_sys_dup"])
+            && lock.waits_in(&["file_close_fd", "__x64_sys_close"]),
+        "{d}"
+    );
+    assert!(lock.waits >= 10_000, "{d}");
+    assert!(lock.wait_ns >= r.run_ns() / 10, "{d}");
+    assert!(
+        r.trace()["spinlocks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["lock_addr"] == lock.lock["lock_addr"]),
+        "{d}"
+    );
+    assert!(
+        r.own_lock_wait_ns(Some(SLEEPING_KINDS)) <= r.run_ns() / 100,
+        "{d}"
+    );
+    // One thread per CPU: spinning ties with the holds it waits for (corpus/README.md).
+    r.assert_label_among_the_first("lock-spin", Some("files->file_lock"));
 }
