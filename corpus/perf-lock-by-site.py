@@ -24,7 +24,7 @@ HEADER = re.compile(
 FRAME = re.compile(r"^\s+0x[0-9a-f]+\s+(\S+)")
 UNIT = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1000.0}
 LOCKING = re.compile(
-    r"^(__mutex_lock|mutex_lock|__rwsem|rwsem_|down_|__down|_raw_|__pv_queued_spin|"
+    r"^(__traceiter_|trace_|__mutex_lock|mutex_lock|__rwsem|rwsem_|down_|__down|_raw_|__pv_queued_spin|"
     r"queued_|do_raw_|__percpu_down|percpu_down|rt_mutex|__rt_mutex|osq_lock)"
 )
 
