@@ -41,6 +41,7 @@ const CASES: &[&str] = &[
     "inode-rwsem-tmpfs",
     "inode-rwsem-ext4-direct",
     "file-f-pos-lock",
+    "epoll-ep-mtx",
     "files-file-lock",
 ];
 
@@ -1310,6 +1311,27 @@ fn file_f_pos_lock() {
         .sum();
     assert!(behind_sleepers <= lock.wait_ns / 10, "{d}");
     r.assert_label("lock-wait", Some("file->f_pos_lock"), Some("runs"));
+}
+
+#[test]
+fn epoll_ep_mtx() {
+    let r = record("epoll-ep-mtx");
+    let lock = r.top_lock();
+    let d = r.describe();
+    // ep->mtx: waited on in do_epoll_ctl by the two controllers, thousands of times.
+    assert_eq!(lock.kind(), "mutex", "{d}");
+    assert!(lock.waits_in(&["do_epoll_ctl"]), "{d}");
+    assert!(lock.waits >= 1_000, "{d}");
+    assert!(lock.wait_ns >= r.run_ns() / 4, "{d}");
+    // Behind epoll_wait, which holds it while it hands out a thousand events, running.
+    let holders = r.holders_of(&lock);
+    assert!(
+        waited_behind(holders, "repro-epwait") >= lock.wait_ns / 2,
+        "epoll_wait is not the holder: {d}"
+    );
+    assert!(activity_ns(holders, "asleep") <= lock.wait_ns / 10, "{d}");
+    assert!(activity_ns(holders, "running") >= lock.wait_ns / 4, "{d}");
+    r.assert_label("lock-wait", Some("ep->mtx"), Some("runs"));
 }
 
 #[test]
