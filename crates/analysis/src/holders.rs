@@ -77,6 +77,11 @@ fn holds_are_traced_while_queued(flags: u32) -> bool {
     flags & flag::MUTEX != 0
 }
 
+/// A mutex waiter spinning on the owner ([`SPUN`]): before queueing, or as the first waiter.
+fn is_mutex_spin(flags: u32) -> bool {
+    flags & flag::MUTEX != 0 && flags & flag::SPIN != 0
+}
+
 /// A runnable task switched out was preempted; any TASK_* bit in the low byte means it went
 /// to sleep (the byte above is the tracepoint's "preempted" marker).
 fn is_sleeping_state(prev_state: i64) -> bool {
@@ -124,9 +129,38 @@ struct OpenWait {
     waker: Option<(i32, u64)>,
     /// It has entered the lock's wait queue ([`enters_queue`]).
     queued: bool,
-    /// A mutex wait that began spinning on the owner: until when it spun (its queueing, or
-    /// its end when it never queued).
-    spun_until: Option<u64>,
+    /// When it spun on a mutex's owner: from a begin with SPIN until the next begin without
+    /// it (queueing, or giving up the spin as the first waiter) or the end (open: `u64::MAX`).
+    spins: Vec<(u64, u64)>,
+}
+
+/// Spin phases kept per wait; a first waiter spins again after each wakeup, and past this
+/// many the last phase is stretched rather than a new one kept.
+const MAX_SPINS: usize = 32;
+
+impl OpenWait {
+    fn spin_begins(&mut self, ts: u64) {
+        let full = self.spins.len() >= MAX_SPINS;
+        match self.spins.last_mut() {
+            Some(last) if last.1 == u64::MAX => {}
+            Some(last) if full => last.1 = u64::MAX,
+            _ => self.spins.push((ts, u64::MAX)),
+        }
+    }
+
+    fn spin_ends(&mut self, ts: u64) {
+        if let Some(last) = self.spins.last_mut().filter(|l| l.1 == u64::MAX) {
+            last.1 = ts;
+        }
+    }
+
+    /// How much of `[from, to)` it spent spinning.
+    fn spun_within(&self, from: u64, to: u64) -> u64 {
+        self.spins
+            .iter()
+            .map(|&(a, b)| b.min(to).saturating_sub(a.max(from)))
+            .sum()
+    }
 }
 
 impl Wait for OpenWait {
@@ -533,11 +567,13 @@ impl HoldersPass {
                     multiset_add(&mut self.open_starts, wait.start);
                 }
                 wait.flags = flags;
+                if is_mutex_spin(flags) {
+                    wait.spin_begins(ts);
+                } else {
+                    wait.spin_ends(ts);
+                }
                 if !wait.queued && enters_queue(flags) {
                     wait.queued = true;
-                    if wait.spun_until.is_some() {
-                        wait.spun_until = Some(ts);
-                    }
                     self.enqueue(lock, ts);
                 }
             }
@@ -562,8 +598,11 @@ impl HoldersPass {
                         start: ts,
                         waker: None,
                         queued,
-                        spun_until: (flags & flag::MUTEX != 0 && flags & flag::SPIN != 0)
-                            .then_some(u64::MAX),
+                        spins: if is_mutex_spin(flags) {
+                            vec![(ts, u64::MAX)]
+                        } else {
+                            Vec::new()
+                        },
                     },
                 );
                 for old in &replaced {
@@ -900,9 +939,8 @@ impl HoldersPass {
         segments.sort_by_key(|s| (s.start, s.end));
         let mut pieces: Vec<(Option<i32>, Piece, u64)> = Vec::new();
         // Time no proven hold covers, while the waiter spun, had a running owner ([`SPUN`]).
-        let spun_until = wait.spun_until.map_or(0, |until| until.min(end));
         let gap = |pieces: &mut Vec<(Option<i32>, Piece, u64)>, from: u64, to: u64, piece| {
-            let spun = to.min(spun_until).saturating_sub(from);
+            let spun = wait.spun_within(from, to.min(end));
             if spun > 0 {
                 pieces.push((None, Piece::Spun, spun));
             }

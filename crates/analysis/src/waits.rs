@@ -57,8 +57,11 @@ const WAITS_FOR_OTHERS: &[&str] = &[
     "kthread_stop",
 ];
 
+/// A frame's function, without its offset and without the compiler's suffix for a clone of
+/// it (`__synchronize_srcu.part.0` is `__synchronize_srcu`'s own code).
 fn name_of(frame: &str) -> &str {
-    frame.split(['+', ' ']).next().unwrap_or(frame)
+    let name = frame.split(['+', ' ']).next().unwrap_or(frame);
+    name.split('.').next().unwrap_or(name)
 }
 
 fn names(frames: &[String]) -> impl Iterator<Item = &str> {

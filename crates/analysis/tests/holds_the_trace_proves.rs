@@ -340,3 +340,75 @@ fn a_mutex_hold_is_proven_only_from_when_a_waiter_queued_and_a_spin_proves_a_run
         .sum();
     assert_eq!(unknown, 0, "{held:#?}");
 }
+
+#[test]
+fn a_first_waiter_spinning_again_has_a_running_owner_and_names_no_holder() {
+    let mutex = format!("{MUTEX:x}");
+    let (h, w) = (("holder-h", 501), ("waiter-w", 502));
+    let text = [
+        // H runs, holding the mutex; W queues at once (no spin) and sleeps behind it.
+        switch_in(h, 0, 1),
+        line(
+            w.0,
+            w.1,
+            1,
+            10,
+            "contention_begin",
+            &format!("{mutex} (flags=MUTEX)"),
+        ),
+        switch_out(w, 1, 11),
+        // H releases it by waking W at 30 us; another task takes it first (an optimistic
+        // spinner's steal, which the trace does not show), so W, the first waiter, spins on
+        // the new owner from 32 to 60 us and takes it.
+        waking(h, 0, 30, w),
+        switch_in(w, 1, 31),
+        line(
+            w.0,
+            w.1,
+            1,
+            32,
+            "contention_begin",
+            &format!("{mutex} (flags=SPIN|MUTEX)"),
+        ),
+        line(
+            w.0,
+            w.1,
+            1,
+            60,
+            "contention_end",
+            &format!("{mutex} (ret=0)"),
+        ),
+    ]
+    .concat();
+    let dir = TextTraceDir::new("holds-first-waiter-spins", &text);
+    let analysis = vmscale_analysis::analyse(dir.path()).unwrap();
+    let held = analysis
+        .holders
+        .iter()
+        .find(|x| x.lock_addr == MUTEX)
+        .unwrap_or_else(|| panic!("the mutex's holders: {:#?}", analysis.holders));
+    let of = |activity, detail: Option<&str>| -> u64 {
+        held.activity
+            .iter()
+            .filter(|a| a.activity == activity && detail.is_none_or(|d| a.detail == d))
+            .map(|a| a.wait_ns)
+            .sum()
+    };
+    use vmscale_run::findings::HolderActivity::{Running, Unknown};
+    // 10-30 us behind H, proven from when W queued; 32-60 us W spun on a running owner.
+    let behind_h: u64 = held
+        .holders
+        .iter()
+        .filter(|x| x.pid == h.1)
+        .map(|x| x.waited_behind_ns)
+        .sum();
+    assert_eq!(behind_h, 20_000, "{held:#?}");
+    assert_eq!(
+        of(Running, Some(vmscale_analysis::holders::SPUN)),
+        28_000,
+        "{held:#?}"
+    );
+    // Between H's release and W's spin: a handoff (30-32 us), nothing unknown.
+    assert_eq!(of(Unknown, None), 0, "{held:#?}");
+    assert!(held.holders.iter().all(|x| x.pid != w.1), "{held:#?}");
+}
