@@ -82,6 +82,9 @@ fn is_mutex_spin(flags: u32) -> bool {
     flags & flag::MUTEX != 0 && flags & flag::SPIN != 0
 }
 
+/// sched_switch's prev_state bit for 'D' (killable sleeps show as 'D' too).
+const TASK_UNINTERRUPTIBLE: i64 = 0x2;
+
 /// A runnable task switched out was preempted; any TASK_* bit in the low byte means it went
 /// to sleep (the byte above is the tracepoint's "preempted" marker).
 fn is_sleeping_state(prev_state: i64) -> bool {
@@ -125,14 +128,23 @@ struct OpenWait {
     lock: u64,
     flags: u32,
     start: u64,
-    /// The last task that woke the waiter during the wait, and when (pid 0: an interrupt).
-    waker: Option<(i32, u64)>,
+    /// The tasks that woke the waiter from an interruptible sleep while it was queued, and
+    /// when, oldest first (at most [`MAX_WAKERS`], the latest kept): a release, unless the
+    /// wait ends interrupted (a signal woke it), which only its end says.
+    wakers: Vec<(i32, u64)>,
+    /// Its latest sleep was uninterruptible ('D'): only the lock's release wakes it, so a
+    /// wakeup is a release as it happens, and its hold is recorded then, while what the
+    /// holder did just before is current (it may take the lock again before the waiter runs).
+    uninterruptible: bool,
     /// It has entered the lock's wait queue ([`enters_queue`]).
     queued: bool,
     /// When it spun on a mutex's owner: from a begin with SPIN until the next begin without
     /// it (queueing, or giving up the spin as the first waiter) or the end (open: `u64::MAX`).
     spins: Vec<(u64, u64)>,
 }
+
+/// Wakers kept per wait ([`OpenWait::wakers`]).
+const MAX_WAKERS: usize = 16;
 
 /// Spin phases kept per wait; a first waiter spins again after each wakeup, and past this
 /// many the last phase is stretched rather than a new one kept.
@@ -461,6 +473,11 @@ impl HoldersPass {
                 let sleeping = is_sleeping_state(switch.prev_state);
                 self.timelines
                     .switched_out(switch.prev_pid, ts, sleeping, floor);
+                if sleeping {
+                    for wait in self.open.of_mut(switch.prev_pid) {
+                        wait.uninterruptible = switch.prev_state & TASK_UNINTERRUPTIBLE != 0;
+                    }
+                }
                 if sleeping && switch.prev_pid != 0 {
                     self.awaiting_stack.insert(event.cpu(), switch.prev_pid);
                 } else {
@@ -476,10 +493,24 @@ impl HoldersPass {
             }
             EventKind::SchedWaking(w) => {
                 self.remember(w.pid, w.comm.as_bytes());
-                // The wakeup ends the sleep of whichever of its waits sleeps.
-                if w.pid != pid {
-                    for wait in self.open.of_mut(w.pid) {
-                        wait.waker = Some((pid, ts));
+                // The wakeup ends the sleep of whichever of its waits sleeps; one in an
+                // interrupt is the interrupt's, never the interrupted task's release.
+                if w.pid != pid && pid != 0 && !event.in_interrupt() {
+                    let mut released = Vec::new();
+                    for wait in self.open.of_mut(w.pid).iter_mut().filter(|w| w.queued) {
+                        if wait.uninterruptible {
+                            released.push((wait.lock, wait.flags));
+                        } else {
+                            if wait.wakers.len() >= MAX_WAKERS {
+                                wait.wakers.remove(0);
+                            }
+                            wait.wakers.push((pid, ts));
+                        }
+                    }
+                    for (lock, flags) in released {
+                        if !self.locks.get(&lock).is_some_and(|s| s.exact) {
+                            self.add_segment(lock, pid, ts, flags);
+                        }
                     }
                 }
                 self.timelines.woken(w.pid, ts, floor);
@@ -596,7 +627,8 @@ impl HoldersPass {
                         lock,
                         flags,
                         start: ts,
-                        waker: None,
+                        wakers: Vec::new(),
+                        uninterruptible: false,
                         queued,
                         spins: if is_mutex_spin(flags) {
                             vec![(ts, u64::MAX)]
@@ -671,13 +703,13 @@ impl HoldersPass {
 
     fn close(&mut self, pid: i32, wait: &OpenWait, end: u64, ret: i32) {
         let others_queued = self.queued(wait.lock).next().is_some();
-        // Only a queued waiter is woken by a release: a spinning one is not woken at all.
-        let releaser = wait
-            .waker
-            .filter(|&(waker, at)| ret == 0 && waker != 0 && at >= wait.start && wait.queued);
+        // Only a queued waiter is woken by a release (a spinning one is not woken at all),
+        // and only one that got the lock: an interrupted wait's last wakeup may be a signal.
         let exact = self.locks.get(&wait.lock).is_some_and(|s| s.exact);
-        if let Some((holder, released)) = releaser.filter(|_| !exact) {
-            self.add_segment(wait.lock, holder, released, wait.flags);
+        if ret == 0 && !exact {
+            for &(holder, released) in &wait.wakers {
+                self.add_segment(wait.lock, holder, released, wait.flags);
+            }
         }
         let tail = if ret != 0 {
             Piece::Unknown(INTERRUPTED)

@@ -19,7 +19,8 @@
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use vmscale_run::findings::{
-    ComponentKind, CpuHolder, LockHolders, SleepWaker, SubjectPart, SubjectTime, TaskTime, WorkRan,
+    ComponentKind, CpuHolder, LockHolders, SleepWaker, SubjectPart, SubjectTime, TaskTime,
+    WakerSlept, WorkRan,
 };
 use vmscale_run::LockContention;
 use vmscale_trace::decode::event::Event;
@@ -82,6 +83,9 @@ struct Task {
     part: Part,
     since: u64,
     last_sleep: Option<EndedSleep>,
+    /// Its latest sleep, (start, end, part): when it wakes another task, the overlap is
+    /// time the woken one waited on a waker that was itself asleep.
+    slept: Option<(u64, u64, Part)>,
 }
 
 impl Task {
@@ -94,6 +98,7 @@ impl Task {
             part: Part::OnCpu,
             since: ts,
             last_sleep: None,
+            slept: None,
         };
         task.part = task.current_part();
         task
@@ -120,6 +125,8 @@ type PartKey = (ComponentKind, String, String);
 #[derive(Default)]
 struct SleepParts {
     wakers: HashMap<i32, (u64, HashMap<u64, u64>)>,
+    /// waker -> its own sleep -> time of this sleep it overlapped.
+    waker_slept: HashMap<i32, HashMap<Part, u64>>,
     kinds: HashMap<&'static str, u64>,
     waits_for: &'static str,
 }
@@ -173,6 +180,8 @@ pub struct SubjectPass {
     /// waker ran meanwhile.
     wakers: HashMap<(Part, i32), u64>,
     waker_work: HashMap<(Part, i32, u64), u64>,
+    /// (sleep, waker, the waker's own sleep) -> how much of the first the second overlapped.
+    waker_slept: HashMap<(Part, i32, Part), u64>,
     /// Calls timed one window each (not whole processes'): each window's parts, for the
     /// what-if predictions; at most [`MAX_WHAT_IF_WINDOWS`] windows.
     window_parts: HashMap<(i32, u32), Vec<(Part, u64)>>,
@@ -213,6 +222,7 @@ impl SubjectPass {
             waking_by: None,
             wakers: HashMap::new(),
             waker_work: HashMap::new(),
+            waker_slept: HashMap::new(),
             window_parts: HashMap::new(),
             per_call_windows: false,
         }
@@ -411,6 +421,18 @@ impl SubjectPass {
                 for (function, ran) in self.work.ran(waker, since, ts) {
                     *self.waker_work.entry((old, waker, function)).or_default() += ran.min(counted);
                 }
+                // The waker's own latest sleep, where it overlapped this one.
+                if let Some((from, to, slept)) = self.tasks.get(&waker).and_then(|t| t.slept) {
+                    let overlap = to.min(ts).saturating_sub(from.max(since)).min(counted);
+                    if overlap > 0 {
+                        *self.waker_slept.entry((old, waker, slept)).or_default() += overlap;
+                    }
+                }
+            }
+        }
+        if let (true, Part::Asleep(_)) = (woke, old) {
+            if let Some(task) = self.tasks.get_mut(&pid) {
+                task.slept = Some((since, ts, old));
             }
         }
         if let (true, true, Part::Asleep(_)) = (joins, woke, old) {
@@ -874,6 +896,17 @@ impl SubjectPass {
                 *entry.kinds.entry(kind).or_default() += ns;
             }
         }
+        for (&(part, waker, slept), &ns) in &self.waker_slept {
+            let key = self.describe(part, symbols, names);
+            if let Some(entry) = out.get_mut(&key) {
+                *entry
+                    .waker_slept
+                    .entry(waker)
+                    .or_default()
+                    .entry(slept)
+                    .or_default() += ns;
+            }
+        }
         for (&(part, waker, function), &ns) in &self.waker_work {
             let key = self.describe(part, symbols, names);
             if let Some(w) = out.get_mut(&key).and_then(|e| e.wakers.get_mut(&waker)) {
@@ -891,7 +924,8 @@ impl SubjectPass {
     }
 
     /// The wakers of one sleep, most first, each with what it ran.
-    fn sleep_wakers(&self, sleep: SleepParts, symbols: &dyn Symbols) -> Vec<SleepWaker> {
+    fn sleep_wakers(&self, mut sleep: SleepParts, symbols: &dyn Symbols) -> Vec<SleepWaker> {
+        let mut waker_slept = std::mem::take(&mut sleep.waker_slept);
         let mut wakers: Vec<SleepWaker> = sleep
             .wakers
             .into_iter()
@@ -907,7 +941,10 @@ impl SubjectPass {
                     .collect();
                 ran.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.function.cmp(&b.function)));
                 ran.truncate(TOP_TASKS);
+                let slept =
+                    self.waker_sleeps(waker_slept.remove(&pid).unwrap_or_default(), symbols);
                 SleepWaker {
+                    slept,
                     comm: if pid == 0 {
                         "interrupt".into()
                     } else {
@@ -922,6 +959,37 @@ impl SubjectPass {
         wakers.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.pid.cmp(&b.pid)));
         wakers.truncate(TOP_WAKERS);
         wakers
+    }
+
+    /// A waker's own sleeps, merged by site, most time first.
+    fn waker_sleeps(&self, sleeps: HashMap<Part, u64>, symbols: &dyn Symbols) -> Vec<WakerSlept> {
+        let mut by_site: HashMap<(String, &'static str), u64> = HashMap::new();
+        for (part, ns) in sleeps {
+            let Part::Asleep(stack) = part else { continue };
+            let frames: Vec<String> = stack
+                .map(|s| {
+                    self.stacks
+                        .frames(s)
+                        .iter()
+                        .map(|&a| symbols.frame(a))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let site = cause_names::sleep_site(&self.stacks, stack, symbols);
+            let kind = crate::waits::wait_kind(&frames).unwrap_or("");
+            *by_site.entry((site, kind)).or_default() += ns;
+        }
+        let mut out: Vec<WakerSlept> = by_site
+            .into_iter()
+            .map(|((site, kind), ns)| WakerSlept {
+                site,
+                waits_for: kind.to_string(),
+                ns,
+            })
+            .collect();
+        out.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.site.cmp(&b.site)));
+        out.truncate(TOP_WAKERS);
+        out
     }
 
     /// The timed calls' latency with the part `key` removed (and halved), window by window.

@@ -412,3 +412,79 @@ fn a_first_waiter_spinning_again_has_a_running_owner_and_names_no_holder() {
     assert_eq!(of(Unknown, None), 0, "{held:#?}");
     assert!(held.holders.iter().all(|x| x.pid != w.1), "{held:#?}");
 }
+
+#[test]
+fn every_release_that_woke_a_queued_waiter_is_a_hold_not_only_the_last() {
+    let mutex = format!("{MUTEX:x}");
+    let (h, s, w) = (("holder-h", 601), ("stealer-s", 602), ("waiter-w", 603));
+    let text = [
+        switch_in(h, 0, 1),
+        // W queues behind H and sleeps.
+        line(
+            w.0,
+            w.1,
+            1,
+            10,
+            "contention_begin",
+            &format!("{mutex} (flags=MUTEX)"),
+        ),
+        switch_out(w, 1, 11),
+        // S spins on H from 25 us; H releases at 30 us waking W, and S takes the lock at
+        // 31 us before W runs.
+        line(
+            s.0,
+            s.1,
+            0,
+            25,
+            "contention_begin",
+            &format!("{mutex} (flags=SPIN|MUTEX)"),
+        ),
+        waking(h, 0, 30, w),
+        line(
+            s.0,
+            s.1,
+            0,
+            31,
+            "contention_end",
+            &format!("{mutex} (ret=0)"),
+        ),
+        // W runs, finds the lock taken and sleeps again; S's release wakes it at 50 us.
+        switch_in(w, 1, 32),
+        switch_out(w, 1, 33),
+        waking(s, 0, 50, w),
+        switch_in(w, 1, 51),
+        line(
+            w.0,
+            w.1,
+            1,
+            52,
+            "contention_end",
+            &format!("{mutex} (ret=0)"),
+        ),
+    ]
+    .concat();
+    let dir = TextTraceDir::new("holds-two-releases", &text);
+    let analysis = vmscale_analysis::analyse(dir.path()).unwrap();
+    let held = analysis
+        .holders
+        .iter()
+        .find(|x| x.lock_addr == MUTEX)
+        .unwrap_or_else(|| panic!("the mutex's holders: {:#?}", analysis.holders));
+    let behind = |pid: i32| -> u64 {
+        held.holders
+            .iter()
+            .filter(|x| x.pid == pid)
+            .map(|x| x.waited_behind_ns)
+            .sum()
+    };
+    // H from when W queued to its release; S from its traced acquisition to its release.
+    assert_eq!(behind(h.1), 20_000, "{held:#?}");
+    assert_eq!(behind(s.1), 19_000, "{held:#?}");
+    let unknown: u64 = held
+        .activity
+        .iter()
+        .filter(|a| a.activity == vmscale_run::findings::HolderActivity::Unknown)
+        .map(|a| a.wait_ns)
+        .sum();
+    assert_eq!(unknown, 0, "{held:#?}");
+}

@@ -418,6 +418,7 @@ impl Recorded {
                 ))
             }
             Some(at) => {
+                failures.extend(self.unnamed(&verdict[at]));
                 for finding in &verdict[..at] {
                     if !finding["lock"].is_null() {
                         failures.push(format!(
@@ -504,7 +505,30 @@ impl Recorded {
                 ));
             }
         }
+        failures.extend(self.unnamed(first));
         failures
+    }
+
+    /// The label's `must_name`: what makes up the finding's time (the code path its CPU
+    /// time ran, who ended its sleeps and what they were doing, the holder's critical
+    /// section), each of which the finding must say somewhere, in its summary, its holder
+    /// or what it is made of.
+    fn unnamed(&self, finding: &Value) -> Vec<String> {
+        let mut said: Vec<&str> = vec![
+            finding["summary"].as_str().unwrap_or_default(),
+            finding["holder"].as_str().unwrap_or_default(),
+        ];
+        if let Some(parts) = finding["explained_by"].as_array() {
+            said.extend(parts.iter().filter_map(|p| p["what"].as_str()));
+        }
+        self.label["must_name"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap())
+            .filter(|name| !said.iter().any(|s| s.contains(name)))
+            .map(|name| format!("said: the finding does not name {name:?}"))
+            .collect()
     }
 
     /// What must not be said: every statement of the label's `must_not` that a finding
@@ -535,6 +559,21 @@ impl Recorded {
     fn contradictions(&self) -> Vec<String> {
         let verdict = self.run["verdict"].as_array().expect("a verdict");
         let mut failures = Vec::new();
+        // The findings split one subject's time: their shares never add to more than all
+        // of it, and a lock is one finding, never two that count its waits twice.
+        let shares: f64 = verdict.iter().filter_map(|f| f["share"].as_f64()).sum();
+        if shares > 1.005 {
+            failures.push(format!(
+                "contradiction: the findings' shares add to {shares:.3}"
+            ));
+        }
+        let mut locks: Vec<&str> = verdict.iter().filter_map(|f| f["lock"].as_str()).collect();
+        locks.sort_unstable();
+        for pair in locks.windows(2) {
+            if pair[0] == pair[1] {
+                failures.push(format!("contradiction: {} is two findings", pair[0]));
+            }
+        }
         for held in verdict {
             if !LOCK_CAUSES.contains(&held["cause"].as_str().unwrap_or_default()) {
                 continue;
@@ -925,6 +964,7 @@ fn every_case_has_a_label_a_readme_entry_and_a_test() {
                 "cause",
                 "holder_does",
                 "lock",
+                "must_name",
                 "must_not",
                 "must_not_blame_locks",
                 "notes"
@@ -954,6 +994,17 @@ fn every_case_has_a_label_a_readme_entry_and_a_test() {
         assert!(!must_not.is_empty(), "{case}: must_not is empty");
         for statement in must_not {
             check_statement(case, &label, statement);
+        }
+        // What must be named inside the finding: at least one path, waker or holder's work.
+        let must_name = label["must_name"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{case}: must_name is not a list"));
+        assert!(!must_name.is_empty(), "{case}: must_name is empty");
+        for name in must_name {
+            assert!(
+                name.as_str().is_some_and(|n| !n.trim().is_empty()),
+                "{case}: must_name {name}"
+            );
         }
         assert!(
             readme.contains(&format!("`{case}`")),

@@ -318,6 +318,22 @@ pub struct SleepWaker {
     /// Work items the waker (a kernel worker) ran during those sleeps, most time first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ran: Vec<WorkRan>,
+    /// The waker's own sleeps during those sleeps, most time first: the next link of the
+    /// wait chain (a reader woken by a writer that was itself waiting for a timer).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slept: Vec<WakerSlept>,
+}
+
+/// Time a waker, itself one of the subject's tasks, spent asleep while the sleep it ended
+/// went on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WakerSlept {
+    /// Where it slept ("do_nanosleep", "__flush_workqueue in kvm_irqfd").
+    pub site: String,
+    /// What that sleep waited for, when its frames say ("a timer").
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub waits_for: String,
+    pub ns: u64,
 }
 
 /// Time a worker spent in one work function while a subject task slept.

@@ -1,6 +1,8 @@
 //! A sleep said by what it waited for and who ended it: "waiting for a workqueue's workers
 //! to finish queued work: woken by kworker/0:2, which ran irqfd_shutdown (kvm-irqfd-cleanup)
-//! for 80% of it".
+//! for 80% of it"; where the waker is one of the subject's tasks and was itself asleep
+//! meanwhile, that next link of the chain too ("woken by writer/12, itself asleep in
+//! do_nanosleep (waiting for a timer) for 95% of it").
 
 use vmscale_run::findings::{SleepWaker, SubjectPart};
 use vmscale_run::verdict::ExplainedBy;
@@ -29,8 +31,31 @@ pub(super) fn summary(part: &SubjectPart) -> String {
                 percent((ran.ns as f64 / first.ns.max(1) as f64).min(1.0))
             ));
         }
+        out.push_str(&itself_asleep(first));
     }
     out
+}
+
+/// ", itself asleep in S (waiting for K) for N% of it": the waker's own main sleep while
+/// the sleeps it ended went on, when it is at least a tenth of them.
+fn itself_asleep(waker: &SleepWaker) -> String {
+    let Some(slept) = waker.slept.first() else {
+        return String::new();
+    };
+    let share = (slept.ns as f64 / waker.ns.max(1) as f64).min(1.0);
+    if share < 0.1 {
+        return String::new();
+    }
+    let kind = if slept.waits_for.is_empty() {
+        String::new()
+    } else {
+        format!(" (waiting for {})", slept.waits_for)
+    };
+    format!(
+        ", itself asleep in {}{kind} for {} of it",
+        slept.site,
+        percent(share)
+    )
 }
 
 fn on_queue(workqueue: &str) -> String {
@@ -56,12 +81,13 @@ pub(super) fn explained_by(part: &SubjectPart) -> Vec<ExplainedBy> {
         .map(|w| ExplainedBy {
             what: match w.ran.first() {
                 Some(ran) => format!(
-                    "woken by {}, which ran {}{}",
+                    "woken by {}, which ran {}{}{}",
                     who(w),
                     ran.function,
-                    on_queue(&ran.workqueue)
+                    on_queue(&ran.workqueue),
+                    itself_asleep(w)
                 ),
-                None => format!("woken by {}", who(w)),
+                None => format!("woken by {}{}", who(w), itself_asleep(w)),
             },
             share: (w.ns as f64 / part.total_ns.max(1) as f64).min(1.0),
         })
