@@ -20,7 +20,7 @@ use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use vmscale_run::findings::{
     ComponentKind, CpuHolder, LockHolders, SleepWaker, SubjectPart, SubjectTime, TaskTime,
-    WakerSlept, WorkRan,
+    WakerMeanwhile, WorkRan,
 };
 use vmscale_run::LockContention;
 use vmscale_trace::decode::event::Event;
@@ -83,9 +83,10 @@ struct Task {
     part: Part,
     since: u64,
     last_sleep: Option<EndedSleep>,
-    /// Its latest sleep, (start, end, part): when it wakes another task, the overlap is
-    /// time the woken one waited on a waker that was itself asleep.
-    slept: Option<(u64, u64, Part)>,
+    /// Its latest parts, (start, end, part), oldest first, at most [`HISTORY`]: when it
+    /// wakes another task, their overlap with that task's sleep is what the waker did
+    /// meanwhile.
+    history: std::collections::VecDeque<(u64, u64, Part)>,
 }
 
 impl Task {
@@ -98,7 +99,7 @@ impl Task {
             part: Part::OnCpu,
             since: ts,
             last_sleep: None,
-            slept: None,
+            history: std::collections::VecDeque::new(),
         };
         task.part = task.current_part();
         task
@@ -125,14 +126,17 @@ type PartKey = (ComponentKind, String, String);
 #[derive(Default)]
 struct SleepParts {
     wakers: HashMap<i32, (u64, HashMap<u64, u64>)>,
-    /// waker -> its own sleep -> time of this sleep it overlapped.
-    waker_slept: HashMap<i32, HashMap<Part, u64>>,
+    /// waker -> its own part -> time of this sleep it overlapped.
+    waker_did: HashMap<i32, HashMap<Part, u64>>,
     kinds: HashMap<&'static str, u64>,
     waits_for: &'static str,
 }
 
 /// Wakers named per sleep.
 const TOP_WAKERS: usize = 5;
+
+/// Parts kept per task for what a waker did meanwhile ([`Task::history`]).
+const HISTORY: usize = 32;
 
 /// The pass; feed it every event in time order, then [`SubjectPass::finish`].
 pub struct SubjectPass {
@@ -180,8 +184,8 @@ pub struct SubjectPass {
     /// waker ran meanwhile.
     wakers: HashMap<(Part, i32), u64>,
     waker_work: HashMap<(Part, i32, u64), u64>,
-    /// (sleep, waker, the waker's own sleep) -> how much of the first the second overlapped.
-    waker_slept: HashMap<(Part, i32, Part), u64>,
+    /// (sleep, waker, the waker's own part) -> how much of the sleep the part overlapped.
+    waker_did: HashMap<(Part, i32, Part), u64>,
     /// Calls timed one window each (not whole processes'): each window's parts, for the
     /// what-if predictions; at most [`MAX_WHAT_IF_WINDOWS`] windows.
     window_parts: HashMap<(i32, u32), Vec<(Part, u64)>>,
@@ -222,7 +226,7 @@ impl SubjectPass {
             waking_by: None,
             wakers: HashMap::new(),
             waker_work: HashMap::new(),
-            waker_slept: HashMap::new(),
+            waker_did: HashMap::new(),
             window_parts: HashMap::new(),
             per_call_windows: false,
         }
@@ -421,19 +425,26 @@ impl SubjectPass {
                 for (function, ran) in self.work.ran(waker, since, ts) {
                     *self.waker_work.entry((old, waker, function)).or_default() += ran.min(counted);
                 }
-                // The waker's own latest sleep, where it overlapped this one.
-                if let Some((from, to, slept)) = self.tasks.get(&waker).and_then(|t| t.slept) {
-                    let overlap = to.min(ts).saturating_sub(from.max(since)).min(counted);
-                    if overlap > 0 {
-                        *self.waker_slept.entry((old, waker, slept)).or_default() += overlap;
+                // What the waker did while this task slept, as far as its kept parts
+                // reach back; the part it is in now runs up to the wakeup.
+                if counted > 0 {
+                    if let Some(w) = self.tasks.get(&waker) {
+                        let now = (w.since, ts, w.part);
+                        for &(from, to, did) in w.history.iter().chain(std::iter::once(&now)) {
+                            let overlap = to.min(ts).saturating_sub(from.max(since));
+                            if overlap > 0 {
+                                *self.waker_did.entry((old, waker, did)).or_default() += overlap;
+                            }
+                        }
                     }
                 }
             }
         }
-        if let (true, Part::Asleep(_)) = (woke, old) {
-            if let Some(task) = self.tasks.get_mut(&pid) {
-                task.slept = Some((since, ts, old));
+        if let Some(task) = self.tasks.get_mut(&pid) {
+            if task.history.len() >= HISTORY {
+                task.history.pop_front();
             }
+            task.history.push_back((since, ts, old));
         }
         if let (true, true, Part::Asleep(_)) = (joins, woke, old) {
             if let Some(task) = self.tasks.get_mut(&pid) {
@@ -765,7 +776,7 @@ impl SubjectPass {
                 let (waits_for, woken_by) = match sleeps.remove(&key) {
                     Some(sleep) => (
                         sleep.waits_for.to_string(),
-                        self.sleep_wakers(sleep, symbols),
+                        self.sleep_wakers(sleep, symbols, &names),
                     ),
                     None => (String::new(), Vec::new()),
                 };
@@ -896,14 +907,14 @@ impl SubjectPass {
                 *entry.kinds.entry(kind).or_default() += ns;
             }
         }
-        for (&(part, waker, slept), &ns) in &self.waker_slept {
+        for (&(part, waker, did), &ns) in &self.waker_did {
             let key = self.describe(part, symbols, names);
             if let Some(entry) = out.get_mut(&key) {
                 *entry
-                    .waker_slept
+                    .waker_did
                     .entry(waker)
                     .or_default()
-                    .entry(slept)
+                    .entry(did)
                     .or_default() += ns;
             }
         }
@@ -924,8 +935,13 @@ impl SubjectPass {
     }
 
     /// The wakers of one sleep, most first, each with what it ran.
-    fn sleep_wakers(&self, mut sleep: SleepParts, symbols: &dyn Symbols) -> Vec<SleepWaker> {
-        let mut waker_slept = std::mem::take(&mut sleep.waker_slept);
+    fn sleep_wakers(
+        &self,
+        mut sleep: SleepParts,
+        symbols: &dyn Symbols,
+        names: &HashMap<u64, &str>,
+    ) -> Vec<SleepWaker> {
+        let mut waker_did = std::mem::take(&mut sleep.waker_did);
         let mut wakers: Vec<SleepWaker> = sleep
             .wakers
             .into_iter()
@@ -941,10 +957,9 @@ impl SubjectPass {
                     .collect();
                 ran.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.function.cmp(&b.function)));
                 ran.truncate(TOP_TASKS);
-                let slept =
-                    self.waker_sleeps(waker_slept.remove(&pid).unwrap_or_default(), symbols);
+                let did = waker_did.remove(&pid).unwrap_or_default();
                 SleepWaker {
-                    slept,
+                    meanwhile: self.waker_meanwhile(did, symbols, names),
                     comm: if pid == 0 {
                         "interrupt".into()
                     } else {
@@ -961,33 +976,47 @@ impl SubjectPass {
         wakers
     }
 
-    /// A waker's own sleeps, merged by site, most time first.
-    fn waker_sleeps(&self, sleeps: HashMap<Part, u64>, symbols: &dyn Symbols) -> Vec<WakerSlept> {
-        let mut by_site: HashMap<(String, &'static str), u64> = HashMap::new();
-        for (part, ns) in sleeps {
-            let Part::Asleep(stack) = part else { continue };
-            let frames: Vec<String> = stack
-                .map(|s| {
-                    self.stacks
-                        .frames(s)
-                        .iter()
-                        .map(|&a| symbols.frame(a))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let site = cause_names::sleep_site(&self.stacks, stack, symbols);
-            let kind = crate::waits::wait_kind(&frames).unwrap_or("");
-            *by_site.entry((site, kind)).or_default() += ns;
+    /// What a waker did meanwhile, merged as the findings name parts, most time first.
+    fn waker_meanwhile(
+        &self,
+        did: HashMap<Part, u64>,
+        symbols: &dyn Symbols,
+        names: &HashMap<u64, &str>,
+    ) -> Vec<WakerMeanwhile> {
+        let mut merged: HashMap<(ComponentKind, String, &'static str), u64> = HashMap::new();
+        for (part, ns) in did {
+            let (kind, detail, _) = self.describe(part, symbols, names);
+            let waits_for = match part {
+                Part::Asleep(stack) | Part::HoldingAsleep(_, stack) => {
+                    let frames: Vec<String> = stack
+                        .map(|s| {
+                            self.stacks
+                                .frames(s)
+                                .iter()
+                                .map(|&a| symbols.frame(a))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    crate::waits::wait_kind(&frames).unwrap_or("")
+                }
+                _ => "",
+            };
+            *merged.entry((kind, detail, waits_for)).or_default() += ns;
         }
-        let mut out: Vec<WakerSlept> = by_site
+        let mut out: Vec<WakerMeanwhile> = merged
             .into_iter()
-            .map(|((site, kind), ns)| WakerSlept {
-                site,
-                waits_for: kind.to_string(),
+            .map(|((kind, detail, waits_for), ns)| WakerMeanwhile {
+                kind,
+                detail,
+                waits_for: waits_for.to_string(),
                 ns,
             })
             .collect();
-        out.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.site.cmp(&b.site)));
+        out.sort_by(|a, b| {
+            b.ns.cmp(&a.ns)
+                .then(a.kind.cmp(&b.kind))
+                .then(a.detail.cmp(&b.detail))
+        });
         out.truncate(TOP_WAKERS);
         out
     }

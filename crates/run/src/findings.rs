@@ -318,19 +318,22 @@ pub struct SleepWaker {
     /// Work items the waker (a kernel worker) ran during those sleeps, most time first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ran: Vec<WorkRan>,
-    /// The waker's own sleeps during those sleeps, most time first: the next link of the
-    /// wait chain (a reader woken by a writer that was itself waiting for a timer).
+    /// What the waker, itself one of the subject's tasks, did during those sleeps, most
+    /// time first: the next link of the wait chain (a reader woken by a writer that was
+    /// itself asleep waiting for a timer, or runnable waiting for a CPU).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub slept: Vec<WakerSlept>,
+    pub meanwhile: Vec<WakerMeanwhile>,
 }
 
-/// Time a waker, itself one of the subject's tasks, spent asleep while the sleep it ended
-/// went on.
+/// Time a waker spent in one state while the sleeps it ended went on.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WakerSlept {
-    /// Where it slept ("do_nanosleep", "__flush_workqueue in kvm_irqfd").
-    pub site: String,
-    /// What that sleep waited for, when its frames say ("a timer").
+pub struct WakerMeanwhile {
+    /// Asleep, runnable, on a CPU, waiting for a lock or for cross-CPU calls.
+    pub kind: ComponentKind,
+    /// Where it slept ("do_nanosleep"), the lock it waited for, or the cross-CPU function.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+    /// What a sleep waited for, when its frames say ("a timer").
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub waits_for: String,
     pub ns: u64,

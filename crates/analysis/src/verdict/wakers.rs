@@ -4,7 +4,7 @@
 //! meanwhile, that next link of the chain too ("woken by writer/12, itself asleep in
 //! do_nanosleep (waiting for a timer) for 95% of it").
 
-use vmscale_run::findings::{SleepWaker, SubjectPart};
+use vmscale_run::findings::{ComponentKind, SleepWaker, SubjectPart, WakerMeanwhile};
 use vmscale_run::verdict::ExplainedBy;
 
 use super::percent;
@@ -36,26 +36,45 @@ pub(super) fn summary(part: &SubjectPart) -> String {
     out
 }
 
-/// ", itself asleep in S (waiting for K) for N% of it": the waker's own main sleep while
-/// the sleeps it ended went on, when it is at least a tenth of them.
+/// ", itself asleep in S (waiting for K) for N% and runnable for M% of it": what the
+/// waker, one of the subject's tasks, did while the sleeps it ended went on, its two main
+/// activities where each is at least a tenth of those sleeps.
 fn itself_asleep(waker: &SleepWaker) -> String {
-    let Some(slept) = waker.slept.first() else {
-        return String::new();
-    };
-    let share = (slept.ns as f64 / waker.ns.max(1) as f64).min(1.0);
-    if share < 0.1 {
+    let said: Vec<String> = waker
+        .meanwhile
+        .iter()
+        .map(|m| (m, (m.ns as f64 / waker.ns.max(1) as f64).min(1.0)))
+        .filter(|(_, share)| *share >= 0.1)
+        .take(2)
+        .map(|(m, share)| format!("{} for {}", doing(m), percent(share)))
+        .collect();
+    if said.is_empty() {
         return String::new();
     }
-    let kind = if slept.waits_for.is_empty() {
+    format!(", itself {} of it", said.join(" and "))
+}
+
+/// One activity of a waker, as a phrase after "itself".
+fn doing(m: &WakerMeanwhile) -> String {
+    let waiting_for = if m.waits_for.is_empty() {
         String::new()
     } else {
-        format!(" (waiting for {})", slept.waits_for)
+        format!(" (waiting for {})", m.waits_for)
     };
-    format!(
-        ", itself asleep in {}{kind} for {} of it",
-        slept.site,
-        percent(share)
-    )
+    match m.kind {
+        ComponentKind::Asleep => format!("asleep in {}{waiting_for}", m.detail),
+        ComponentKind::HoldingAsleep => {
+            format!(
+                "asleep in {}{waiting_for} holding a contended lock",
+                m.detail
+            )
+        }
+        ComponentKind::Runnable => "runnable (waiting for a CPU)".to_string(),
+        ComponentKind::OnCpu => "on a CPU".to_string(),
+        ComponentKind::Lock => format!("waiting for {}", m.detail),
+        ComponentKind::CrossCpu => format!("waiting for other CPUs to run {}", m.detail),
+        other => other.label().to_string(),
+    }
 }
 
 fn on_queue(workqueue: &str) -> String {
