@@ -33,7 +33,10 @@ fn is_sleep_plumbing(name: &str) -> bool {
 /// Generic waits on a completion or a wait queue: the function that called them is where
 /// the sleep was decided.
 fn is_generic_wait(name: &str) -> bool {
-    name.starts_with("wait_for_completion") || name == "wait_woken"
+    name.starts_with("wait_for_completion")
+        || name == "wait_woken"
+        // wait_event_interruptible_locked(_irq)'s loop, as timerfd_read uses it.
+        || name.starts_with("do_wait_intr")
 }
 
 /// Helpers that wait for work other tasks do: their caller is named beside them.
@@ -125,6 +128,8 @@ pub fn wait_kind(frames: &[String]) -> Option<&'static str> {
                 "schedule_hrtimeout_range_clock",
                 "msleep",
                 "usleep_range_state",
+                "timerfd_read",
+                "timerfd_read_iter",
             ],
             "a timer",
         ),
@@ -139,6 +144,8 @@ pub fn wait_kind(frames: &[String]) -> Option<&'static str> {
                 "blk_mq_get_tag",
                 "wait_on_page_writeback",
                 "folio_wait_writeback",
+                "jbd2_log_wait_commit",
+                "__sync_dirty_buffer",
             ],
             "I/O",
         ),
@@ -187,6 +194,30 @@ mod tests {
 
     fn frames(names: &[&str]) -> Vec<String> {
         names.iter().map(|n| format!("{n}+0x10")).collect()
+    }
+
+    #[test]
+    fn wait_loops_and_compiler_clones_are_read_through() {
+        // timerfd_read_iter waits in wait_event_interruptible_locked_irq's loop.
+        let timerfd = frames(&[
+            "schedule",
+            "do_wait_intr_irq",
+            "timerfd_read_iter",
+            "vfs_read",
+        ]);
+        assert_eq!(sleep_site(&timerfd).as_deref(), Some("timerfd_read_iter"));
+        assert_eq!(wait_kind(&timerfd), Some("a timer"));
+        let srcu = frames(&[
+            "schedule_timeout",
+            "wait_for_completion",
+            "__synchronize_srcu.part.0",
+            "synchronize_srcu_expedited",
+            "kvm_swap_active_memslots",
+        ]);
+        assert_eq!(
+            sleep_site(&srcu).as_deref(),
+            Some("__synchronize_srcu in kvm_swap_active_memslots")
+        );
     }
 
     #[test]

@@ -43,6 +43,8 @@ const CASES: &[&str] = &[
     "file-f-pos-lock",
     "epoll-ep-mtx",
     "files-file-lock",
+    "pipe-reader-behind-fsync",
+    "timerfd-ticks",
 ];
 
 const CAUSES: &[&str] = &[
@@ -1186,6 +1188,63 @@ fn pipe_mutex_short_holds() {
 #[test]
 fn sleep_no_lock() {
     let r = record("sleep-no-lock");
+    r.assert_label("sleep", None, None);
+    r.assert_no_lock_blamed();
+}
+
+/// The subject's largest part asleep at a site naming `site`.
+fn asleep_part<'a>(r: &'a Recorded, site: &str) -> &'a Value {
+    r.trace()["subject"]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["kind"] == "asleep" && p["detail"].as_str().is_some_and(|d| d.contains(site)))
+        .max_by_key(|p| p["total_ns"].as_u64().unwrap())
+        .unwrap_or_else(|| panic!("no sleep in {site}: {}", r.describe()))
+}
+
+#[test]
+fn pipe_reader_behind_fsync() {
+    let r = record("pipe-reader-behind-fsync");
+    let d = r.describe();
+    // The readers' sleep in the pipe: the writer ended nearly all of it, and what the
+    // writer did meanwhile accounts for most of the sleeps it ended.
+    let sleep = asleep_part(&r, "anon_pipe_read");
+    let wakers = sleep["woken_by"].as_array().unwrap();
+    let total: u64 = wakers.iter().map(|w| w["ns"].as_u64().unwrap()).sum();
+    let writer = wakers
+        .iter()
+        .find(|w| w["comm"] == "repro-writer")
+        .unwrap_or_else(|| panic!("the writer is no waker: {sleep:#}\n{d}"));
+    assert!(
+        writer["ns"].as_u64().unwrap() * 10 >= total * 9,
+        "{sleep:#}"
+    );
+    let meanwhile: u64 = writer["meanwhile"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["ns"].as_u64().unwrap())
+        .sum();
+    assert!(meanwhile * 2 >= writer["ns"].as_u64().unwrap(), "{sleep:#}");
+    r.assert_label("sleep", None, None);
+    r.assert_no_lock_blamed();
+}
+
+#[test]
+fn timerfd_ticks() {
+    let r = record("timerfd-ticks");
+    let d = r.describe();
+    // No task ends these sleeps: the timer's interrupt does.
+    let sleep = asleep_part(&r, "timerfd_read");
+    let wakers = sleep["woken_by"].as_array().unwrap();
+    let total: u64 = wakers.iter().map(|w| w["ns"].as_u64().unwrap()).sum();
+    let interrupt: u64 = wakers
+        .iter()
+        .filter(|w| w["pid"] == 0)
+        .map(|w| w["ns"].as_u64().unwrap())
+        .sum();
+    assert!(total > 0 && interrupt * 10 >= total * 9, "{sleep:#}\n{d}");
     r.assert_label("sleep", None, None);
     r.assert_no_lock_blamed();
 }
