@@ -381,6 +381,7 @@ impl Recorded {
         let mut failures = self.said_failures(cause, lock, holder_does);
         failures.extend(self.must_not_failures());
         failures.extend(self.contradictions());
+        failures.extend(self.unexplained());
         self.fail_with(failures);
     }
 
@@ -433,7 +434,34 @@ impl Recorded {
         }
         failures.extend(self.must_not_failures());
         failures.extend(self.contradictions());
+        failures.extend(self.unexplained());
         self.fail_with(failures);
+    }
+
+    /// Each of the first three findings that is time on a CPU, asleep or runnable says
+    /// what makes up at least 70% of it: the code paths, the wakers, the CPUs' holders.
+    fn unexplained(&self) -> Vec<String> {
+        let verdict = self.run["verdict"].as_array().expect("a verdict");
+        verdict
+            .iter()
+            .take(3)
+            .filter(|f| {
+                ["on-cpu", "sleep", "cpu-starvation"].contains(&f["cause"].as_str().unwrap_or(""))
+            })
+            .filter_map(|f| {
+                let said: f64 = f["explained_by"]
+                    .as_array()
+                    .map(|parts| parts.iter().filter_map(|p| p["share"].as_f64()).sum())
+                    .unwrap_or(0.0);
+                (said < 0.7).then(|| {
+                    format!(
+                        "explained: {:.0}% of {:?} is said to be made of anything",
+                        said * 100.0,
+                        f["summary"]
+                    )
+                })
+            })
+            .collect()
     }
 
     fn fail_with(&self, failures: Vec<String>) {
