@@ -13,13 +13,20 @@
 //!
 //! A reading of every sample of a trace, symbolized:
 //!
-//! ```ignore
-//! let samples = Samples::open(&trace_dir)?;
-//! let mut symbols = Symbolizer::load(&samples, &trace_dir)?;
+//! ```no_run
+//! # use std::path::Path;
+//! # use vmscale_sample::{Samples, Symbolizer};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let trace_dir = Path::new("run/trace");
+//! let samples = Samples::open(trace_dir)?;
+//! let mut symbols = Symbolizer::load(&samples, trace_dir)?;
 //! samples.for_each(|s| {
 //!     let leaf = s.kernel.first().map(|&ip| symbols.kernel(ip))
 //!         .or_else(|| s.user.first().map(|&ip| symbols.user(s.pid, s.ts, ip)));
+//! #   let _ = leaf;
 //! })?;
+//! # Ok(())
+//! # }
 //! ```
 
 pub mod for_run;

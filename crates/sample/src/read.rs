@@ -1,11 +1,19 @@
 //! Reading `samples/` back: records per CPU in file order, or every CPU merged in time
 //! order, with damage counted rather than fatal.
 //!
-//! ```ignore
-//! let samples = Samples::open(&trace_dir)?;          // trace_dir/samples
+//! ```no_run
+//! # use std::path::Path;
+//! # use vmscale_sample::read::{Sample, Samples};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let trace_dir = Path::new("run/trace");
+//! let samples = Samples::open(trace_dir)?;          // trace_dir/samples
 //! let summary = samples.for_each(|s: &Sample| {
 //!     // s.ts, s.cpu, s.pid, s.tid, s.period_ns, s.kernel (leaf first), s.user
+//! #   let _ = s;
 //! })?;
+//! # let _ = summary;
+//! # Ok(())
+//! # }
 //! ```
 
 use std::collections::BinaryHeap;

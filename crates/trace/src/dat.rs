@@ -8,11 +8,18 @@
 //! event formats, kallsyms, printk formats, saved command lines), options, and per-CPU
 //! ring-buffer pages exactly as the kernel's `trace_pipe_raw` handed them out.
 //!
-//! ```ignore
+//! ```no_run
+//! # use std::path::Path;
+//! # use vmscale_trace::dat::{extract_to_trace_dir, DatFile};
+//! # use vmscale_trace::Decoder;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let dat = DatFile::open(Path::new("trace.dat"))?;
 //! println!("{} CPUs, {} event formats", dat.cpu_count, dat.metadata.event_formats.len());
 //! let extracted = extract_to_trace_dir(Path::new("trace.dat"), Path::new("trace"))?;
 //! let decoder = Decoder::open("trace")?;
+//! # let _ = (extracted, decoder);
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! A [`crate::Decoder`] can also read one buffer where it lies ([`crate::Decoder::from_dat`]):

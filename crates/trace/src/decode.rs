@@ -1,7 +1,11 @@
 //! Opening a trace directory (docs/trace-dir.md), or one buffer of a trace-cmd .dat file
 //! where it lies, and decoding it into one time-ordered event stream.
 //!
-//! ```ignore
+//! ```no_run
+//! # use std::path::Path;
+//! # use vmscale_trace::{Decoder, EventKind};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let run_dir = Path::new("run");
 //! let decoder = Decoder::open(run_dir.join("trace"))?;
 //! // or: Decoder::from_dat(Arc::new(DatFile::open(path)?), None)?
 //! let summary = decoder.for_each(|event| match event.kind() {
@@ -9,6 +13,9 @@
 //!     EventKind::SchedSwitch(switch) => { /* switch.next_pid */ }
 //!     _ => {}
 //! })?;
+//! # let _ = summary;
+//! # Ok(())
+//! # }
 //! ```
 
 use std::collections::BTreeMap;

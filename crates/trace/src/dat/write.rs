@@ -1,8 +1,14 @@
 //! Writing a trace directory (docs/trace-dir.md) as a trace-cmd `.dat` file, version 7, so
 //! that `trace-cmd report` and KernelShark open vmscale's own recordings.
 //!
-//! ```ignore
+//! ```no_run
+//! # use std::path::Path;
+//! # use vmscale_trace::dat::write::{write_dat, DatWriteOptions};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let written = write_dat(Path::new("run/trace"), Path::new("run/trace.dat"), &DatWriteOptions::default())?;
+//! # let _ = written;
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! The layout is described in docs/trace-cmd-dat.md ("Writing"). In short: the preamble,

@@ -176,12 +176,17 @@ impl<'d> Lane<'d> {
 /// Time-ordered events of a trace. Each [`Event`] borrows the stream, so take them one at
 /// a time:
 ///
-/// ```ignore
+/// ```no_run
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let decoder = vmscale_trace::Decoder::open("run/trace")?;
 /// let mut events = decoder.events()?;
 /// while let Some(event) = events.next_event() {
 ///     let event = event?;
 ///     // ...
+/// #   let _ = event;
 /// }
+/// # Ok(())
+/// # }
 /// ```
 pub struct EventStream<'d> {
     catalog: &'d EventCatalog,

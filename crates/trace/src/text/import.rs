@@ -25,16 +25,22 @@
 //! line number and a [`SkipReason`]; it never fails and never sizes anything from numbers in
 //! the text, so hostile input costs only its own length.
 //!
-//! ```ignore
+//! ```no_run
+//! # use std::fs::File;
+//! # use std::io::BufReader;
+//! # use vmscale_trace::text::import::{Item, TextReader};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let reader = TextReader::new(BufReader::new(File::open("trace.txt")?));
 //! for item in reader {
 //!     match item {
 //!         Item::Event(event) => { /* event.name, event.field("lock_addr") */ }
 //!         Item::Stack(stack) => { /* stack.frames */ }
 //!         Item::Call(call) => { /* call.name, call.duration_ns */ }
-//!         Item::Lost(lost) | Item::Skipped(_) => {}
+//!         Item::Lost(_) | Item::Skipped(_) => {}
 //!     }
 //! }
+//! # Ok(())
+//! # }
 //! ```
 
 mod body;
