@@ -103,7 +103,8 @@ struct OpenOp {
     window: Option<(u64, u64)>,
     /// csd addresses queued by the thread whose function has not run yet.
     pending: HashSet<u64>,
-    wakes: Vec<((i32, Doing), u64)>,
+    /// (waker, what it did), the sleep it ended (its part), and how long that sleep was.
+    wakes: Vec<((i32, Doing), Part, u64)>,
 }
 
 impl OpenOp {
@@ -127,6 +128,8 @@ struct OpAgg {
     /// Part -> (total ns, operations with some of it).
     parts: HashMap<Part, (u64, u64)>,
     wakers: HashMap<(i32, Doing), (u64, u64)>,
+    /// The same per sleep: (sleep, waker, doing) -> (wakeups, slept ns).
+    sleep_wakers: HashMap<(Part, i32, Doing), (u64, u64)>,
 }
 
 struct PhaseState {
@@ -446,7 +449,11 @@ impl BreakdownPass {
                     // In interrupt context the waker is the interrupt, not the task it hit.
                     let waker = if event.in_interrupt() { 0 } else { pid };
                     let doing = doing(&self.notes, &self.csd_running, waker, event.cpu());
-                    op.wakes.push(((waker, doing), ts.saturating_sub(since)));
+                    let sleep = match self.timelines.current(thread) {
+                        Some(Activity::Asleep(stack)) => Part::Asleep(stack),
+                        _ => Part::Asleep(None),
+                    };
+                    op.wakes.push(((waker, doing), sleep, ts.saturating_sub(since)));
                 }
                 self.timelines.woken(thread, ts, floor);
             }
@@ -549,8 +556,11 @@ impl BreakdownPass {
             e.0 += n;
             e.1 += 1;
         }
-        for (key, slept) in op.wakes {
+        for (key, sleep, slept) in op.wakes {
             let e = agg.wakers.entry(key).or_default();
+            e.0 += 1;
+            e.1 += slept;
+            let e = agg.sleep_wakers.entry((sleep, key.0, key.1)).or_default();
             e.0 += 1;
             e.1 += slept;
         }
@@ -662,6 +672,42 @@ impl BreakdownPass {
         }
     }
 
+    /// Who ended the operations' sleeps at the site `detail`, most sleep first.
+    fn sleep_wakers(
+        &self,
+        agg: &OpAgg,
+        detail: &str,
+        symbols: &dyn Symbols,
+        names: &HashMap<u64, &str>,
+    ) -> Vec<Waker> {
+        let mut merged: HashMap<(i32, Doing), (u64, u64)> = HashMap::new();
+        for (&(sleep, pid, doing), &(wakeups, slept)) in &agg.sleep_wakers {
+            if self.describe_part(sleep, symbols, names).1 == detail {
+                let e = merged.entry((pid, doing)).or_default();
+                e.0 += wakeups;
+                e.1 += slept;
+            }
+        }
+        let mut wakers: Vec<Waker> = merged
+            .into_iter()
+            .map(|((pid, doing), (wakeups, slept_ns))| Waker {
+                comm: self.comm(pid),
+                pid,
+                doing: self.describe_doing(doing, symbols, names),
+                wakeups,
+                slept_ns,
+            })
+            .collect();
+        wakers.sort_by(|a, b| {
+            b.slept_ns
+                .cmp(&a.slept_ns)
+                .then(b.wakeups.cmp(&a.wakeups))
+                .then(a.pid.cmp(&b.pid))
+        });
+        wakers.truncate(TOP_WAKERS);
+        wakers
+    }
+
     /// The phase's timed samples with the component `key` removed, and halved.
     fn what_if(
         &self,
@@ -755,6 +801,11 @@ impl BreakdownPass {
                         what_if: (id == TIMED_SAMPLE)
                             .then(|| self.what_if(phase, (kind, &detail), symbols, names))
                             .flatten(),
+                        wakers: if kind == ComponentKind::Asleep {
+                            self.sleep_wakers(agg, &detail, symbols, names)
+                        } else {
+                            Vec::new()
+                        },
                         kind,
                         detail,
                         total_ns,

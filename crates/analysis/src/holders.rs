@@ -1184,6 +1184,10 @@ impl HoldersPass {
     fn held_across_sleep(&self, state: &LockState, symbols: &dyn Symbols) -> Vec<HeldAcrossSleep> {
         let mut merged: HashMap<(i32, String), HeldAcrossSleep> = HashMap::new();
         let mut waiters: HashMap<(i32, String), HashSet<i32>> = HashMap::new();
+        // The stack shown for a holder's sleeps in one function is that of the sleep with
+        // the most waiting behind it (ties: the first stack in order), never whichever the
+        // map yields first, so that the same trace always reads the same.
+        let mut shown: HashMap<(i32, String), (u64, Vec<String>)> = HashMap::new();
         for (&(holder, stack), sleep) in &state.sleeps {
             if sleep.waiter_wait_ns == 0 {
                 continue;
@@ -1195,6 +1199,14 @@ impl HoldersPass {
                 .entry(key.clone())
                 .or_default()
                 .extend(sleep.waiters.iter().copied());
+            let best = shown
+                .entry(key.clone())
+                .or_insert_with(|| (sleep.waiter_wait_ns, frames.clone()));
+            if (sleep.waiter_wait_ns, std::cmp::Reverse(&frames))
+                > (best.0, std::cmp::Reverse(&best.1))
+            {
+                *best = (sleep.waiter_wait_ns, frames.clone());
+            }
             let entry = merged.entry(key).or_insert_with(|| HeldAcrossSleep {
                 holder_comm: self.comm(holder),
                 holder_pid: holder,
@@ -1217,6 +1229,9 @@ impl HoldersPass {
             .into_iter()
             .map(|(key, mut h)| {
                 h.waiters = waiters.get(&key).map_or(0, |w| w.len() as u64);
+                if let Some((_, frames)) = shown.remove(&key) {
+                    h.stack = frames;
+                }
                 h
             })
             .collect();

@@ -1214,6 +1214,7 @@ fn breakdown_record() -> RunRecord {
     let part = |kind, detail: &str, total_ns, operations| Component {
         cpu_holders: Vec::new(),
         what_if: None,
+        wakers: Vec::new(),
         kind,
         detail: detail.into(),
         total_ns,

@@ -825,6 +825,9 @@ pub struct Component {
     /// halved, sample by sample.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub what_if: Option<WhatIf>,
+    /// A sleep's: who ended it and what they were doing, most sleep first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wakers: Vec<Waker>,
 }
 
 /// The subject's on-CPU samples by code path, kernel and user apart: what its on-CPU time

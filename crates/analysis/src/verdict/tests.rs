@@ -56,6 +56,7 @@ fn component(kind: ComponentKind, detail: &str, total_ns: u64) -> Component {
         operations: 1,
         cpu_holders: Vec::new(),
         what_if: None,
+        wakers: Vec::new(),
     }
 }
 

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use vmscale_run::findings::{ComponentKind, CpuHolder, TraceSection};
-use vmscale_run::verdict::{Cause, Finding, FindingWhatIf};
+use vmscale_run::verdict::{ExplainedBy, Cause, Finding, FindingWhatIf};
 use vmscale_run::RunRecord;
 use vmscale_stats::units::duration;
 
@@ -38,11 +38,36 @@ fn what_if(trace: &TraceSection, kind: ComponentKind, detail: &str) -> Option<Fi
         })
 }
 
+/// Who ended a sleep of the timed samples, as parts of it: "woken by kworker/0:1/42,
+/// running cross-CPU call F", at most five, most sleep first.
+fn woken_by(wakers: Option<&HashMap<(i32, String, String), u64>>, sleep_ns: u64) -> Vec<ExplainedBy> {
+    let Some(wakers) = wakers else {
+        return Vec::new();
+    };
+    let mut wakers: Vec<(&(i32, String, String), &u64)> = wakers.iter().collect();
+    wakers.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    wakers
+        .into_iter()
+        .take(5)
+        .map(|((pid, comm, doing), &ns)| ExplainedBy {
+            what: if *pid == 0 {
+                "woken by an interrupt or timer (no task)".to_string()
+            } else {
+                format!("woken by {comm}/{pid}, {doing}")
+            },
+            share: (ns as f64 / sleep_ns.max(1) as f64).min(1.0),
+        })
+        .filter(|e| e.share >= 0.005)
+        .collect()
+}
+
 pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Finding> {
     let mut total = 0u64;
     let mut samples = 0u64;
     let mut parts: HashMap<(ComponentKind, String), u64> = HashMap::new();
     let mut cpu_holders: HashMap<(i32, String, bool), u64> = HashMap::new();
+    // Per sleep site: (waker, what it did) -> the sleeps it ended.
+    let mut sleep_wakers: HashMap<String, HashMap<(i32, String, String), u64>> = HashMap::new();
     for op in trace
         .breakdown
         .iter()
@@ -57,6 +82,13 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
                 *cpu_holders
                     .entry((h.pid, h.comm.clone(), h.subject))
                     .or_default() += h.ns;
+            }
+            for w in &c.wakers {
+                *sleep_wakers
+                    .entry(c.detail.clone())
+                    .or_default()
+                    .entry((w.pid, w.comm.clone(), w.doing.clone()))
+                    .or_default() += w.slept_ns;
             }
         }
     }
@@ -173,6 +205,9 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
                     }
                     ComponentKind::OnCpu => {
                         super::code_paths::explained_by(trace, super::code_paths::Side::Both)
+                    }
+                    ComponentKind::Asleep => {
+                        woken_by(sleep_wakers.get(&detail), (share * total as f64) as u64)
                     }
                     _ => Vec::new(),
                 },
