@@ -453,7 +453,8 @@ impl BreakdownPass {
                         Some(Activity::Asleep(stack)) => Part::Asleep(stack),
                         _ => Part::Asleep(None),
                     };
-                    op.wakes.push(((waker, doing), sleep, ts.saturating_sub(since)));
+                    op.wakes
+                        .push(((waker, doing), sleep, ts.saturating_sub(since)));
                 }
                 self.timelines.woken(thread, ts, floor);
             }
@@ -767,8 +768,7 @@ impl BreakdownPass {
             })
             .collect();
         holders.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.pid.cmp(&b.pid)));
-        holders.truncate(TOP_CPU_HOLDERS);
-        holders
+        crate::runqueue::fold_rest(holders, TOP_CPU_HOLDERS)
     }
 
     fn describe(

@@ -110,6 +110,41 @@ pub(crate) fn new_holders() -> CpuHolders {
     HashMap::new()
 }
 
+/// The pid of [`fold_rest`]'s groups: the holders past the first few, the subject's own
+/// apart from the rest, so that every nanosecond of runnable time keeps an owner.
+pub const REST_PID: i32 = -2;
+
+/// Keeps the first `keep` of `holders` (sorted, most first) and folds the others into one
+/// entry for the subject's own tasks and one for everyone else's ("312 more of its own
+/// tasks").
+pub(crate) fn fold_rest(
+    mut holders: Vec<vmscale_run::findings::CpuHolder>,
+    keep: usize,
+) -> Vec<vmscale_run::findings::CpuHolder> {
+    if holders.len() <= keep {
+        return holders;
+    }
+    let rest = holders.split_off(keep);
+    for subject in [true, false] {
+        let group: Vec<&vmscale_run::findings::CpuHolder> =
+            rest.iter().filter(|h| h.subject == subject).collect();
+        if group.is_empty() {
+            continue;
+        }
+        holders.push(vmscale_run::findings::CpuHolder {
+            comm: if subject {
+                format!("{} more of its own tasks", group.len())
+            } else {
+                format!("{} more tasks", group.len())
+            },
+            pid: REST_PID,
+            ns: group.iter().map(|h| h.ns).sum(),
+            subject,
+        });
+    }
+    holders
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

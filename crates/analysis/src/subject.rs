@@ -1088,8 +1088,7 @@ impl SubjectPass {
             })
             .collect();
         holders.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.pid.cmp(&b.pid)));
-        holders.truncate(TOP_CPU_HOLDERS);
-        holders
+        crate::runqueue::fold_rest(holders, TOP_CPU_HOLDERS)
     }
 
     /// `tasks`' time by process, most first; empty when the trace names no process.

@@ -477,8 +477,9 @@ fn every_release_that_woke_a_queued_waiter_is_a_hold_not_only_the_last() {
             .map(|x| x.waited_behind_ns)
             .sum()
     };
-    // H from when W queued to its release; S from its traced acquisition to its release.
-    assert_eq!(behind(h.1), 20_000, "{held:#?}");
+    // H from when W queued to its release: W's 10-30 us and S's spin 25-30 us behind it;
+    // S from its traced acquisition to its release, W's 31-50 us.
+    assert_eq!(behind(h.1), 25_000, "{held:#?}");
     assert_eq!(behind(s.1), 19_000, "{held:#?}");
     let unknown: u64 = held
         .activity

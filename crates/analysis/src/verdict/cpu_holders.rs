@@ -5,6 +5,7 @@ use vmscale_run::findings::CpuHolder;
 use vmscale_run::verdict::ExplainedBy;
 
 use super::percent;
+use crate::runqueue::REST_PID;
 
 /// ": its CPUs ran its own tasks for 80% of it (vcpu0, vcpu3, ...) and other tasks for
 /// 15% (rustc, cc1)", or nothing when no holder was seen.
@@ -16,9 +17,13 @@ pub(super) fn summary(holders: &[CpuHolder], runnable_ns: u64) -> String {
     let of = |subject: bool| -> (u64, Vec<&str>) {
         let group: Vec<&CpuHolder> = holders
             .iter()
-            .filter(|h| h.subject == subject && h.pid > 0)
+            .filter(|h| h.subject == subject && (h.pid > 0 || h.pid == REST_PID))
             .collect();
-        let mut names: Vec<&str> = group.iter().map(|h| h.comm.as_str()).collect();
+        let mut names: Vec<&str> = group
+            .iter()
+            .filter(|h| h.pid > 0)
+            .map(|h| h.comm.as_str())
+            .collect();
         names.dedup();
         names.truncate(3);
         (group.iter().map(|h| h.ns).sum(), names)
@@ -62,6 +67,7 @@ pub(super) fn explained_by(holders: &[CpuHolder], runnable_ns: u64) -> Vec<Expla
             what: match h.pid {
                 0 => "the CPU idle, waking up to run it".to_string(),
                 -1 => "a CPU no switch was seen on".to_string(),
+                REST_PID => format!("{} held the CPU", h.comm),
                 _ if h.subject => format!("{}/{} (its own) held the CPU", h.comm, h.pid),
                 _ => format!("{}/{} held the CPU", h.comm, h.pid),
             },

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use vmscale_run::findings::{ComponentKind, CpuHolder, TraceSection};
-use vmscale_run::verdict::{ExplainedBy, Cause, Finding, FindingWhatIf};
+use vmscale_run::verdict::{Cause, ExplainedBy, Finding, FindingWhatIf};
 use vmscale_run::RunRecord;
 use vmscale_stats::units::duration;
 
@@ -40,7 +40,10 @@ fn what_if(trace: &TraceSection, kind: ComponentKind, detail: &str) -> Option<Fi
 
 /// Who ended a sleep of the timed samples, as parts of it: "woken by kworker/0:1/42,
 /// running cross-CPU call F", at most five, most sleep first.
-fn woken_by(wakers: Option<&HashMap<(i32, String, String), u64>>, sleep_ns: u64) -> Vec<ExplainedBy> {
+fn woken_by(
+    wakers: Option<&HashMap<(i32, String, String), u64>>,
+    sleep_ns: u64,
+) -> Vec<ExplainedBy> {
     let Some(wakers) = wakers else {
         return Vec::new();
     };
@@ -79,9 +82,14 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
         for c in &op.components {
             *parts.entry((c.kind, c.detail.clone())).or_default() += c.total_ns;
             for h in &c.cpu_holders {
-                *cpu_holders
-                    .entry((h.pid, h.comm.clone(), h.subject))
-                    .or_default() += h.ns;
+                // The folded rest of each point's holders, merged over the points (whose
+                // counts overlap: the same tasks at several points).
+                let comm = match (h.pid, h.subject) {
+                    (crate::runqueue::REST_PID, true) => "more of its own tasks".to_string(),
+                    (crate::runqueue::REST_PID, false) => "more tasks".to_string(),
+                    _ => h.comm.clone(),
+                };
+                *cpu_holders.entry((h.pid, comm, h.subject)).or_default() += h.ns;
             }
             for w in &c.wakers {
                 *sleep_wakers
