@@ -430,6 +430,27 @@ fn tour_runs_every_scenario_into_one_directory() {
             run["scenario"]
         );
     }
+    // Each of the first three findings that is time on a CPU, asleep or runnable says
+    // what makes up at least 70% of it: code paths, wakers, the CPUs' holders.
+    for run in &runs {
+        for finding in run["verdict"].as_array().unwrap().iter().take(3) {
+            if !["on-cpu", "sleep", "cpu-starvation"]
+                .contains(&finding["cause"].as_str().unwrap_or(""))
+            {
+                continue;
+            }
+            let said: f64 = finding["explained_by"]
+                .as_array()
+                .map(|parts| parts.iter().filter_map(|p| p["share"].as_f64()).sum())
+                .unwrap_or(0.0);
+            assert!(
+                said >= 0.7,
+                "{}: only {:.0}% of a finding is said to be made of anything: {finding:#}",
+                run["scenario"],
+                said * 100.0
+            );
+        }
+    }
     let tour_dir = only_run_dir(&out);
     assert!(tour_dir.join("summary.md").exists());
     let inside = std::fs::read_dir(&tour_dir)

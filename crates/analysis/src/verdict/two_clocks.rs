@@ -1,7 +1,7 @@
 //! The operation's two clocks: the VMM's and the guests'.
 
-use vmscale_run::findings::ComponentKind;
-use vmscale_run::verdict::{Cause, Finding};
+use vmscale_run::findings::{ComponentKind, SubjectPart};
+use vmscale_run::verdict::{Cause, ExplainedBy, Finding};
 use vmscale_run::RunRecord;
 use vmscale_stats::units::duration;
 
@@ -57,6 +57,26 @@ pub(super) fn two_clocks(record: &RunRecord) -> Vec<Finding> {
         let after = phase_mean("until thread ran") + phase_mean("into guest");
         let share = if whole > 0.0 { after / whole } else { 0.0 };
         let resume = record.trace.as_ref().and_then(|t| t.vcpu_resume.as_ref());
+        // What the time after the release is made of: the released threads' way to
+        // KVM_RUN, split as the trace saw it, and re-entering the guest.
+        let mut explained_by: Vec<ExplainedBy> = Vec::new();
+        let (waking, entering) = (phase_mean("until thread ran"), phase_mean("into guest"));
+        if after > 0.0 {
+            if let Some(r) = resume.filter(|r| r.total_ns > 0) {
+                for p in &r.parts {
+                    explained_by.push(ExplainedBy {
+                        what: format!("released vCPU threads {}", part_phrase(p)),
+                        share: p.total_ns as f64 / r.total_ns as f64 * waking / after,
+                    });
+                }
+            }
+            explained_by.push(ExplainedBy {
+                what: "re-entering the guest once in KVM_RUN".into(),
+                share: entering / after,
+            });
+            explained_by.retain(|e| e.share >= 0.005);
+            explained_by.sort_by(|a, b| b.share.total_cmp(&a.share).then(a.what.cmp(&b.what)));
+        }
         let (cause, attributed) = match resume.filter(|r| r.total_ns > 0) {
             Some(r) => {
                 let cause = match r.parts.first().map(|p| p.kind) {
@@ -73,23 +93,11 @@ pub(super) fn two_clocks(record: &RunRecord) -> Vec<Finding> {
                     .iter()
                     .take(3)
                     .map(|p| {
-                        let what = match p.kind {
-                            ComponentKind::Runnable => "runnable without a CPU".to_string(),
-                            ComponentKind::OnCpu => "on a CPU".to_string(),
-                            ComponentKind::Asleep if p.detail.starts_with('(') => {
-                                "asleep, not yet woken".to_string()
-                            }
-                            ComponentKind::Asleep => format!("asleep in {}", p.detail),
-                            ComponentKind::Lock => format!("waiting for {}", p.detail),
-                            ComponentKind::HoldingAsleep => {
-                                format!("asleep in {} holding {}", p.detail, p.lock)
-                            }
-                            ComponentKind::CrossCpu => {
-                                format!("waiting for other CPUs to run {}", p.detail)
-                            }
-                            ComponentKind::Other => p.detail.clone(),
-                        };
-                        format!("{} {what}", percent(p.total_ns as f64 / r.total_ns as f64))
+                        format!(
+                            "{} {}",
+                            percent(p.total_ns as f64 / r.total_ns as f64),
+                            part_phrase(p)
+                        )
                     })
                     .collect();
                 (
@@ -155,9 +163,23 @@ pub(super) fn two_clocks(record: &RunRecord) -> Vec<Finding> {
             holder: None,
             share,
             evidence,
-            explained_by: Vec::new(),
+            explained_by,
             what_if: None,
         });
     }
     findings
+}
+
+/// What released vCPU threads did in one part of their way back to KVM_RUN.
+fn part_phrase(p: &SubjectPart) -> String {
+    match p.kind {
+        ComponentKind::Runnable => "runnable without a CPU".to_string(),
+        ComponentKind::OnCpu => "on a CPU".to_string(),
+        ComponentKind::Asleep if p.detail.starts_with('(') => "asleep, not yet woken".to_string(),
+        ComponentKind::Asleep => format!("asleep in {}", p.detail),
+        ComponentKind::Lock => format!("waiting for {}", p.detail),
+        ComponentKind::HoldingAsleep => format!("asleep in {} holding {}", p.detail, p.lock),
+        ComponentKind::CrossCpu => format!("waiting for other CPUs to run {}", p.detail),
+        ComponentKind::Other => p.detail.clone(),
+    }
 }
