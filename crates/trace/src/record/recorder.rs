@@ -180,6 +180,11 @@ pub struct TraceMeta {
 }
 
 impl TraceMeta {
+    /// A trace directory's meta.json, where it has a readable one.
+    pub fn read(dir: &Path) -> Option<TraceMeta> {
+        serde_json::from_slice(&std::fs::read(dir.join("meta.json")).ok()?).ok()
+    }
+
     /// One warning per CPU that lost events, e.g. "cpu1 lost 2,345 events ...".
     pub fn lost_warnings(&self) -> Vec<String> {
         self.lost
