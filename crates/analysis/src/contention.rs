@@ -236,20 +236,21 @@ impl ContentionPass {
             lock.first_flags.get_or_insert(wait.flags);
             lock.open_waits += 1;
         }
+        let comms = &self.comms;
         let mut locks: Vec<LockContention> = self
             .locks
             .iter()
-            .map(|(&addr, agg)| self.describe(addr, agg, symbols))
+            .map(|(&addr, agg)| {
+                describe_lock(
+                    addr,
+                    &agg.waits(),
+                    &self.stacks,
+                    |pid| comms.get(&pid).cloned().unwrap_or_else(|| "?".into()),
+                    symbols,
+                )
+            })
             .collect();
-        // Ties broken by address: the map's order changes from process to process, and two
-        // reports of one trace must list the same locks in the same order.
-        locks.sort_by(|a, b| {
-            b.total_wait_ns
-                .cmp(&a.total_wait_ns)
-                .then(b.open_waits.cmp(&a.open_waits))
-                .then(a.lock_addr.cmp(&b.lock_addr))
-        });
-        disambiguate(&mut locks);
+        rank(&mut locks);
         ContentionFindings {
             locks,
             stack_cost: self.stack_cost.summary(),
@@ -262,121 +263,170 @@ impl ContentionPass {
             comms: std::mem::take(&mut self.comms),
         }
     }
+}
 
-    fn describe(&self, addr: u64, agg: &LockAggregate, symbols: &dyn Symbols) -> LockContention {
-        let flags = agg.first_flags.unwrap_or(0);
-        let kind = naming::kind(flags);
-        let waiters = top_waiters(&agg.waiters, |pid| {
-            self.comms.get(&pid).cloned().unwrap_or_else(|| "?".into())
-        });
-
-        let mut stacks: Vec<(&'static str, WaitStack)> = agg
-            .stacks
-            .iter()
-            .map(|(&(id, mode), &(waits, total))| {
-                let stack = WaitStack {
-                    frames: self
-                        .stacks
-                        .frames(id)
-                        .iter()
-                        .take(MAX_FRAMES)
-                        .map(|&a| symbols.frame(a))
-                        .collect(),
-                    waits,
-                    total_wait_ns: total,
-                };
-                (mode, stack)
-            })
-            .collect();
-        // Ties broken by the frames, so two reports of one trace agree.
-        stacks.sort_by(|(_, a), (_, b)| {
-            b.total_wait_ns
-                .cmp(&a.total_wait_ns)
-                .then(b.waits.cmp(&a.waits))
-                .then_with(|| a.frames.cmp(&b.frames))
-        });
-        stacks.truncate(TOP_STACKS);
-
-        // The name says where the longest-waited stack waited, so its mode is that stack's
-        // (a lock waited on for reading in one place and writing in another must not be
-        // called "write, in" the reading place); without stacks, the mode most waits used.
-        let mode = stacks.first().map(|(mode, _)| *mode).unwrap_or_else(|| {
-            agg.modes
-                .iter()
-                .max_by_key(|(_, &n)| n)
-                .map(|(m, _)| *m)
-                .unwrap_or_else(|| naming::mode(flags))
-        });
-        let stacks: Vec<WaitStack> = stacks.into_iter().map(|(_, stack)| stack).collect();
-        let name = symbols
-            .data_symbol(addr)
-            .or_else(|| self.known_name(addr, agg, kind, symbols))
-            .unwrap_or_else(|| {
-                let frames = stacks.first().map(|s| s.frames.as_slice()).unwrap_or(&[]);
-                naming::stack_name(kind, mode, naming::distinctive_frame(frames))
-            });
-        LockContention {
-            lock_addr: addr,
-            name,
-            kind,
-            modes: agg.modes.iter().map(|(m, n)| (m.to_string(), *n)).collect(),
-            waits: agg.waits.summary(),
-            total_wait_ns: agg.waits.total(),
-            open_waits: agg.open_waits,
-            waiters,
-            stacks,
+impl LockAggregate {
+    /// What [`describe_lock`] reads of it.
+    fn waits(&self) -> LockWaits {
+        LockWaits {
+            first_flags: self.first_flags,
+            modes: self.modes.clone(),
+            summary: self.waits.summary(),
+            total_ns: self.waits.total(),
+            open_waits: self.open_waits,
+            waiters: self.waiters.clone(),
+            stacks: self.stacks.clone(),
+            contexts: self.contexts.clone(),
         }
     }
 }
 
-impl ContentionPass {
-    /// The kernel's name for the lock at `addr`, from any of its waits whose stack (and
-    /// context) names it: a lock is one lock, so once one wait names it every wait carries
-    /// the name. Where waits name it differently (which a correct table never does), the
-    /// name with the most waiting wins. The place shown is the stack with the most waiting
-    /// that gave that name.
-    fn known_name(
-        &self,
-        addr: u64,
-        agg: &LockAggregate,
-        kind: vmscale_run::findings::LockKind,
-        symbols: &dyn Symbols,
-    ) -> Option<String> {
-        let is_static = symbols.is_static(addr);
-        let mut best: Option<(&'static str, String, &'static str, u64)> = None;
-        let mut by_name: HashMap<&'static str, u64> = HashMap::new();
-        let mut contexts: Vec<_> = agg.contexts.iter().collect();
-        // Ties by stack id and context: the same name every run of one trace.
-        contexts.sort_by_key(|(&(stack, mode, ioctl), &ns)| {
-            (std::cmp::Reverse(ns), stack, mode, ioctl)
-        });
-        let mut places: Vec<(&'static str, String, &'static str, u64)> = Vec::new();
-        for (&(stack, mode, ioctl), &ns) in contexts {
-            let frames: Vec<String> = self
-                .stacks
-                .frames(stack)
-                .iter()
-                .take(MAX_FRAMES)
-                .map(|&a| symbols.frame(a))
-                .collect();
-            let context = naming::WaitContext { is_static, ioctl };
-            if let Some((known, at)) = naming::well_known(kind, &frames, context) {
-                *by_name.entry(known).or_default() += ns;
-                places.push((known, at.to_string(), mode, ns));
-            }
-        }
-        let winner = by_name
+/// One lock's contended waits, however they were gathered (a trace's events, or the
+/// aggregate mode's kernel maps): what its contention entry and its name are made of.
+pub(crate) struct LockWaits {
+    /// The flags of a wait on it (they all name the same type).
+    pub first_flags: Option<u32>,
+    /// Completed waits per mode.
+    pub modes: BTreeMap<&'static str, u64>,
+    pub summary: Option<Summary>,
+    pub total_ns: u64,
+    pub open_waits: u64,
+    /// pid -> (waits, total ns)
+    pub waiters: HashMap<i32, (u64, u64)>,
+    /// (stack, mode) -> (waits, total ns)
+    pub stacks: HashMap<(StackId, &'static str), (u64, u64)>,
+    /// (stack, mode, the waiter's ioctl) -> total ns: what names the lock.
+    pub contexts: HashMap<(StackId, &'static str, Option<u64>), u64>,
+}
+
+/// The contention entry of the lock at `addr`: its type, modes, waits, worst waiters and
+/// stacks, and its name (a data symbol, the kernel's name for it, or its type and where
+/// it was waited on).
+pub(crate) fn describe_lock(
+    addr: u64,
+    agg: &LockWaits,
+    table: &StackTable,
+    comm: impl Fn(i32) -> String,
+    symbols: &dyn Symbols,
+) -> LockContention {
+    let flags = agg.first_flags.unwrap_or(0);
+    let kind = naming::kind(flags);
+    let waiters = top_waiters(&agg.waiters, comm);
+
+    let mut stacks: Vec<(&'static str, WaitStack)> = agg
+        .stacks
+        .iter()
+        .map(|(&(id, mode), &(waits, total))| {
+            let stack = WaitStack {
+                frames: table
+                    .frames(id)
+                    .iter()
+                    .take(MAX_FRAMES)
+                    .map(|&a| symbols.frame(a))
+                    .collect(),
+                waits,
+                total_wait_ns: total,
+            };
+            (mode, stack)
+        })
+        .collect();
+    // Ties broken by the frames, so two reports of one trace agree.
+    stacks.sort_by(|(_, a), (_, b)| {
+        b.total_wait_ns
+            .cmp(&a.total_wait_ns)
+            .then(b.waits.cmp(&a.waits))
+            .then_with(|| a.frames.cmp(&b.frames))
+    });
+    stacks.truncate(TOP_STACKS);
+
+    // The name says where the longest-waited stack waited, so its mode is that stack's
+    // (a lock waited on for reading in one place and writing in another must not be
+    // called "write, in" the reading place); without stacks, the mode most waits used.
+    let mode = stacks.first().map(|(mode, _)| *mode).unwrap_or_else(|| {
+        agg.modes
             .iter()
-            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
-            .map(|(&name, _)| name)?;
-        for place in places.into_iter().filter(|p| p.0 == winner) {
-            if best.as_ref().is_none_or(|b| place.3 > b.3) {
-                best = Some(place);
-            }
-        }
-        let (known, at, mode, _) = best?;
-        Some(naming::known_name(known, mode, &at))
+            .max_by_key(|(_, &n)| n)
+            .map(|(m, _)| *m)
+            .unwrap_or_else(|| naming::mode(flags))
+    });
+    let stacks: Vec<WaitStack> = stacks.into_iter().map(|(_, stack)| stack).collect();
+    let name = symbols
+        .data_symbol(addr)
+        .or_else(|| known_name(addr, agg, kind, table, symbols))
+        .unwrap_or_else(|| {
+            let frames = stacks.first().map(|s| s.frames.as_slice()).unwrap_or(&[]);
+            naming::stack_name(kind, mode, naming::distinctive_frame(frames))
+        });
+    LockContention {
+        lock_addr: addr,
+        name,
+        kind,
+        modes: agg.modes.iter().map(|(m, n)| (m.to_string(), *n)).collect(),
+        waits: agg.summary.clone(),
+        total_wait_ns: agg.total_ns,
+        open_waits: agg.open_waits,
+        waiters,
+        stacks,
     }
+}
+
+/// The kernel's name for the lock at `addr`, from any of its waits whose stack (and
+/// context) names it: a lock is one lock, so once one wait names it every wait carries
+/// the name. Where waits name it differently (which a correct table never does), the
+/// name with the most waiting wins. The place shown is the stack with the most waiting
+/// that gave that name.
+fn known_name(
+    addr: u64,
+    agg: &LockWaits,
+    kind: vmscale_run::findings::LockKind,
+    table: &StackTable,
+    symbols: &dyn Symbols,
+) -> Option<String> {
+    let is_static = symbols.is_static(addr);
+    let mut best: Option<(&'static str, String, &'static str, u64)> = None;
+    let mut by_name: HashMap<&'static str, u64> = HashMap::new();
+    let mut contexts: Vec<_> = agg.contexts.iter().collect();
+    // Ties by stack id and context: the same name every run of one trace.
+    contexts
+        .sort_by_key(|(&(stack, mode, ioctl), &ns)| (std::cmp::Reverse(ns), stack, mode, ioctl));
+    let mut places: Vec<(&'static str, String, &'static str, u64)> = Vec::new();
+    for (&(stack, mode, ioctl), &ns) in contexts {
+        let frames: Vec<String> = table
+            .frames(stack)
+            .iter()
+            .take(MAX_FRAMES)
+            .map(|&a| symbols.frame(a))
+            .collect();
+        let context = naming::WaitContext { is_static, ioctl };
+        if let Some((known, at)) = naming::well_known(kind, &frames, context) {
+            *by_name.entry(known).or_default() += ns;
+            places.push((known, at.to_string(), mode, ns));
+        }
+    }
+    let winner = by_name
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+        .map(|(&name, _)| name)?;
+    for place in places.into_iter().filter(|p| p.0 == winner) {
+        if best.as_ref().is_none_or(|b| place.3 > b.3) {
+            best = Some(place);
+        }
+    }
+    let (known, at, mode, _) = best?;
+    Some(naming::known_name(known, mode, &at))
+}
+
+/// Worst first, ties by address (a map's order changes from process to process, and two
+/// reports of one trace must list the same locks in the same order), and locks named alike
+/// told apart.
+pub(crate) fn rank(locks: &mut [LockContention]) {
+    locks.sort_by(|a, b| {
+        b.total_wait_ns
+            .cmp(&a.total_wait_ns)
+            .then(b.open_waits.cmp(&a.open_waits))
+            .then(a.lock_addr.cmp(&b.lock_addr))
+    });
+    disambiguate(locks);
 }
 
 /// Two locks named alike (each CPU's runqueue lock waited on from `__schedule`) get their

@@ -35,17 +35,17 @@ use crate::stacks::{StackId, StackTable};
 use crate::symbols::Symbols;
 use crate::timeline::{Activity, Gap, Timelines};
 
-const TOP_HOLDERS: usize = 5;
-const TOP_SLEEPS: usize = 5;
+pub(crate) const TOP_HOLDERS: usize = 5;
+pub(crate) const TOP_SLEEPS: usize = 5;
 const MAX_FRAMES: usize = 16;
 
 /// Why a piece of a wait has no known holder activity.
-const NO_RELEASER: &str = "no wakeup names the releaser";
-const NOT_PROVEN: &str = "the holder's acquisition was not traced";
-const BEFORE_FIRST_EVENT: &str = "before the holder's first traced event";
-const TRIMMED: &str = "older than the holder's kept history";
+pub(crate) const NO_RELEASER: &str = "no wakeup names the releaser";
+pub(crate) const NOT_PROVEN: &str = "the holder's acquisition was not traced";
+pub(crate) const BEFORE_FIRST_EVENT: &str = "before the holder's first traced event";
+pub(crate) const TRIMMED: &str = "older than the holder's kept history";
 const INTERRUPTED: &str = "the wait ended without the lock (interrupted)";
-const NO_STACK: &str = "no stack recorded";
+pub(crate) const NO_STACK: &str = "no stack recorded";
 /// Why a mutex waiter's spin proves its owner ran: `mutex_optimistic_spin` keeps spinning
 /// only while the owner is on a CPU (`owner_on_cpu`), with preemption off, and gives up
 /// (queueing, tracing a new begin) as soon as it is not.
@@ -54,7 +54,7 @@ pub const SPUN: &str =
 
 /// Sleeping locks: the waiter blocks and is woken by the releaser. Spinning waits (spinlocks,
 /// rwlocks, a mutex still spinning) end without a wakeup and name no holder.
-fn is_sleeping(flags: u32) -> bool {
+pub(crate) fn is_sleeping(flags: u32) -> bool {
     flags & (flag::MUTEX | flag::RT | flag::PERCPU) != 0
         || (flags & (flag::READ | flag::WRITE) != 0 && flags & flag::SPIN == 0)
 }

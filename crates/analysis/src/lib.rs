@@ -4,6 +4,7 @@
 //! number of locks, tasks and distinct stacks, never by the number of events; [`analyse`]
 //! decodes a trace directory once and feeds every pass.
 
+pub mod aggregate;
 pub mod breakdown;
 mod cause_names;
 pub mod contention;

@@ -54,6 +54,33 @@ pub fn reanalyse(
     points: &[vmscale_run::Point],
     warnings: &mut Vec<String>,
 ) {
+    let dir = run_dir.join(&section.dir);
+    // An aggregated recording left its kernel maps, not a trace to decode.
+    match vmscale_trace::record::bpf::dump::AggregateDump::read(&dir) {
+        Ok(Some(dump)) => {
+            let windows = TraceMeta::read(&dir).map(|m| m.windows).unwrap_or_default();
+            let scope = crate::aggregate::AggregateScope {
+                excluded_tids: section.excluded_tids.clone(),
+                windows,
+            };
+            let mut found = Vec::new();
+            crate::aggregate::fill(&dump, &dir, &scope, section, &mut found);
+            for warning in found {
+                if !warnings.contains(&warning) {
+                    warnings.push(warning);
+                }
+            }
+            return;
+        }
+        Ok(None) => {}
+        Err(e) => {
+            let warning = format!("the aggregate mode's maps could not be read: {e}");
+            if !warnings.contains(&warning) {
+                warnings.push(warning);
+            }
+            return;
+        }
+    }
     let scope = crate::Scope {
         excluded_tids: section.excluded_tids.clone(),
         timed_windows: vmscale_run::schema::timed_windows(points),

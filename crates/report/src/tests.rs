@@ -254,6 +254,7 @@ fn trace_section() -> TraceSection {
         vmm: Vec::new(),
         on_cpu: None,
         on_cpu_by_n: Vec::new(),
+        aggregate: None,
         on_cpu_paths: None,
     }
 }

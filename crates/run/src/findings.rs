@@ -125,6 +125,35 @@ pub struct TraceSection {
     /// measured samples (in that order), for the differential flame graph.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub on_cpu_by_n: Vec<PointProfile>,
+    /// Recorded in aggregate mode (BPF maps in the kernel instead of a streamed trace):
+    /// what its bounded maps could not count, and how full they got.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggregate: Option<AggregateFacts>,
+}
+
+/// How an aggregated recording went ([`TraceSection::aggregate`]). Its findings are the
+/// tracefs path's, made from per-lock, per-stack and per-task sums kept in the kernel:
+/// wait percentiles come from log2 histograms (within a factor of two), waits still open
+/// at the end are not counted, a holder's activity is read from its last few state
+/// changes, and waiters' time behind a hold is split in proportion to it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AggregateFacts {
+    /// Events not counted, by reason (a full map, a stack that could not be taken, an
+    /// event inside the programs themselves, a wait whose end never came, ...).
+    pub drops: BTreeMap<String, u64>,
+    /// All of them, plus the programs' runs the kernel skipped (recursion misses).
+    pub dropped: u64,
+    /// The events the programs saw, by tracepoint.
+    pub seen: BTreeMap<String, u64>,
+    /// Kernel memory the maps may take at most: fixed when they are created, whatever
+    /// the recording's length.
+    pub map_bytes: u64,
+    /// Per map: entries at the end, and its capacity.
+    pub map_fill: BTreeMap<String, (u64, u64)>,
+    /// Kernel stacks taken, and their mean cost (what each adds to the wait or sleep it
+    /// is taken for).
+    pub stacks_taken: u64,
+    pub stack_mean_ns: f64,
 }
 
 /// On-CPU samples aggregated by stack. Each stack is root first: the process's name and

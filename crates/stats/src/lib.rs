@@ -66,6 +66,72 @@ impl Summary {
         samples.iter().for_each(|&v| streaming.record(v));
         streaming.summary()
     }
+
+    /// Summarises values known only by their count, exact total, extremes and a log2
+    /// histogram (`buckets[b]` values in [2^b, 2^(b+1)), bucket 0 holding 0 and 1), as a
+    /// kernel-side aggregation keeps them. The mean is exact; the percentiles are
+    /// interpolated within their bucket (so within a factor of 2, clamped to the
+    /// extremes) and the deviation is taken from the buckets' midpoints.
+    pub fn from_log2_histogram(
+        count: u64,
+        total: u64,
+        min: u64,
+        max: u64,
+        buckets: &[u64],
+    ) -> Option<Summary> {
+        let n: u64 = buckets.iter().sum();
+        if count == 0 || n == 0 {
+            return None;
+        }
+        let (min, max) = (min.min(max), max.max(min));
+        let edges = |b: usize| -> (f64, f64) {
+            let low = if b == 0 { 0.0 } else { (1u128 << b) as f64 };
+            (low, (1u128 << (b + 1)) as f64)
+        };
+        let quantile = |q: f64| -> u64 {
+            let rank = q * n as f64;
+            let mut below = 0u64;
+            for (b, &in_bucket) in buckets.iter().enumerate() {
+                if in_bucket == 0 {
+                    continue;
+                }
+                if (below + in_bucket) as f64 >= rank {
+                    let (low, high) = edges(b);
+                    let within = ((rank - below as f64) / in_bucket as f64).clamp(0.0, 1.0);
+                    let value = (low + within * (high - low)).round() as u64;
+                    return value.clamp(min, max);
+                }
+                below += in_bucket;
+            }
+            max
+        };
+        let mean = total as f64 / count as f64;
+        let m2: f64 = buckets
+            .iter()
+            .enumerate()
+            .filter(|(_, &k)| k > 0)
+            .map(|(b, &k)| {
+                let (low, high) = edges(b);
+                let mid = ((low + high) / 2.0).clamp(min as f64, max as f64);
+                k as f64 * (mid - mean) * (mid - mean)
+            })
+            .sum();
+        Some(Summary {
+            n: count,
+            mean_ns: mean,
+            stdev_ns: if n > 1 {
+                (m2 / (n - 1) as f64).sqrt()
+            } else {
+                0.0
+            },
+            min_ns: min,
+            p50_ns: quantile(0.50),
+            p90_ns: quantile(0.90),
+            p99_ns: quantile(0.99),
+            p999_ns: quantile(0.999),
+            max_ns: max,
+        })
+    }
 }
 
 /// A summary built one value at a time in constant memory, for streaming analyses whose
@@ -257,6 +323,29 @@ const INITIAL_TRACKABLE_NS: u64 = 1_000_000;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log2_histogram_summarises_within_its_buckets() {
+        // 90 waits of about 1 us (bucket 9: 512..1024) and 10 of about 1 ms (bucket 19).
+        let mut buckets = vec![0u64; 40];
+        buckets[9] = 90;
+        buckets[19] = 10;
+        let total = 90 * 800 + 10 * 900_000;
+        let s = Summary::from_log2_histogram(100, total, 600, 1_000_000, &buckets).unwrap();
+        assert_eq!(s.n, 100);
+        assert_eq!(s.mean_ns, total as f64 / 100.0);
+        assert!((512..1024).contains(&s.p50_ns), "{s:?}");
+        assert!((524_288..=1_000_000).contains(&s.p99_ns), "{s:?}");
+        assert!(s.p90_ns <= s.p99_ns && s.p99_ns <= s.max_ns && s.min_ns <= s.p50_ns);
+        assert!(s.stdev_ns > 0.0);
+        assert!(Summary::from_log2_histogram(0, 0, 0, 0, &buckets).is_none());
+        assert!(Summary::from_log2_histogram(1, 5, 5, 5, &[0; 40]).is_none());
+        // One value: every statistic is it (the extremes clamp the bucket).
+        let mut one = vec![0u64; 40];
+        one[2] = 1;
+        let s = Summary::from_log2_histogram(1, 5, 5, 5, &one).unwrap();
+        assert_eq!((s.p50_ns, s.p999_ns, s.stdev_ns), (5, 5, 0.0));
+    }
 
     #[test]
     fn percentiles_are_the_histograms_whether_values_are_few_or_many() {
