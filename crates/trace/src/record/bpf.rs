@@ -1,6 +1,7 @@
 //! Aggregate mode: instead of streaming every event through tracefs, a BPF program
 //! attached to tracepoints (tp_btf: lock contention_begin/end, sched_switch, sched_waking,
-//! sched_process_fork, ipi_send_cpu/cpumask) aggregates lock waits, their holders and a
+//! sched_process_fork, ipi_send_cpu/cpumask, and interrupt handlers', softirqs' and
+//! hrtimers' entries and exits) aggregates lock waits, their holders and a
 //! subject's time in bounded kernel maps, which are read once at the end into
 //! `aggregate.json` ([`dump`]). Memory stays flat however long it records; what does not
 //! fit in a map is counted, never silently lost.
@@ -27,6 +28,12 @@ pub const AGGREGATE_EVENTS: &[&str] = &[
     "sched:sched_process_fork",
     "ipi:ipi_send_cpu",
     "ipi:ipi_send_cpumask",
+    "irq:irq_handler_entry",
+    "irq:irq_handler_exit",
+    "irq:softirq_entry",
+    "irq:softirq_exit",
+    "timer:hrtimer_expire_entry",
+    "timer:hrtimer_expire_exit",
 ];
 
 /// Whose time the programs split by cause, besides every lock's waits and holders.

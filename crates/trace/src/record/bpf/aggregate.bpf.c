@@ -3,7 +3,9 @@
  * vmscale's aggregate mode: lock contention, holders and a subject's time, aggregated in
  * the kernel instead of streamed through tracefs. Tracepoints only (tp_btf): lock
  * contention_begin/end, sched_switch, sched_waking, sched_process_fork, ipi_send_cpu and
- * ipi_send_cpumask. Every map is bounded; what does not fit is counted in `drops`.
+ * ipi_send_cpumask, and the entries and exits of interrupt handlers, softirqs and hrtimers
+ * (to tell an interrupt's wakeups from a task's). Every map is bounded; what does not fit
+ * is counted in `drops`.
  *
  * The rules are the tracefs path's (crates/analysis/src/contention.rs, holders.rs,
  * subject.rs, open_waits.rs), made incremental:
@@ -344,12 +346,80 @@ static __always_inline void leave(void)
 		*b = 0;
 }
 
-/* Whether the event comes from an interrupt (whose wakeups are no task's). Reading the
- * preempt count needs its per-CPU symbol's address, which a kernel without
- * CONFIG_KALLSYMS_ALL does not give: such wakeups are then the interrupted task's. */
+/* Interrupt handlers, softirqs and expiring hrtimers running on each CPU: an event
+ * inside one is the interrupt's, not the interrupted task's (a timer ending a sleep). The
+ * preempt count would say so directly, but reading it needs its per-CPU symbol's address,
+ * which kernels without CONFIG_KALLSYMS_ALL do not give BPF. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} irq_depth SEC(".maps");
+
 static __always_inline bool in_interrupt(void)
 {
-	return false;
+	__u32 zero = 0;
+	__u32 *depth = bpf_map_lookup_elem(&irq_depth, &zero);
+	return depth && *depth;
+}
+
+static __always_inline void irq_enters(void)
+{
+	__u32 zero = 0;
+	__u32 *depth = bpf_map_lookup_elem(&irq_depth, &zero);
+	if (depth)
+		*depth += 1;
+}
+
+static __always_inline void irq_leaves(void)
+{
+	__u32 zero = 0;
+	__u32 *depth = bpf_map_lookup_elem(&irq_depth, &zero);
+	if (depth && *depth)
+		*depth -= 1;
+}
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(on_irq_handler_entry)
+{
+	irq_enters();
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(on_irq_handler_exit)
+{
+	irq_leaves();
+	return 0;
+}
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(on_softirq_entry)
+{
+	irq_enters();
+	return 0;
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(on_softirq_exit)
+{
+	irq_leaves();
+	return 0;
+}
+
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(on_hrtimer_expire_entry)
+{
+	irq_enters();
+	return 0;
+}
+
+SEC("tp_btf/hrtimer_expire_exit")
+int BPF_PROG(on_hrtimer_expire_exit)
+{
+	irq_leaves();
+	return 0;
 }
 
 /* Adds `n` to the u64 at `key`, creating it; counts `reason` when the map is full. */

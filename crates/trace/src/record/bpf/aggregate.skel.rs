@@ -50,8 +50,15 @@ mod imp {
             .map("seen", false)
             .map("busy", false)
             .map("zeros", false)
+            .map("irq_depth", false)
             .map("aggregat.rodata", true)
             .map("aggregat.bss", true)
+            .prog("on_irq_handler_entry")
+            .prog("on_irq_handler_exit")
+            .prog("on_softirq_entry")
+            .prog("on_softirq_exit")
+            .prog("on_hrtimer_expire_entry")
+            .prog("on_hrtimer_expire_exit")
             .prog("on_contention_begin")
             .prog("on_contention_end")
             .prog("on_sched_waking")
@@ -81,6 +88,7 @@ mod imp {
         pub seen: libbpf_rs::OpenMapMut<'obj>,
         pub busy: libbpf_rs::OpenMapMut<'obj>,
         pub zeros: libbpf_rs::OpenMapMut<'obj>,
+        pub irq_depth: libbpf_rs::OpenMapMut<'obj>,
         pub rodata: libbpf_rs::OpenMapMut<'obj>,
         pub rodata_data: Option<&'obj mut types::rodata>,
         pub bss: libbpf_rs::OpenMapMut<'obj>,
@@ -113,6 +121,7 @@ mod imp {
             let mut seen = None;
             let mut busy = None;
             let mut zeros = None;
+            let mut irq_depth = None;
             let mut rodata = None;
             let mut bss = None;
             let object = unsafe {
@@ -149,6 +158,7 @@ mod imp {
                     "seen" => seen = Some(map),
                     "busy" => busy = Some(map),
                     "zeros" => zeros = Some(map),
+                    "irq_depth" => irq_depth = Some(map),
                     "aggregat.rodata" => rodata = Some(map),
                     "aggregat.bss" => bss = Some(map),
                     _ => panic!("encountered unexpected map: `{name}`"),
@@ -175,10 +185,11 @@ mod imp {
                 seen: seen.expect("map `seen` not present"),
                 busy: busy.expect("map `busy` not present"),
                 zeros: zeros.expect("map `zeros` not present"),
+                irq_depth: irq_depth.expect("map `irq_depth` not present"),
                 rodata: rodata.expect("map `rodata` not present"),
                 rodata_data: unsafe {
                     config
-                        .map_mmap_ptr(19)
+                        .map_mmap_ptr(20)
                         .expect("BPF map `rodata` does not have mmap pointer")
                         .cast::<types::rodata>()
                         .as_mut()
@@ -186,7 +197,7 @@ mod imp {
                 bss: bss.expect("map `bss` not present"),
                 bss_data: unsafe {
                     config
-                        .map_mmap_ptr(20)
+                        .map_mmap_ptr(21)
                         .expect("BPF map `bss` does not have mmap pointer")
                         .cast::<types::bss>()
                         .as_mut()
@@ -216,6 +227,7 @@ mod imp {
         pub seen: libbpf_rs::MapMut<'obj>,
         pub busy: libbpf_rs::MapMut<'obj>,
         pub zeros: libbpf_rs::MapMut<'obj>,
+        pub irq_depth: libbpf_rs::MapMut<'obj>,
         pub rodata: libbpf_rs::MapMut<'obj>,
         pub rodata_data: Option<&'obj types::rodata>,
         pub bss: libbpf_rs::MapMut<'obj>,
@@ -248,6 +260,7 @@ mod imp {
             let mut seen = None;
             let mut busy = None;
             let mut zeros = None;
+            let mut irq_depth = None;
             let mut rodata = None;
             let mut bss = None;
             let object = unsafe {
@@ -282,6 +295,7 @@ mod imp {
                     "seen" => seen = Some(map),
                     "busy" => busy = Some(map),
                     "zeros" => zeros = Some(map),
+                    "irq_depth" => irq_depth = Some(map),
                     "aggregat.rodata" => rodata = Some(map),
                     "aggregat.bss" => bss = Some(map),
                     _ => panic!("encountered unexpected map: `{name}`"),
@@ -308,10 +322,11 @@ mod imp {
                 seen: seen.expect("map `seen` not present"),
                 busy: busy.expect("map `busy` not present"),
                 zeros: zeros.expect("map `zeros` not present"),
+                irq_depth: irq_depth.expect("map `irq_depth` not present"),
                 rodata: rodata.expect("map `rodata` not present"),
                 rodata_data: unsafe {
                     config
-                        .map_mmap_ptr(19)
+                        .map_mmap_ptr(20)
                         .expect("BPF map `rodata` does not have mmap pointer")
                         .cast::<types::rodata>()
                         .as_ref()
@@ -319,7 +334,7 @@ mod imp {
                 bss: bss.expect("map `bss` not present"),
                 bss_data: unsafe {
                     config
-                        .map_mmap_ptr(20)
+                        .map_mmap_ptr(21)
                         .expect("BPF map `bss` does not have mmap pointer")
                         .cast::<types::bss>()
                         .as_mut()
@@ -330,6 +345,12 @@ mod imp {
         }
     }
     pub struct OpenAggregateProgs<'obj> {
+        pub on_irq_handler_entry: libbpf_rs::OpenProgramMut<'obj>,
+        pub on_irq_handler_exit: libbpf_rs::OpenProgramMut<'obj>,
+        pub on_softirq_entry: libbpf_rs::OpenProgramMut<'obj>,
+        pub on_softirq_exit: libbpf_rs::OpenProgramMut<'obj>,
+        pub on_hrtimer_expire_entry: libbpf_rs::OpenProgramMut<'obj>,
+        pub on_hrtimer_expire_exit: libbpf_rs::OpenProgramMut<'obj>,
         pub on_contention_begin: libbpf_rs::OpenProgramMut<'obj>,
         pub on_contention_end: libbpf_rs::OpenProgramMut<'obj>,
         pub on_sched_waking: libbpf_rs::OpenProgramMut<'obj>,
@@ -342,6 +363,12 @@ mod imp {
 
     impl<'obj> OpenAggregateProgs<'obj> {
         unsafe fn new(object: &mut libbpf_rs::OpenObject) -> libbpf_rs::Result<Self> {
+            let mut on_irq_handler_entry = None;
+            let mut on_irq_handler_exit = None;
+            let mut on_softirq_entry = None;
+            let mut on_softirq_exit = None;
+            let mut on_hrtimer_expire_entry = None;
+            let mut on_hrtimer_expire_exit = None;
             let mut on_contention_begin = None;
             let mut on_contention_end = None;
             let mut on_sched_waking = None;
@@ -362,6 +389,12 @@ mod imp {
                     ))
                 })?;
                 match name {
+                    "on_irq_handler_entry" => on_irq_handler_entry = Some(prog),
+                    "on_irq_handler_exit" => on_irq_handler_exit = Some(prog),
+                    "on_softirq_entry" => on_softirq_entry = Some(prog),
+                    "on_softirq_exit" => on_softirq_exit = Some(prog),
+                    "on_hrtimer_expire_entry" => on_hrtimer_expire_entry = Some(prog),
+                    "on_hrtimer_expire_exit" => on_hrtimer_expire_exit = Some(prog),
                     "on_contention_begin" => on_contention_begin = Some(prog),
                     "on_contention_end" => on_contention_end = Some(prog),
                     "on_sched_waking" => on_sched_waking = Some(prog),
@@ -374,6 +407,16 @@ mod imp {
             }
 
             let slf = Self {
+                on_irq_handler_entry: on_irq_handler_entry
+                    .expect("prog `on_irq_handler_entry` not present"),
+                on_irq_handler_exit: on_irq_handler_exit
+                    .expect("prog `on_irq_handler_exit` not present"),
+                on_softirq_entry: on_softirq_entry.expect("prog `on_softirq_entry` not present"),
+                on_softirq_exit: on_softirq_exit.expect("prog `on_softirq_exit` not present"),
+                on_hrtimer_expire_entry: on_hrtimer_expire_entry
+                    .expect("prog `on_hrtimer_expire_entry` not present"),
+                on_hrtimer_expire_exit: on_hrtimer_expire_exit
+                    .expect("prog `on_hrtimer_expire_exit` not present"),
                 on_contention_begin: on_contention_begin
                     .expect("prog `on_contention_begin` not present"),
                 on_contention_end: on_contention_end.expect("prog `on_contention_end` not present"),
@@ -390,6 +433,12 @@ mod imp {
         }
     }
     pub struct AggregateProgs<'obj> {
+        pub on_irq_handler_entry: libbpf_rs::ProgramMut<'obj>,
+        pub on_irq_handler_exit: libbpf_rs::ProgramMut<'obj>,
+        pub on_softirq_entry: libbpf_rs::ProgramMut<'obj>,
+        pub on_softirq_exit: libbpf_rs::ProgramMut<'obj>,
+        pub on_hrtimer_expire_entry: libbpf_rs::ProgramMut<'obj>,
+        pub on_hrtimer_expire_exit: libbpf_rs::ProgramMut<'obj>,
         pub on_contention_begin: libbpf_rs::ProgramMut<'obj>,
         pub on_contention_end: libbpf_rs::ProgramMut<'obj>,
         pub on_sched_waking: libbpf_rs::ProgramMut<'obj>,
@@ -404,6 +453,42 @@ mod imp {
         #[allow(unused_variables)]
         fn new(open_progs: OpenAggregateProgs<'obj>) -> Self {
             Self {
+                on_irq_handler_entry: unsafe {
+                    libbpf_rs::ProgramMut::new_mut(
+                        open_progs.on_irq_handler_entry.as_libbpf_object().as_mut(),
+                    )
+                },
+                on_irq_handler_exit: unsafe {
+                    libbpf_rs::ProgramMut::new_mut(
+                        open_progs.on_irq_handler_exit.as_libbpf_object().as_mut(),
+                    )
+                },
+                on_softirq_entry: unsafe {
+                    libbpf_rs::ProgramMut::new_mut(
+                        open_progs.on_softirq_entry.as_libbpf_object().as_mut(),
+                    )
+                },
+                on_softirq_exit: unsafe {
+                    libbpf_rs::ProgramMut::new_mut(
+                        open_progs.on_softirq_exit.as_libbpf_object().as_mut(),
+                    )
+                },
+                on_hrtimer_expire_entry: unsafe {
+                    libbpf_rs::ProgramMut::new_mut(
+                        open_progs
+                            .on_hrtimer_expire_entry
+                            .as_libbpf_object()
+                            .as_mut(),
+                    )
+                },
+                on_hrtimer_expire_exit: unsafe {
+                    libbpf_rs::ProgramMut::new_mut(
+                        open_progs
+                            .on_hrtimer_expire_exit
+                            .as_libbpf_object()
+                            .as_mut(),
+                    )
+                },
                 on_contention_begin: unsafe {
                     libbpf_rs::ProgramMut::new_mut(
                         open_progs.on_contention_begin.as_libbpf_object().as_mut(),
@@ -1130,6 +1215,24 @@ mod imp {
                 }
             }
         }
+        #[derive(Debug, Copy, Clone)]
+        #[repr(C)]
+        pub struct __anon_20 {
+            pub r#type: *mut [i32; 6],
+            pub max_entries: *mut [i32; 1],
+            pub key: *mut u32,
+            pub value: *mut u32,
+        }
+        impl Default for __anon_20 {
+            fn default() -> Self {
+                Self {
+                    r#type: std::ptr::null_mut(),
+                    max_entries: std::ptr::null_mut(),
+                    key: std::ptr::null_mut(),
+                    value: std::ptr::null_mut(),
+                }
+            }
+        }
         #[derive(Debug, Default, Copy, Clone)]
         #[repr(C)]
         pub struct task_struct {
@@ -1189,6 +1292,7 @@ mod imp {
             pub seen: __anon_17,
             pub busy: __anon_18,
             pub zeros: __anon_19,
+            pub irq_depth: __anon_20,
         }
         #[derive(Debug, Copy, Clone)]
         #[repr(C)]
@@ -1265,6 +1369,12 @@ mod imp {
     }
     #[derive(Default)]
     pub struct AggregateLinks {
+        pub on_irq_handler_entry: Option<libbpf_rs::Link>,
+        pub on_irq_handler_exit: Option<libbpf_rs::Link>,
+        pub on_softirq_entry: Option<libbpf_rs::Link>,
+        pub on_softirq_exit: Option<libbpf_rs::Link>,
+        pub on_hrtimer_expire_entry: Option<libbpf_rs::Link>,
+        pub on_hrtimer_expire_exit: Option<libbpf_rs::Link>,
         pub on_contention_begin: Option<libbpf_rs::Link>,
         pub on_contention_end: Option<libbpf_rs::Link>,
         pub on_sched_waking: Option<libbpf_rs::Link>,
@@ -1301,19 +1411,33 @@ mod imp {
             }
 
             self.links = AggregateLinks {
-                on_contention_begin: core::ptr::NonNull::new(self.skel_config.prog_link_ptr(0)?)
+                on_irq_handler_entry: core::ptr::NonNull::new(self.skel_config.prog_link_ptr(0)?)
                     .map(|ptr| unsafe { libbpf_rs::Link::from_ptr(ptr) }),
-                on_contention_end: core::ptr::NonNull::new(self.skel_config.prog_link_ptr(1)?)
+                on_irq_handler_exit: core::ptr::NonNull::new(self.skel_config.prog_link_ptr(1)?)
                     .map(|ptr| unsafe { libbpf_rs::Link::from_ptr(ptr) }),
-                on_sched_waking: core::ptr::NonNull::new(self.skel_config.prog_link_ptr(2)?)
+                on_softirq_entry: core::ptr::NonNull::new(self.skel_config.prog_link_ptr(2)?)
                     .map(|ptr| unsafe { libbpf_rs::Link::from_ptr(ptr) }),
-                on_sched_switch: core::ptr::NonNull::new(self.skel_config.prog_link_ptr(3)?)
+                on_softirq_exit: core::ptr::NonNull::new(self.skel_config.prog_link_ptr(3)?)
                     .map(|ptr| unsafe { libbpf_rs::Link::from_ptr(ptr) }),
-                on_sched_process_fork: core::ptr::NonNull::new(self.skel_config.prog_link_ptr(4)?)
+                on_hrtimer_expire_entry: core::ptr::NonNull::new(
+                    self.skel_config.prog_link_ptr(4)?,
+                )
+                .map(|ptr| unsafe { libbpf_rs::Link::from_ptr(ptr) }),
+                on_hrtimer_expire_exit: core::ptr::NonNull::new(self.skel_config.prog_link_ptr(5)?)
                     .map(|ptr| unsafe { libbpf_rs::Link::from_ptr(ptr) }),
-                on_ipi_send_cpu: core::ptr::NonNull::new(self.skel_config.prog_link_ptr(5)?)
+                on_contention_begin: core::ptr::NonNull::new(self.skel_config.prog_link_ptr(6)?)
                     .map(|ptr| unsafe { libbpf_rs::Link::from_ptr(ptr) }),
-                on_ipi_send_cpumask: core::ptr::NonNull::new(self.skel_config.prog_link_ptr(6)?)
+                on_contention_end: core::ptr::NonNull::new(self.skel_config.prog_link_ptr(7)?)
+                    .map(|ptr| unsafe { libbpf_rs::Link::from_ptr(ptr) }),
+                on_sched_waking: core::ptr::NonNull::new(self.skel_config.prog_link_ptr(8)?)
+                    .map(|ptr| unsafe { libbpf_rs::Link::from_ptr(ptr) }),
+                on_sched_switch: core::ptr::NonNull::new(self.skel_config.prog_link_ptr(9)?)
+                    .map(|ptr| unsafe { libbpf_rs::Link::from_ptr(ptr) }),
+                on_sched_process_fork: core::ptr::NonNull::new(self.skel_config.prog_link_ptr(10)?)
+                    .map(|ptr| unsafe { libbpf_rs::Link::from_ptr(ptr) }),
+                on_ipi_send_cpu: core::ptr::NonNull::new(self.skel_config.prog_link_ptr(11)?)
+                    .map(|ptr| unsafe { libbpf_rs::Link::from_ptr(ptr) }),
+                on_ipi_send_cpumask: core::ptr::NonNull::new(self.skel_config.prog_link_ptr(12)?)
                     .map(|ptr| unsafe { libbpf_rs::Link::from_ptr(ptr) }),
             };
 
@@ -1330,5 +1454,5 @@ mod imp {
         }
     }
     #[unsafe(link_section = ".bpf.objs")]
-    static DATA: [u8; 151232] = *include_bytes!("aggregate.bpf.o");
+    static DATA: [u8; 157656] = *include_bytes!("aggregate.bpf.o");
 }
