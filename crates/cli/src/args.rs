@@ -184,6 +184,12 @@ pub struct RecordArgs {
     /// On-CPU stack samples per second of CPU time, per CPU (1 to 20000)
     #[arg(long, default_value_t = vmscale_sample::DEFAULT_HZ, value_name = "HZ", value_parser = crate::tracing::sample_hz)]
     pub sample_hz: u32,
+    /// Aggregate lock waits, their holders and the subject's time in the kernel with BPF
+    /// (tracepoints only) instead of streaming every event through tracefs: memory stays
+    /// flat for recordings of hours, and no on-CPU samples are taken. Falls back to
+    /// tracefs, saying why, where BPF is not allowed
+    #[arg(long, conflicts_with = "events")]
+    pub aggregate: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }

@@ -5,6 +5,7 @@ use std::path::Path;
 use clap::Args;
 use vmscale_sample::{SampleConfig, Sampler};
 use vmscale_scenario::PhaseHook;
+use vmscale_trace::record::bpf::{AggregateConfig, AggregateError, Aggregation, Subject};
 use vmscale_trace::record::recorder::{RecordConfig, Recording, TraceMeta, DEFAULT_BUFFER_KIB};
 
 use crate::failure::Failure;
@@ -34,6 +35,12 @@ pub struct TraceArgs {
     /// On-CPU stack samples per second of CPU time, per CPU (1 to 20000)
     #[arg(long, default_value_t = vmscale_sample::DEFAULT_HZ, value_name = "HZ", value_parser = sample_hz)]
     pub sample_hz: u32,
+    /// Aggregate lock waits, their holders and the subject's time in the kernel with BPF
+    /// (tracepoints only) instead of streaming every event through tracefs: memory stays
+    /// flat however long it records. Falls back to tracefs, saying why, where BPF is not
+    /// allowed
+    #[arg(long, conflicts_with = "no_trace")]
+    pub aggregate: bool,
     /// Tracing is the command's whole point (`record`): errors do not suggest --no-trace.
     #[arg(skip)]
     pub required: bool,
@@ -52,12 +59,19 @@ pub use vmscale_run::dir::TRACE_DIR;
 /// A recording that follows the scenario's measured phases; inert with --no-trace. The
 /// on-CPU sampler (unless --no-sample) runs from the start to the finish (switching it
 /// costs IPIs) and notes the windows during which the trace was on, which are what its
-/// samples are read for.
+/// samples are read for. With --aggregate the kernel aggregates instead (no samples: their
+/// files would grow with the recording).
 pub struct TraceSession {
-    recording: Option<Recording>,
+    recording: Option<Backend>,
     sampler: Option<Sampler>,
-    /// Why there are no (or fewer) samples: becomes a run warning.
+    /// Why there are no (or fewer) samples, or why tracefs records instead of BPF: run
+    /// warnings.
     sample_warnings: Vec<String>,
+}
+
+enum Backend {
+    Tracefs(Box<Recording>),
+    Aggregate(Box<Aggregation>),
 }
 
 /// What a finished session leaves: the trace's meta.json (None with --no-trace) and the
@@ -85,11 +99,24 @@ fn trace_failure(
     }
 }
 
+fn aggregate_failure(args: &TraceArgs) -> impl Fn(AggregateError) -> Failure + '_ {
+    move |e| {
+        if args.required {
+            Failure::runtime(format!("aggregate mode: {e}"))
+        } else {
+            Failure::runtime(format!("aggregate mode: {e} (or run without --aggregate)"))
+        }
+    }
+}
+
 impl TraceSession {
+    /// Starts tracing into `run_dir`'s trace directory; `subject` is whose time an
+    /// aggregated recording splits by cause (a streamed trace decides that when analysed).
     pub fn start(
         args: &TraceArgs,
         run_dir: &Path,
         mut config: RecordConfig,
+        subject: Subject,
     ) -> Result<TraceSession, Failure> {
         if args.no_trace {
             return Ok(TraceSession {
@@ -97,6 +124,26 @@ impl TraceSession {
                 sampler: None,
                 sample_warnings: Vec::new(),
             });
+        }
+        let mut fallback = Vec::new();
+        if args.aggregate {
+            let aggregate = aggregate_config(args, &config, subject);
+            match Aggregation::prepare(&run_dir.join(TRACE_DIR), aggregate) {
+                Ok(aggregation) => {
+                    return Ok(TraceSession {
+                        recording: Some(Backend::Aggregate(Box::new(aggregation))),
+                        sampler: None,
+                        sample_warnings: Vec::new(),
+                    })
+                }
+                Err(AggregateError::NotAllowed(why)) => {
+                    let warning =
+                        format!("BPF is not allowed here ({why}): recorded through tracefs instead of --aggregate");
+                    crate::console::note!("vmscale: {warning}");
+                    fallback.push(warning);
+                }
+                Err(e) => return Err(aggregate_failure(args)(e)),
+            }
         }
         config.buffer_kib = args.buffer_kib;
         if args.no_stacks {
@@ -141,8 +188,9 @@ impl TraceSession {
                 }
             }
         };
+        sample_warnings.splice(0..0, fallback);
         Ok(TraceSession {
-            recording: Some(recording),
+            recording: Some(Backend::Tracefs(Box::new(recording))),
             sampler,
             sample_warnings,
         })
@@ -150,11 +198,17 @@ impl TraceSession {
 
     /// Stops tracing and sampling, and writes both meta files.
     pub fn finish(mut self) -> Result<Finished, Failure> {
-        let trace = self
-            .recording
-            .take()
-            .map(|r| r.finish().map_err(|e| Failure::runtime(e.to_string())))
-            .transpose()?;
+        let trace = match self.recording.take() {
+            Some(Backend::Tracefs(r)) => {
+                Some(r.finish().map_err(|e| Failure::runtime(e.to_string()))?)
+            }
+            Some(Backend::Aggregate(a)) => Some(
+                a.finish()
+                    .map_err(|e| Failure::runtime(format!("aggregate mode: {e}")))?
+                    .0,
+            ),
+            None => None,
+        };
         if let Some(sampler) = self.sampler.take() {
             match sampler.finish() {
                 Ok(meta) => self.sample_warnings.extend(meta.warnings()),
@@ -181,32 +235,78 @@ fn hook_error(e: vmscale_trace::record::tracefs::Error) -> vmscale_scenario::Err
     vmscale_scenario::Error::Trace(e.to_string())
 }
 
+fn aggregate_hook_error(e: AggregateError) -> vmscale_scenario::Error {
+    vmscale_scenario::Error::Trace(format!("aggregate mode: {e}"))
+}
+
+/// What an aggregated recording needs of the tracefs configuration: which tasks' ioctls
+/// name the locks they wait on, and which stacks to take.
+fn aggregate_config(args: &TraceArgs, config: &RecordConfig, subject: Subject) -> AggregateConfig {
+    AggregateConfig {
+        exclude_tgid: if subject == Subject::EveryTask {
+            std::process::id()
+        } else {
+            0
+        },
+        subject,
+        ioctl_every_task: config.syscall_ids.contains(&libc::SYS_ioctl),
+        ioctl_tids: config.syscall_tids.clone(),
+        sleep_stacks: !args.no_stacks && !args.no_sleep_stacks,
+        wait_stacks: !args.no_stacks,
+    }
+}
+
 impl PhaseHook for TraceSession {
     fn measured_phase_begins(&mut self, label: &str) -> Result<(), vmscale_scenario::Error> {
         if self.recording.is_some() {
             self.sample(true);
         }
-        if let Some(r) = &mut self.recording {
-            r.set_on(true).map_err(hook_error)?;
-            r.mark(&format!("vmscale: begin {label}"))
-                .map_err(hook_error)?;
+        match &mut self.recording {
+            Some(Backend::Tracefs(r)) => {
+                r.set_on(true).map_err(hook_error)?;
+                r.mark(&format!("vmscale: begin {label}"))
+                    .map_err(hook_error)?;
+            }
+            Some(Backend::Aggregate(a)) => a.set_on(true),
+            None => {}
         }
         Ok(())
     }
 
     fn measured_phase_ends(&mut self, label: &str) -> Result<(), vmscale_scenario::Error> {
-        if let Some(r) = &mut self.recording {
-            r.mark(&format!("vmscale: end {label}"))
-                .map_err(hook_error)?;
-            r.set_on(false).map_err(hook_error)?;
+        match &mut self.recording {
+            Some(Backend::Tracefs(r)) => {
+                r.mark(&format!("vmscale: end {label}"))
+                    .map_err(hook_error)?;
+                r.set_on(false).map_err(hook_error)?;
+            }
+            Some(Backend::Aggregate(a)) => a.set_on(false),
+            None => {}
         }
         self.sample(false);
         Ok(())
     }
 
     fn carried_out_by(&mut self, tids: &[u32]) -> Result<(), vmscale_scenario::Error> {
-        if let Some(r) = &mut self.recording {
-            r.follow_syscalls_of(tids).map_err(hook_error)?;
+        match &mut self.recording {
+            Some(Backend::Tracefs(r)) => r.follow_syscalls_of(tids).map_err(hook_error)?,
+            Some(Backend::Aggregate(a)) => {
+                a.follow_ioctls_of(tids).map_err(aggregate_hook_error)?
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    fn subject_spawns(&mut self, spawner: Option<u32>) {
+        if let Some(Backend::Aggregate(a)) = &mut self.recording {
+            a.adopt_children_of(spawner);
+        }
+    }
+
+    fn subject_started(&mut self, pid: u32) -> Result<(), vmscale_scenario::Error> {
+        if let Some(Backend::Aggregate(a)) = &mut self.recording {
+            a.add_subject(pid).map_err(aggregate_hook_error)?;
         }
         Ok(())
     }

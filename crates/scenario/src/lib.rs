@@ -398,6 +398,14 @@ pub trait PhaseHook {
     fn carried_out_by(&mut self, _tids: &[u32]) -> Result<(), Error> {
         Ok(())
     }
+    /// The calling thread `spawner` is about to start the command the recording is about
+    /// (`None`: it has started it, or failed to): a recorder that follows its subject live
+    /// (aggregate mode) takes the task it creates as the subject from its first moment.
+    fn subject_spawns(&mut self, _spawner: Option<u32>) {}
+    /// The command the recording is about is process `pid`.
+    fn subject_started(&mut self, _pid: u32) -> Result<(), Error> {
+        Ok(())
+    }
 }
 
 /// For runs without tracing.

@@ -72,7 +72,19 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
         no_sleep_stacks: false,
         no_sample: args.no_sample,
         sample_hz: args.sample_hz,
+        aggregate: args.aggregate,
         required: true,
+    };
+    // Whose time an aggregated recording follows live: the process's threads, the command
+    // (from its creation: run_command names it), or every task.
+    let subject = match (&target, args.command.is_empty()) {
+        (Some(target), _) => vmscale_trace::record::bpf::Subject::Roots(
+            std::iter::once(target.stamp.pid)
+                .chain(target.threads.iter().copied())
+                .collect(),
+        ),
+        (None, false) => vmscale_trace::record::bpf::Subject::Roots(Vec::new()),
+        (None, true) => vmscale_trace::record::bpf::Subject::EveryTask,
     };
     let mut knobs = serde_json::json!({
         "events": events,
@@ -91,6 +103,7 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
         kvm: None,
         knobs,
         trace_config: config,
+        subject,
         on_signal: OnSignal::KeepTrace,
     };
     let (dir, mut record) = execute(
@@ -107,7 +120,7 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
             } else if args.command.is_empty() {
                 wait_for(args.duration.unwrap_or(0.0), cancel.0)
             } else {
-                let ran = run_command(&args.command, cancel.0);
+                let ran = run_command(&args.command, cancel.0, hook);
                 interrupted_by = ran.signal;
                 command = ran.usage;
                 ran.outcome
@@ -304,12 +317,19 @@ fn reap(pid: u32) -> std::io::Result<Option<(std::process::ExitStatus, CommandUs
 /// Runs the command to completion; how it ended becomes a warning when it did not succeed.
 /// A signal vmscale receives meanwhile is passed on to the command (a terminal's Ctrl-C
 /// reaches both; a `kill` reaches only vmscale), and is returned so the run is marked.
-fn run_command(command: &[String], interrupted: &AtomicBool) -> Ran {
-    let mut child = match std::process::Command::new(&command[0])
+fn run_command(command: &[String], interrupted: &AtomicBool, hook: &mut dyn PhaseHook) -> Ran {
+    hook.subject_spawns(Some(crate::tracing::current_tid()));
+    let spawned = std::process::Command::new(&command[0])
         .args(&command[1..])
-        .spawn()
-    {
-        Ok(child) => child,
+        .spawn();
+    hook.subject_spawns(None);
+    let mut child = match spawned {
+        Ok(child) => {
+            if let Err(e) = hook.subject_started(child.id()) {
+                crate::console::note!("vmscale: {e}");
+            }
+            child
+        }
         Err(e) => {
             return Ran {
                 outcome: format!("the traced command {} could not start: {e}", command[0]),

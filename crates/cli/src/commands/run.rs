@@ -26,6 +26,8 @@ pub(crate) struct RunPlan {
     pub kvm: Option<vmscale_run::KvmFacts>,
     pub knobs: serde_json::Value,
     pub trace_config: RecordConfig,
+    /// Whose time an aggregated recording splits by cause (a scenario's: nobody's).
+    pub subject: vmscale_trace::record::bpf::Subject,
     pub on_signal: OnSignal,
 }
 
@@ -69,6 +71,7 @@ pub(crate) fn execute<M: Into<Measurement>>(
         kvm,
         knobs,
         trace_config,
+        subject,
         on_signal,
     } = plan;
     let started_utc = utc_now();
@@ -78,7 +81,7 @@ pub(crate) fn execute<M: Into<Measurement>>(
     let recorded = (|| {
         let host = HostFacts::probe(kvm);
         let interrupted = crate::interrupt::install();
-        let mut session = TraceSession::start(trace, &dir.path, trace_config)?;
+        let mut session = TraceSession::start(trace, &dir.path, trace_config, subject)?;
         let bar = Bar::new(output.quiet);
         let watch = HostWatch::start();
         let points = measure(&mut session, &bar, &Cancel(&interrupted));
@@ -192,6 +195,7 @@ pub(crate) fn measure(
         kvm,
         knobs: job.knobs(),
         trace_config: trace_config(job.tracing()),
+        subject: vmscale_trace::record::bpf::Subject::None,
         on_signal: OnSignal::DiscardRun,
     };
     let run = |hook: &mut dyn PhaseHook, bar: &Bar, cancel: &Cancel| job.run(bar, cancel, hook);
