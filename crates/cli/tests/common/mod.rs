@@ -1,6 +1,8 @@
 //! Helpers every command-line test binary shares.
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod corpus;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
