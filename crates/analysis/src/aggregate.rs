@@ -192,6 +192,8 @@ pub fn fill(
         } else {
             0.0
         },
+        stacks_reused: dump.seen.get("stacks_reused").copied().unwrap_or(0),
+        sleep_stacks_reused: dump.seen.get("sleep_stacks_reused").copied().unwrap_or(0),
     };
     if let Some(warning) = drop_warning(&facts, dump.recursion_misses) {
         warnings.push(warning);

@@ -253,6 +253,7 @@ fn aggregate_config(args: &TraceArgs, config: &RecordConfig, subject: Subject) -
         ioctl_tids: config.syscall_tids.clone(),
         sleep_stacks: !args.no_stacks && !args.no_sleep_stacks,
         wait_stacks: !args.no_stacks,
+        ..AggregateConfig::default()
     }
 }
 

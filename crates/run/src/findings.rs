@@ -154,6 +154,13 @@ pub struct AggregateFacts {
     /// is taken for).
     pub stacks_taken: u64,
     pub stack_mean_ns: f64,
+    /// Past the stack budget (a few thousand a second per CPU): waits that reused the
+    /// stack their task last took on the same lock, and sleeps that reused their task's
+    /// last sleep stack (their site may be another of the task's sites).
+    #[serde(default)]
+    pub stacks_reused: u64,
+    #[serde(default)]
+    pub sleep_stacks_reused: u64,
 }
 
 /// On-CPU samples aggregated by stack. Each stack is root first: the process's name and

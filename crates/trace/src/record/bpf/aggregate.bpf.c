@@ -63,6 +63,12 @@ const volatile bool every_task = false;
 const volatile bool ioctl_every_task = false;
 const volatile bool sleep_stacks = true;
 const volatile bool wait_stacks = true;
+/* Kernel stacks each CPU may take per STACK_WINDOW_NS (0: no limit). A stack costs
+ * microseconds; past the budget a wait reuses the stack its task last took on the same
+ * lock with the same flags, and a sleep its task's last sleep stack (with nothing to
+ * reuse, one is still taken), so a storm costs a bounded number of stacks per second. */
+const volatile __u32 stack_budget = 0;
+#define STACK_WINDOW_NS 10000000ULL
 const volatile __s32 exclude_tgid = 0;
 const volatile __u64 wakeup_site_start = 0;
 const volatile __u64 wakeup_site_end = 0;
@@ -129,6 +135,12 @@ struct task_state {
 	__u64 part_since;
 	__u64 part_detail;
 	__u64 comm[2];
+	/* The stack of the task's last wait that took one, and that wait's lock and flags. */
+	__u64 cached_lock;
+	__u32 cached_flags;
+	__s32 cached_stack;
+	/* The stack of the task's last sleep that took one. */
+	__s32 last_sleep_stack;
 	struct open_wait waits[MAX_NEST];
 	struct span ring[RING];
 	struct own_wait own;
@@ -502,6 +514,8 @@ static __always_inline struct task_state *state_of(struct task_struct *t, __u64 
 		ts->epoch = e;
 		ts->pid = pid;
 		ts->sleep_stack = -1;
+		ts->cached_stack = -1;
+		ts->last_sleep_stack = -1;
 		ts->subject = is_subject_pid(pid, t->tgid);
 		ts->part_since = now;
 	}
@@ -759,6 +773,39 @@ static __always_inline void forget_wait(struct open_wait *w, __u64 now)
 		leave_lock(w->lock, now, w->queued ? LEAVE_QUEUED : 0, 0, &q);
 }
 
+struct stack_window {
+	__u64 window;
+	__u32 taken;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack_window);
+} stack_windows SEC(".maps");
+
+/* Whether this CPU may take another stack in the current window. */
+static __always_inline bool stack_allowed(__u64 now)
+{
+	__u32 zero = 0;
+	struct stack_window *w;
+	if (!stack_budget)
+		return true;
+	w = bpf_map_lookup_elem(&stack_windows, &zero);
+	if (!w)
+		return true;
+	if (w->window != now / STACK_WINDOW_NS) {
+		w->window = now / STACK_WINDOW_NS;
+		w->taken = 0;
+	}
+	if (w->taken >= stack_budget)
+		return false;
+	w->taken++;
+	return true;
+}
+
 static __always_inline __s64 take_stack(void *ctx)
 {
 	__u64 t0 = bpf_ktime_get_ns();
@@ -834,8 +881,24 @@ int BPF_PROG(on_contention_begin, void *lock_ptr, unsigned int flags)
 		forget_wait(&ts->waits[MAX_NEST - 1], now);
 		keep = MAX_NEST - 1;
 	}
-	if (wait_stacks)
-		stack = take_stack(ctx);
+	if (wait_stacks) {
+		/* Every stack taken counts against the budget; past it, a wait with nothing to
+		 * reuse still takes one, since a wait without a stack has no lock name. */
+		bool allowed = stack_allowed(now);
+		bool cached = ts->cached_lock == lock && ts->cached_flags == flags &&
+			      ts->cached_stack >= 0;
+		if (cached && !allowed) {
+			stack = ts->cached_stack;
+			count(&seen, SEEN_STACKS_REUSED, 1);
+		} else {
+			stack = take_stack(ctx);
+			if (stack >= 0) {
+				ts->cached_lock = lock;
+				ts->cached_flags = flags;
+				ts->cached_stack = stack;
+			}
+		}
+	}
 	w = &ts->waits[keep & (MAX_NEST - 1)];
 	w->lock = lock;
 	w->start = now;
@@ -1297,8 +1360,19 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 				if (sleeping) {
 					ps->sleep_stack = -1;
 					/* A sleep inside a lock wait is that wait's. */
-					if (sleep_stacks && n == 0)
-						ps->sleep_stack = take_stack(ctx);
+					if (sleep_stacks && n == 0) {
+						/* Past the budget, the task's last sleep site
+						 * stands for this one: without a stack a sleep
+						 * has no site at all. */
+						if (!stack_allowed(now) && ps->last_sleep_stack >= 0) {
+							ps->sleep_stack = ps->last_sleep_stack;
+							count(&seen, SEEN_SLEEP_STACKS_REUSED, 1);
+						} else {
+							ps->sleep_stack = take_stack(ctx);
+							if (ps->sleep_stack >= 0)
+								ps->last_sleep_stack = ps->sleep_stack;
+						}
+					}
 					ps->sched = SCHED_ASLEEP;
 				} else {
 					ps->sched = SCHED_RUNNABLE;

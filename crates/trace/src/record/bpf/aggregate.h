@@ -39,8 +39,10 @@ enum agg_seen {
 	SEEN_FORK = 4,
 	SEEN_IPI_CPU = 5,
 	SEEN_IPI_MASK = 6,
-	SEEN_STACK_NS = 7,    /* time spent taking waiters' stacks, and how many */
+	SEEN_STACK_NS = 7,    /* time spent taking kernel stacks, and how many */
 	SEEN_STACKS = 8,
+	SEEN_STACKS_REUSED = 9,  /* waits over the stack budget that reused their task's stack */
+	SEEN_SLEEP_STACKS_REUSED = 10, /* sleeps over the stack budget that reused their task's last sleep stack */
 	SEEN_COUNT = 16,
 };
 

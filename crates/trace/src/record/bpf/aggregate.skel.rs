@@ -51,6 +51,7 @@ mod imp {
             .map("busy", false)
             .map("zeros", false)
             .map("irq_depth", false)
+            .map("stack_windows", false)
             .map("aggregat.rodata", true)
             .map("aggregat.bss", true)
             .prog("on_irq_handler_entry")
@@ -89,6 +90,7 @@ mod imp {
         pub busy: libbpf_rs::OpenMapMut<'obj>,
         pub zeros: libbpf_rs::OpenMapMut<'obj>,
         pub irq_depth: libbpf_rs::OpenMapMut<'obj>,
+        pub stack_windows: libbpf_rs::OpenMapMut<'obj>,
         pub rodata: libbpf_rs::OpenMapMut<'obj>,
         pub rodata_data: Option<&'obj mut types::rodata>,
         pub bss: libbpf_rs::OpenMapMut<'obj>,
@@ -122,6 +124,7 @@ mod imp {
             let mut busy = None;
             let mut zeros = None;
             let mut irq_depth = None;
+            let mut stack_windows = None;
             let mut rodata = None;
             let mut bss = None;
             let object = unsafe {
@@ -159,6 +162,7 @@ mod imp {
                     "busy" => busy = Some(map),
                     "zeros" => zeros = Some(map),
                     "irq_depth" => irq_depth = Some(map),
+                    "stack_windows" => stack_windows = Some(map),
                     "aggregat.rodata" => rodata = Some(map),
                     "aggregat.bss" => bss = Some(map),
                     _ => panic!("encountered unexpected map: `{name}`"),
@@ -186,10 +190,11 @@ mod imp {
                 busy: busy.expect("map `busy` not present"),
                 zeros: zeros.expect("map `zeros` not present"),
                 irq_depth: irq_depth.expect("map `irq_depth` not present"),
+                stack_windows: stack_windows.expect("map `stack_windows` not present"),
                 rodata: rodata.expect("map `rodata` not present"),
                 rodata_data: unsafe {
                     config
-                        .map_mmap_ptr(20)
+                        .map_mmap_ptr(21)
                         .expect("BPF map `rodata` does not have mmap pointer")
                         .cast::<types::rodata>()
                         .as_mut()
@@ -197,7 +202,7 @@ mod imp {
                 bss: bss.expect("map `bss` not present"),
                 bss_data: unsafe {
                     config
-                        .map_mmap_ptr(21)
+                        .map_mmap_ptr(22)
                         .expect("BPF map `bss` does not have mmap pointer")
                         .cast::<types::bss>()
                         .as_mut()
@@ -228,6 +233,7 @@ mod imp {
         pub busy: libbpf_rs::MapMut<'obj>,
         pub zeros: libbpf_rs::MapMut<'obj>,
         pub irq_depth: libbpf_rs::MapMut<'obj>,
+        pub stack_windows: libbpf_rs::MapMut<'obj>,
         pub rodata: libbpf_rs::MapMut<'obj>,
         pub rodata_data: Option<&'obj types::rodata>,
         pub bss: libbpf_rs::MapMut<'obj>,
@@ -261,6 +267,7 @@ mod imp {
             let mut busy = None;
             let mut zeros = None;
             let mut irq_depth = None;
+            let mut stack_windows = None;
             let mut rodata = None;
             let mut bss = None;
             let object = unsafe {
@@ -296,6 +303,7 @@ mod imp {
                     "busy" => busy = Some(map),
                     "zeros" => zeros = Some(map),
                     "irq_depth" => irq_depth = Some(map),
+                    "stack_windows" => stack_windows = Some(map),
                     "aggregat.rodata" => rodata = Some(map),
                     "aggregat.bss" => bss = Some(map),
                     _ => panic!("encountered unexpected map: `{name}`"),
@@ -323,10 +331,11 @@ mod imp {
                 busy: busy.expect("map `busy` not present"),
                 zeros: zeros.expect("map `zeros` not present"),
                 irq_depth: irq_depth.expect("map `irq_depth` not present"),
+                stack_windows: stack_windows.expect("map `stack_windows` not present"),
                 rodata: rodata.expect("map `rodata` not present"),
                 rodata_data: unsafe {
                     config
-                        .map_mmap_ptr(20)
+                        .map_mmap_ptr(21)
                         .expect("BPF map `rodata` does not have mmap pointer")
                         .cast::<types::rodata>()
                         .as_ref()
@@ -334,7 +343,7 @@ mod imp {
                 bss: bss.expect("map `bss` not present"),
                 bss_data: unsafe {
                     config
-                        .map_mmap_ptr(21)
+                        .map_mmap_ptr(22)
                         .expect("BPF map `bss` does not have mmap pointer")
                         .cast::<types::bss>()
                         .as_mut()
@@ -769,6 +778,11 @@ mod imp {
             pub part_since: u64,
             pub part_detail: u64,
             pub comm: [u64; 2],
+            pub cached_lock: u64,
+            pub cached_flags: u32,
+            pub cached_stack: i32,
+            pub last_sleep_stack: i32,
+            pub __pad_92: [u8; 4],
             pub waits: [open_wait; 4],
             pub ring: [span; 8],
             pub own: own_wait,
@@ -1235,6 +1249,31 @@ mod imp {
         }
         #[derive(Debug, Default, Copy, Clone)]
         #[repr(C)]
+        pub struct stack_window {
+            pub window: u64,
+            pub taken: u32,
+            pub pad: u32,
+        }
+        #[derive(Debug, Copy, Clone)]
+        #[repr(C)]
+        pub struct __anon_21 {
+            pub r#type: *mut [i32; 6],
+            pub max_entries: *mut [i32; 1],
+            pub key: *mut u32,
+            pub value: *mut stack_window,
+        }
+        impl Default for __anon_21 {
+            fn default() -> Self {
+                Self {
+                    r#type: std::ptr::null_mut(),
+                    max_entries: std::ptr::null_mut(),
+                    key: std::ptr::null_mut(),
+                    value: std::ptr::null_mut(),
+                }
+            }
+        }
+        #[derive(Debug, Default, Copy, Clone)]
+        #[repr(C)]
         pub struct task_struct {
             pub __state: u32,
             pub flags: u32,
@@ -1293,6 +1332,7 @@ mod imp {
             pub busy: __anon_18,
             pub zeros: __anon_19,
             pub irq_depth: __anon_20,
+            pub stack_windows: __anon_21,
         }
         #[derive(Debug, Copy, Clone)]
         #[repr(C)]
@@ -1301,7 +1341,9 @@ mod imp {
             pub ioctl_every_task: bool,
             pub sleep_stacks: bool,
             pub wait_stacks: bool,
+            pub stack_budget: u32,
             pub exclude_tgid: i32,
+            __pad_12: [u8; 4],
             pub wakeup_site_start: u64,
             pub wakeup_site_end: u64,
         }
@@ -1454,5 +1496,5 @@ mod imp {
         }
     }
     #[unsafe(link_section = ".bpf.objs")]
-    static DATA: [u8; 157656] = *include_bytes!("aggregate.bpf.o");
+    static DATA: [u8; 163240] = *include_bytes!("aggregate.bpf.o");
 }

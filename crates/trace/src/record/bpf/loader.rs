@@ -45,7 +45,7 @@ const DROP_NAMES: [&str; 13] = [
 ];
 
 /// Names of the `seen` counters, by index (enum agg_seen).
-const SEEN_NAMES: [&str; 9] = [
+const SEEN_NAMES: [&str; 11] = [
     "lock:contention_begin",
     "lock:contention_end",
     "sched:sched_switch",
@@ -55,6 +55,8 @@ const SEEN_NAMES: [&str; 9] = [
     "ipi:ipi_send_cpumask",
     "stack_ns",
     "stacks",
+    "stacks_reused",
+    "sleep_stacks_reused",
 ];
 
 /// What libbpf said last (its warnings: a verifier log's end), for a one-line error.
@@ -149,6 +151,7 @@ impl Aggregation {
             rodata.sleep_stacks = config.sleep_stacks;
             rodata.wait_stacks = config.wait_stacks;
             rodata.exclude_tgid = config.exclude_tgid as i32;
+            rodata.stack_budget = config.stack_budget;
             rodata.wakeup_site_start = wakeup_site.0;
             rodata.wakeup_site_end = wakeup_site.1;
         }
