@@ -26,7 +26,7 @@ use vmscale_trace::Kallsyms;
 
 use crate::contention::{describe_lock, rank, top_waiters, LockWaits};
 use crate::holders::{
-    is_sleeping, sleep_function, BEFORE_FIRST_EVENT, NOT_PROVEN, NO_RELEASER, NO_STACK,
+    is_sleeping, sleep_function, BEFORE_FIRST_EVENT, NOT_PROVEN, NO_RELEASER, NO_STACK, SPUN,
     TOP_HOLDERS, TOP_SLEEPS, TRIMMED,
 };
 use crate::naming;
@@ -388,6 +388,38 @@ fn share_of(
     }
 }
 
+/// A mutex waiter's spin proves its owner ran ([`SPUN`]), where the tracefs path counts it
+/// in the time no proven hold covers (between holders, or no hold proven). The maps keep
+/// how long waiters spun, not when, so the spin takes an equal part of each such gap, up
+/// to all of them; proven holds keep what their holders did.
+fn spin_fills_gaps(lock_split: &mut HashMap<(HolderActivity, String), u64>, spun: u64) {
+    let is_gap = |(activity, detail): &(HolderActivity, String)| match activity {
+        HolderActivity::Handoff => true,
+        HolderActivity::Unknown => detail == NO_RELEASER || detail == NOT_PROVEN,
+        _ => false,
+    };
+    let gaps: u64 = lock_split
+        .iter()
+        .filter(|(key, _)| is_gap(key))
+        .map(|(_, &ns)| ns)
+        .sum();
+    let fill = spun.min(gaps);
+    if fill == 0 {
+        return;
+    }
+    let mut taken = 0;
+    for (key, ns) in lock_split.iter_mut() {
+        if is_gap(key) {
+            let part = (*ns as u128 * fill as u128 / gaps as u128) as u64;
+            *ns -= part;
+            taken += part;
+        }
+    }
+    *lock_split
+        .entry((HolderActivity::Running, SPUN.to_string()))
+        .or_default() += taken;
+}
+
 fn shares(split: HashMap<(HolderActivity, String), u64>) -> Vec<ActivityShare> {
     let mut out: Vec<ActivityShare> = split
         .into_iter()
@@ -444,7 +476,14 @@ fn holders(
             .holder_time
             .iter()
             .filter(|h| h.lock == addr && !excluded.contains(&h.holder))
+            .filter(|h| h.activity != activity::SPUN)
             .collect();
+        let spun: u64 = dump
+            .holder_time
+            .iter()
+            .filter(|h| h.lock == addr && h.activity == activity::SPUN)
+            .map(|h| h.ns)
+            .sum();
         let attributed: u64 = entries.iter().map(|h| h.ns).sum();
         let scale = |ns: u64| -> u64 {
             if attributed > total && attributed > 0 {
@@ -473,6 +512,7 @@ fn holders(
                 .entry((HolderActivity::Unknown, NO_RELEASER.to_string()))
                 .or_default() += total - explained;
         }
+        spin_fills_gaps(&mut lock_split, spun);
         let mut holders: Vec<Holder> = per_holder
             .into_iter()
             .map(|(pid, split)| {
@@ -1059,6 +1099,37 @@ mod tests {
         assert_eq!(held.total_ns, 600_000_000);
         assert!(section.spinlocks.is_empty());
         assert!(section.aggregate.is_some());
+    }
+
+    #[test]
+    fn a_spin_fills_the_time_no_proven_hold_covers() {
+        let split = |spun: u64| {
+            let mut split: HashMap<(HolderActivity, String), u64> = HashMap::new();
+            split.insert((HolderActivity::Running, String::new()), 100);
+            split.insert((HolderActivity::Handoff, String::new()), 300);
+            split.insert((HolderActivity::Unknown, NO_RELEASER.into()), 100);
+            split.insert((HolderActivity::Unknown, TRIMMED.into()), 50);
+            spin_fills_gaps(&mut split, spun);
+            let get = |a: HolderActivity, d: &str| split.get(&(a, d.to_string())).copied();
+            assert_eq!(
+                split.values().sum::<u64>(),
+                550,
+                "the split still sums to the waiting"
+            );
+            // A proven hold, and a holder's own unknown history, keep their time.
+            assert_eq!(get(HolderActivity::Running, ""), Some(100));
+            assert_eq!(get(HolderActivity::Unknown, TRIMMED), Some(50));
+            (
+                get(HolderActivity::Running, SPUN),
+                get(HolderActivity::Handoff, ""),
+                get(HolderActivity::Unknown, NO_RELEASER),
+            )
+        };
+        // Half the gaps' time spun: half of each gap.
+        assert_eq!(split(200), (Some(200), Some(150), Some(50)));
+        // More spinning than gaps (it overlapped proven holds): every gap, no more.
+        assert_eq!(split(1000), (Some(400), Some(0), Some(0)));
+        assert_eq!(split(0), (None, Some(300), Some(100)));
     }
 
     #[test]

@@ -89,6 +89,10 @@ struct open_wait {
 	__u32 flags;
 	__s32 waker; /* -1: none; 0: an interrupt; else the waking task */
 	__u32 queued;
+	/* A mutex waiter's spin on its owner: since when it spins (0: not now), and the
+	 * time its earlier spin phases took. */
+	__u64 spin_since;
+	__u64 spun;
 };
 
 struct span {
@@ -478,6 +482,13 @@ static __always_inline bool is_spinning(__u32 flags)
 	return (flags & LCB_F_SPIN) && !(flags & (LCB_F_MUTEX | LCB_F_RT | LCB_F_PERCPU));
 }
 
+/* A mutex waiter spinning on its owner (before queueing, or as the first waiter), which
+ * mutex_optimistic_spin does only while the owner is on a CPU. */
+static __always_inline bool is_mutex_spin(__u32 flags)
+{
+	return (flags & LCB_F_MUTEX) && (flags & LCB_F_SPIN);
+}
+
 static __always_inline bool enters_queue(__u32 flags)
 {
 	return is_sleeping(flags) && (!(flags & LCB_F_MUTEX) || !(flags & LCB_F_SPIN));
@@ -853,6 +864,14 @@ int BPF_PROG(on_contention_begin, void *lock_ptr, unsigned int flags)
 		bool opens = !was_sleeping && is_sleeping(flags);
 		bool queues = !w->queued && enters_queue(flags);
 		w->flags = flags;
+		/* Every spin phase counts: a first waiter spins again after each wakeup. */
+		if (is_mutex_spin(flags)) {
+			if (!w->spin_since)
+				w->spin_since = now;
+		} else if (w->spin_since) {
+			w->spun += now - w->spin_since;
+			w->spin_since = 0;
+		}
 		if (opens || queues) {
 			__u64 q = join_lock(lock, flags, now, opens, queues);
 			if (queues)
@@ -908,6 +927,8 @@ int BPF_PROG(on_contention_begin, void *lock_ptr, unsigned int flags)
 	w->waker = -1;
 	w->waker_ts = 0;
 	w->queued = enters_queue(flags);
+	w->spin_since = is_mutex_spin(flags) ? now : 0;
+	w->spun = 0;
 	ts->nwaits = keep + 1;
 	if (is_sleeping(flags)) {
 		__u64 q = join_lock(lock, flags, now, true, w->queued);
@@ -1015,6 +1036,12 @@ int BPF_PROG(on_contention_end, void *lock_ptr, int ret)
 		if (handoff) {
 			struct act_key ak = {.lock = lock, .activity = ACT_HANDOFF};
 			add_u64(&acts, &ak, handoff, DROP_HOLDERS_FULL);
+		}
+		if (w.spin_since)
+			w.spun += now > w.spin_since ? now - w.spin_since : 0;
+		if (w.spun) {
+			struct act_key sk = {.lock = lock, .activity = ACT_SPUN};
+			add_u64(&acts, &sk, w.spun, DROP_HOLDERS_FULL);
 		}
 		if (ret == 0 && ts->own.lock == lock) {
 			ts->own.acquired = now;

@@ -83,6 +83,7 @@ enum agg_activity {
 	ACT_NESTED = 4,  /* detail: the other lock it waited on */
 	ACT_HANDOFF = 5, /* holder 0: released, the next holder not yet running */
 	ACT_UNKNOWN = 6, /* holder 0 (or the holder, for the gaps of its history): detail says why */
+	ACT_SPUN = 7,    /* holder 0: the lock's waiters spun on a mutex (its owner ran), in all */
 };
 
 /* Why waiting has no known holder activity (ACT_UNKNOWN's detail). */

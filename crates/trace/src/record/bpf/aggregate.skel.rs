@@ -800,6 +800,8 @@ mod imp {
             pub flags: u32,
             pub waker: i32,
             pub queued: u32,
+            pub spin_since: u64,
+            pub spun: u64,
         }
         #[derive(Debug, Default, Copy, Clone)]
         #[repr(C)]
@@ -1496,5 +1498,5 @@ mod imp {
         }
     }
     #[unsafe(link_section = ".bpf.objs")]
-    static DATA: [u8; 163240] = *include_bytes!("aggregate.bpf.o");
+    static DATA: [u8; 165592] = *include_bytes!("aggregate.bpf.o");
 }

@@ -25,6 +25,10 @@ pub mod activity {
     pub const HANDOFF: u32 = 5;
     /// `detail`: one of [`super::unknown`].
     pub const UNKNOWN: u32 = 6;
+    /// Holder 0: the time the lock's waiters spun on it, a mutex's owner running
+    /// (`mutex_optimistic_spin` spins only while it is on a CPU). Not a split of the
+    /// waiting behind holds like the others: the maps keep how long waiters spun, not when.
+    pub const SPUN: u32 = 7;
 }
 
 /// Why waiting has no holder ([`activity::UNKNOWN`]'s detail).
