@@ -61,8 +61,9 @@ pub struct AggregateConfig {
     /// A thread group left out of an [`Subject::EveryTask`] subject (vmscale itself).
     pub exclude_tgid: u32,
     /// Kernel stacks each CPU may take per 10 ms (0: no limit): past it, a wait reuses the
-    /// stack its task last took on the same lock with the same flags, and a sleep its
-    /// task's last sleep stack (with nothing to reuse, one is still taken).
+    /// stack its task last took on the same lock with the same flags (at the same nesting
+    /// depth), and a sleep its task's last sleep stack (with nothing to reuse, one is still
+    /// taken).
     pub stack_budget: u32,
 }
 

@@ -65,7 +65,7 @@ const volatile bool sleep_stacks = true;
 const volatile bool wait_stacks = true;
 /* Kernel stacks each CPU may take per STACK_WINDOW_NS (0: no limit). A stack costs
  * microseconds; past the budget a wait reuses the stack its task last took on the same
- * lock with the same flags, and a sleep its task's last sleep stack (with nothing to
+ * lock with the same flags at the same nesting depth, and a sleep its task's last sleep stack (with nothing to
  * reuse, one is still taken), so a storm costs a bounded number of stacks per second. */
 const volatile __u32 stack_budget = 0;
 #define STACK_WINDOW_NS 10000000ULL
@@ -93,6 +93,12 @@ struct open_wait {
 	 * time its earlier spin phases took. */
 	__u64 spin_since;
 	__u64 spun;
+};
+
+struct stack_cache {
+	__u64 lock;
+	__u32 flags;
+	__s32 stack;
 };
 
 struct span {
@@ -139,10 +145,10 @@ struct task_state {
 	__u64 part_since;
 	__u64 part_detail;
 	__u64 comm[2];
-	/* The stack of the task's last wait that took one, and that wait's lock and flags. */
-	__u64 cached_lock;
-	__u32 cached_flags;
-	__s32 cached_stack;
+	/* Per nesting depth, the stack of the task's last wait there that took one, and that
+	 * wait's lock and flags (lock 0: none): a slow path's inner spinlock (an rwsem's
+	 * wait_lock) would otherwise evict the outer lock's stack at every wait. */
+	struct stack_cache cached[MAX_NEST];
 	/* The stack of the task's last sleep that took one. */
 	__s32 last_sleep_stack;
 	struct open_wait waits[MAX_NEST];
@@ -525,7 +531,6 @@ static __always_inline struct task_state *state_of(struct task_struct *t, __u64 
 		ts->epoch = e;
 		ts->pid = pid;
 		ts->sleep_stack = -1;
-		ts->cached_stack = -1;
 		ts->last_sleep_stack = -1;
 		ts->subject = is_subject_pid(pid, t->tgid);
 		ts->part_since = now;
@@ -904,17 +909,16 @@ int BPF_PROG(on_contention_begin, void *lock_ptr, unsigned int flags)
 		/* Every stack taken counts against the budget; past it, a wait with nothing to
 		 * reuse still takes one, since a wait without a stack has no lock name. */
 		bool allowed = stack_allowed(now);
-		bool cached = ts->cached_lock == lock && ts->cached_flags == flags &&
-			      ts->cached_stack >= 0;
-		if (cached && !allowed) {
-			stack = ts->cached_stack;
+		struct stack_cache *c = &ts->cached[keep & (MAX_NEST - 1)];
+		if (!allowed && c->lock == lock && c->flags == flags) {
+			stack = c->stack;
 			count(&seen, SEEN_STACKS_REUSED, 1);
 		} else {
 			stack = take_stack(ctx);
 			if (stack >= 0) {
-				ts->cached_lock = lock;
-				ts->cached_flags = flags;
-				ts->cached_stack = stack;
+				c->lock = lock;
+				c->flags = flags;
+				c->stack = stack;
 			}
 		}
 	}

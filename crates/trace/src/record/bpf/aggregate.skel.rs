@@ -778,16 +778,21 @@ mod imp {
             pub part_since: u64,
             pub part_detail: u64,
             pub comm: [u64; 2],
-            pub cached_lock: u64,
-            pub cached_flags: u32,
-            pub cached_stack: i32,
+            pub cached: [stack_cache; 4],
             pub last_sleep_stack: i32,
-            pub __pad_92: [u8; 4],
+            pub __pad_140: [u8; 4],
             pub waits: [open_wait; 4],
             pub ring: [span; 8],
             pub own: own_wait,
             pub ipi_ts: [u64; 16],
             pub wakees: [wakee; 4],
+        }
+        #[derive(Debug, Default, Copy, Clone)]
+        #[repr(C)]
+        pub struct stack_cache {
+            pub lock: u64,
+            pub flags: u32,
+            pub stack: i32,
         }
         #[derive(Debug, Default, Copy, Clone)]
         #[repr(C)]
@@ -1498,5 +1503,5 @@ mod imp {
         }
     }
     #[unsafe(link_section = ".bpf.objs")]
-    static DATA: [u8; 165592] = *include_bytes!("aggregate.bpf.o");
+    static DATA: [u8; 165688] = *include_bytes!("aggregate.bpf.o");
 }
