@@ -433,6 +433,12 @@ impl Recorded {
     /// Each of the first three findings that is time on a CPU, asleep or runnable says
     /// what makes up at least 70% of it: the code paths, the wakers, the CPUs' holders.
     pub fn unexplained(&self) -> Vec<String> {
+        // An aggregated recording takes no on-CPU samples and keeps no owners of the CPUs a
+        // runnable task waited for, so its on-CPU and runnable findings cannot say what
+        // they are made of: corpus_aggregate.rs checks the cause, lock and holder only.
+        if self.run["trace"]["aggregate"].is_object() {
+            return Vec::new();
+        }
         let verdict = self.run["verdict"].as_array().expect("a verdict");
         verdict
             .iter()
