@@ -542,6 +542,12 @@ impl Recorded {
     /// section), each of which the finding must say somewhere, in its summary, its holder
     /// or what it is made of.
     pub fn unnamed(&self, finding: &Value) -> Vec<String> {
+        // What makes up a finding comes from on-CPU samples and the streamed sleeps' wakers
+        // and chains, which an aggregated recording does not keep: corpus_aggregate.rs
+        // checks the cause, lock and holder only.
+        if self.run["trace"]["aggregate"].is_object() {
+            return Vec::new();
+        }
         let mut said: Vec<&str> = vec![
             finding["summary"].as_str().unwrap_or_default(),
             finding["holder"].as_str().unwrap_or_default(),
