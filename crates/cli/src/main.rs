@@ -13,6 +13,11 @@ use args::{Cli, Command};
 
 fn main() {
     let cli = parse_or_exit();
+    // The teardown holder is vmscale's own child, ended by its parent; it keeps the
+    // default actions.
+    if !matches!(cli.command, Command::TeardownHolder(_)) {
+        interrupt::install();
+    }
     let outcome = match cli.command {
         Command::Tour(args) => commands::tour::tour(&args),
         Command::List => commands::list::list(),

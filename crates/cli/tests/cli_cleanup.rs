@@ -1,5 +1,6 @@
 //! Signals, on the real kernel: every scenario and `record`, interrupted by a Ctrl-C to the
-//! whole process group (as a terminal sends it) and by a SIGTERM to vmscale alone. Each
+//! whole process group (as a terminal sends it) and by a SIGTERM or SIGHUP to vmscale
+//! alone; an export interrupted and killed half-way through its file. Each
 //! run must end with exit 130 and one line, leave no tracefs instance, no process and (for
 //! scenarios) no run directory; `record` keeps its trace, marked. A SIGKILLed run's leftovers
 //! are listed by `doctor` and removed by `doctor --cleanup`. Runs alone in its own test
@@ -119,10 +120,12 @@ const SCENARIOS: &[(&str, &[&str])] = &[
 ];
 
 /// How a signal reaches vmscale: the terminal's Ctrl-C goes to the whole process group,
-/// `kill` to vmscale alone.
+/// `kill` to vmscale alone; a terminal that closes (a dropped ssh session) sends SIGHUP,
+/// which must end a run as cleanly as SIGTERM does.
 const SIGNALS: &[(i32, bool, &str)] = &[
     (libc::SIGINT, true, "Ctrl-C"),
     (libc::SIGTERM, false, "SIGTERM"),
+    (libc::SIGHUP, false, "SIGHUP"),
 ];
 
 fn send(child: &Child, signal: i32, to_group: bool) {
@@ -136,7 +139,7 @@ fn send(child: &Child, signal: i32, to_group: bool) {
 }
 
 #[test]
-fn every_scenario_stops_cleanly_on_ctrl_c_and_sigterm() {
+fn every_scenario_stops_cleanly_on_ctrl_c_sigterm_and_sighup() {
     assert!(
         Path::new(INSTANCES).exists(),
         "tracefs is not mounted at /sys/kernel/tracing"
@@ -311,4 +314,114 @@ fn a_killed_runs_leftovers_are_listed_by_doctor_and_removed_by_cleanup() {
         0,
         "partial directory survived"
     );
+}
+
+/// A traced zap run in `out`, small and quick.
+fn small_run(out: &Path) -> std::path::PathBuf {
+    let o = vmscale()
+        .args([
+            "run", "zap", "--vcpus", "1", "--repeat", "3", "--quiet", "--out",
+        ])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    only_run_dir(out)
+}
+
+/// Hidden files in `dir`: temporary outputs.
+fn hidden(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect()
+}
+
+/// Starts `vmscale export --dat RUN -o TARGET` and waits until its temporary file exists.
+fn start_export(run: &Path, target: &Path) -> Child {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vmscale"))
+        .args(["export", "--dat"])
+        .arg(run)
+        .arg("-o")
+        .arg(target)
+        .process_group(0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let dir = target.parent().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while hidden(dir).is_empty() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("export ended before writing: {status}");
+        }
+        assert!(Instant::now() < deadline, "export never started writing");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child
+}
+
+#[test]
+fn an_interrupted_export_leaves_nothing_and_a_killed_ones_file_is_removed_later() {
+    let out = scratch("signal-export");
+    let _removed = RemovedOnDrop(out.clone());
+    let small = small_run(&out.join("small"));
+    let big = small_run(&out.join("big"));
+    // 512 MiB of holes: an export that runs long enough to be interrupted.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(big.join("trace/cpu0.raw"))
+        .unwrap()
+        .set_len(512 << 20)
+        .unwrap();
+    let targets = out.join("targets");
+    std::fs::create_dir_all(&targets).unwrap();
+    let target = targets.join("big.dat");
+    for &(signal, to_group, how) in SIGNALS {
+        let child = start_export(&big, &target);
+        send(&child, signal, to_group);
+        let output = child.wait_with_output().unwrap();
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(130), "{how}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{how}: {err}");
+        assert!(err.contains("interrupted"), "{how}: {err}");
+        assert_eq!(hidden(&targets), Vec::<String>::new(), "{how}: left behind");
+        assert!(
+            !target.exists(),
+            "{how}: an unfinished export under its name"
+        );
+    }
+    // SIGKILL runs nothing: the temporary file stays, doctor lists it, --cleanup removes it.
+    let doctor = |cleanup: bool| {
+        let mut command = vmscale();
+        command.arg("doctor").arg("--out").arg(&targets);
+        if cleanup {
+            command.arg("--cleanup");
+        }
+        stdout(&command.output().unwrap())
+    };
+    for later in ["doctor", "export"] {
+        let mut child = start_export(&big, &target);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let left = hidden(&targets);
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert!(doctor(false).contains(&left[0]), "{}", doctor(false));
+        if later == "doctor" {
+            assert!(doctor(true).contains(&left[0]));
+        } else {
+            // The next export into the same directory removes it.
+            let o = vmscale()
+                .args(["export", "--dat"])
+                .arg(&small)
+                .arg("-o")
+                .arg(targets.join("small.dat"))
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", stderr(&o));
+        }
+        assert_eq!(hidden(&targets), Vec::<String>::new(), "after {later}");
+    }
 }

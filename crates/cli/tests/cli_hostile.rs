@@ -352,3 +352,100 @@ fn a_full_disk_leaves_no_run_that_looks_finished() {
         .collect();
     assert!(left.is_empty(), "left on the full disk: {left:?}");
 }
+
+/// A small traced run in `out`, for the commands that read one.
+fn traced_run(out: &Path) -> PathBuf {
+    let o = vmscale()
+        .args([
+            "run", "zap", "--vcpus", "1", "--repeat", "3", "--quiet", "--out",
+        ])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    only_run_dir(out)
+}
+
+#[test]
+fn outputs_never_replace_what_is_not_a_regular_file() {
+    use std::os::unix::fs::FileTypeExt;
+    let out = scratch("hostile-outputs");
+    let _removed = RemovedOnDrop(out.clone());
+    let run = traced_run(&out);
+    let targets = scratch("hostile-output-targets");
+    let _removed_targets = RemovedOnDrop(targets.clone());
+    std::fs::create_dir_all(targets.join("dir")).unwrap();
+    let fifo = targets.join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates a node.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    std::os::unix::fs::symlink("/dev/null", targets.join("to-device")).unwrap();
+    std::os::unix::fs::symlink(targets.join("dir"), targets.join("to-dir")).unwrap();
+    let cases: [(PathBuf, &str); 5] = [
+        (PathBuf::from("/dev/null"), "a character device"),
+        (targets.join("dir"), "a directory"),
+        (fifo.clone(), "a FIFO"),
+        (
+            targets.join("to-device"),
+            "a symbolic link to a character device",
+        ),
+        (targets.join("to-dir"), "a symbolic link to a directory"),
+    ];
+    for (target, what) in &cases {
+        for command in [
+            vec!["export", "--dat"],
+            vec!["export", "--dat", "--compression", "zstd"],
+            vec!["export", "--perfetto"],
+        ] {
+            let o = output_within(
+                vmscale().args(&command).arg(&run).arg("-o").arg(target),
+                Duration::from_secs(60),
+            );
+            no_panic(&o);
+            one_line_failure(&o, 2, what);
+        }
+        let o = output_within(
+            vmscale()
+                .arg("compare")
+                .arg(&run)
+                .arg(&run)
+                .arg("--html")
+                .arg(target),
+            Duration::from_secs(60),
+        );
+        no_panic(&o);
+        one_line_failure(&o, 2, what);
+    }
+    assert!(std::fs::metadata("/dev/null")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    assert_eq!(std::fs::read_dir(targets.join("dir")).unwrap().count(), 0);
+    // A symbolic link to a regular file is followed: the file is replaced, the link kept.
+    let real = targets.join("real.dat");
+    std::fs::write(&real, b"old").unwrap();
+    std::os::unix::fs::symlink(&real, targets.join("link.dat")).unwrap();
+    let o = vmscale()
+        .args(["export", "--dat"])
+        .arg(&run)
+        .arg("-o")
+        .arg(targets.join("link.dat"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::symlink_metadata(targets.join("link.dat"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(std::fs::read(&real)
+        .unwrap()
+        .starts_with(b"\x17\x08\x44tracing"));
+    let temporaries: Vec<_> = std::fs::read_dir(&targets)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(temporaries.is_empty(), "{temporaries:?}");
+}

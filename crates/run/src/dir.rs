@@ -37,6 +37,8 @@ pub struct RunDir {
     base: PathBuf,
     stem: String,
     published: bool,
+    /// The directory under its temporary name, for an exit that skips `Drop`.
+    registered: Option<crate::cleanup::Registered>,
 }
 
 /// `2026-11-22T09:05:07Z` -> `20261122T090507Z`: sorts by time and has no characters that
@@ -70,13 +72,16 @@ impl RunDir {
         let owner = ProcessStamp::current();
         for attempt in 1..1000 {
             let path = base.join(format!("{PARTIAL_PREFIX}{owner}-{stem}-{attempt}"));
-            match std::fs::create_dir(&path) {
-                Ok(()) => {
+            match crate::cleanup::create(crate::cleanup::Kind::Tree, &path, |p| {
+                std::fs::create_dir(p)
+            }) {
+                Ok(((), registered)) => {
                     return Ok(RunDir {
                         path,
                         base: base.to_path_buf(),
                         stem,
                         published: false,
+                        registered: Some(registered),
                     })
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -99,7 +104,13 @@ impl RunDir {
                 format!("{}-{attempt}", self.stem)
             };
             let target = self.base.join(name);
-            match rename_no_replace(&self.path, &target) {
+            // Under the registry's lock, and forgotten there once renamed: an exit path
+            // never removes a published run.
+            let from = &self.path;
+            let renamed = crate::cleanup::settle_on_success(&mut self.registered, || {
+                rename_no_replace(from, &target)
+            });
+            match renamed {
                 Ok(()) => {
                     self.path = target;
                     self.published = true;
@@ -125,7 +136,15 @@ impl RunDir {
 impl Drop for RunDir {
     fn drop(&mut self) {
         if !self.published {
-            let _ = std::fs::remove_dir_all(&self.path);
+            // Descriptors may be what ran out: removing a tree needs some.
+            crate::cleanup::release_fds();
+            let remove = || {
+                let _ = std::fs::remove_dir_all(&self.path);
+            };
+            match self.registered.take() {
+                Some(registered) => crate::cleanup::settle(registered, remove),
+                None => remove(),
+            }
         }
     }
 }
@@ -163,51 +182,18 @@ fn rename_no_replace(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::rename(from, to)
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so
-/// a crash or a full disk never leaves a half-written file under the final name.
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename
+/// ([`crate::output::write_file`]), so a crash or a full disk never leaves a half-written
+/// file under the final name, and nothing but a regular file is ever replaced.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = temp_beside(path)?;
-    let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    match crate::output::write_file(path, bytes) {
+        Ok(_) => Ok(()),
+        Err(crate::output::OutputError::Io { source, .. }) => Err(source),
+        Err(refused) => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            refused.to_string(),
+        )),
     }
-    result
-}
-
-/// A hidden temporary name in `path`'s directory, for writing a file that is renamed to
-/// `path` only once complete.
-pub fn temp_beside(path: &Path) -> std::io::Result<PathBuf> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| std::io::Error::other(format!("{}: not a file name", path.display())))?;
-    Ok(path.with_file_name(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    )))
-}
-
-/// Runs `write` on a temporary file beside `path` and renames it to `path` if it succeeds;
-/// on failure the temporary file is removed and `path` is untouched.
-pub fn write_through_temp<T, E: From<std::io::Error>>(
-    path: &Path,
-    write: impl FnOnce(&Path) -> Result<T, E>,
-) -> Result<T, E> {
-    let tmp = temp_beside(path)?;
-    let result = write(&tmp).and_then(|value| {
-        std::fs::rename(&tmp, path)?;
-        Ok(value)
-    });
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }
 
 /// The owner of a temporary run directory name, if it is one.

@@ -9,16 +9,21 @@
 //! - [`neighbours`]: which processes (other vmscale runs above all) shared the host.
 //! - [`bounded`]: reading untrusted input files (regular files only, at most N bytes).
 //! - [`dir`]: `vmscale-runs/<UTC>-<scenario>/` and loading a run from it.
+//! - [`output`]: writing an output file without destroying what is at its path.
+//! - [`cleanup`]: what must not outlive vmscale (temporaries, unfinished runs, tracefs
+//!   instances) and the reserves its failure paths need.
 //! - [`owner`]: which process made a run directory or tracefs instance, to tell a killed
 //!   run's leftovers from a live run's work.
 
 pub mod bounded;
+pub mod cleanup;
 pub mod dir;
 pub mod findings;
 pub mod growth;
 pub mod host;
 pub mod load;
 pub mod neighbours;
+pub mod output;
 pub mod owner;
 pub mod runs;
 pub mod schema;

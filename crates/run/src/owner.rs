@@ -16,15 +16,27 @@ pub struct ProcessStamp {
 }
 
 impl ProcessStamp {
-    /// This process.
+    /// This process. Read once (per process: a forked child reads its own), so that it is
+    /// known also when file descriptors have run out and /proc cannot be opened.
     pub fn current() -> ProcessStamp {
+        static CURRENT: std::sync::Mutex<Option<ProcessStamp>> = std::sync::Mutex::new(None);
         let pid = std::process::id();
-        ProcessStamp {
-            pid,
-            // /proc/self is always readable by its own process; 0 only on a system without
-            // /proc, where no later run can check liveness either.
-            start_ticks: process_start_ticks(pid).unwrap_or(0),
+        let mut current = CURRENT.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(stamp) = *current {
+            if stamp.pid == pid {
+                return stamp;
+            }
         }
+        // /proc/self is readable by its own process; 0 only on a system without /proc (or
+        // with no descriptor left), where no later run can check liveness either.
+        let stamp = ProcessStamp {
+            pid,
+            start_ticks: process_start_ticks(pid).unwrap_or(0),
+        };
+        if stamp.start_ticks != 0 {
+            *current = Some(stamp);
+        }
+        stamp
     }
 
     /// Parses `<pid>-<start>` as written by [`fmt::Display`].

@@ -14,7 +14,8 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
 
 use serde::{Deserialize, Serialize};
 use vmscale_kvm::TeardownTimes;
@@ -302,7 +303,7 @@ pub fn holder(args: &HolderArgs) -> Result<(), Error> {
     // A terminal's Ctrl-C reaches the whole process group. The parent decides what an
     // interruption means and ends its holders itself (SIGKILL, or closing their stdin), so
     // a holder dying first would only turn an interruption into a holder failure.
-    for signal in [libc::SIGINT, libc::SIGTERM] {
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: SIG_IGN installs no handler code; it only changes the disposition.
         unsafe { libc::signal(signal, libc::SIG_IGN) };
     }
@@ -385,6 +386,7 @@ struct Holder {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
+    stderr: Option<ChildStderr>,
 }
 
 impl Holder {
@@ -416,29 +418,67 @@ impl Holder {
             ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            // Its error, if it fails, becomes part of vmscale's one line.
+            .stderr(Stdio::piped());
         if !knobs.touch {
             command.arg("--untouched");
         }
+        // SAFETY: runs in the forked child before exec and calls only signal(2), which is
+        // async-signal-safe; it allocates nothing and takes no lock.
+        unsafe {
+            command.pre_exec(|| {
+                // Ignored from before exec (a disposition exec keeps), so a Ctrl-C or a
+                // hang-up that reaches the whole group never ends a holder that is still
+                // starting; its parent ends it.
+                for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                    libc::signal(signal, libc::SIG_IGN);
+                }
+                Ok(())
+            })
+        };
         let mut child = command
             .spawn()
             .map_err(|e| Error::Usage(format!("cannot start {}: {e}", exe.display())))?;
         let stdin = child.stdin.take().expect("piped");
         let stdout = BufReader::new(child.stdout.take().expect("piped"));
+        let stderr = child.stderr.take();
         let mut holder = Holder {
             child,
             stdin,
             stdout,
+            stderr,
         };
         let line = holder.read_line()?;
         if line.trim() != "ready" {
-            let _ = holder.child.kill();
-            let _ = holder.child.wait();
-            return Err(Error::Usage(format!(
-                "teardown holder did not get ready (said {line:?})"
-            )));
+            return Err(holder.failed("did not get ready"));
         }
         Ok(holder)
+    }
+
+    /// Why the holder failed, in one line: its own error (it exits 2 for a request the host
+    /// cannot satisfy, such as too little memory), or how it ended.
+    fn failed(&mut self, what: &str) -> Error {
+        use std::io::Read;
+        let _ = self.child.kill();
+        let status = self.child.wait();
+        let mut said = String::new();
+        if let Some(stderr) = self.stderr.take() {
+            let _ = stderr.take(16 << 10).read_to_string(&mut said);
+        }
+        let said = said
+            .lines()
+            .map(str::trim)
+            .rfind(|l| !l.is_empty())
+            .map(|l| l.strip_prefix("vmscale: error: ").unwrap_or(l).to_string());
+        let message = match (&said, &status) {
+            (Some(said), _) => format!("teardown holder {what}: {said}"),
+            (None, Ok(status)) => format!("teardown holder {what} ({status})"),
+            (None, Err(e)) => format!("teardown holder {what}: {e}"),
+        };
+        match status.ok().and_then(|s| s.code()) {
+            Some(2) => Error::Usage(message),
+            _ => Error::Host(message),
+        }
     }
 
     fn read_line(&mut self) -> Result<String, Error> {
@@ -462,9 +502,9 @@ impl Holder {
         let status = self
             .child
             .wait()
-            .map_err(|e| Error::Usage(format!("teardown holder: {e}")))?;
+            .map_err(|e| Error::Host(format!("teardown holder: {e}")))?;
         if !status.success() {
-            return Err(Error::Usage(format!("teardown holder failed: {status}")));
+            return Err(self.failed("failed"));
         }
         Ok(serde_json::from_str(line.trim()).ok())
     }

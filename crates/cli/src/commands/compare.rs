@@ -23,6 +23,10 @@ pub fn compare(
     format: vmscale_report::Format,
     html: Option<&Path>,
 ) -> Result<(), Failure> {
+    // A path that cannot take the page is refused before the work.
+    if let Some(path) = html {
+        vmscale_run::output::check_target(path).map_err(crate::commands::export::output_failure)?;
+    }
     let a = vmscale_run::load_run(a_path)?;
     let b = vmscale_run::load_run(b_path)?;
     if let Some(why) = compare::incomparable(&a, &b) {
@@ -38,8 +42,8 @@ pub fn compare(
     crate::console::out!("{}", comparison.render(format))?;
     if let Some(path) = html {
         let page = vmscale_report::html::render_compare_html(&a, &b, &comparison);
-        vmscale_run::dir::write_atomically(path, page.as_bytes())
-            .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", path.display())))?;
+        vmscale_run::output::write_file(path, page.as_bytes())
+            .map_err(crate::commands::export::output_failure)?;
         crate::console::note!("comparison page: {}", path.display());
     }
     match fail_above_pct.map(|limit| comparison.gate(limit / 100.0)) {

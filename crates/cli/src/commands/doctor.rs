@@ -54,6 +54,7 @@ pub fn doctor(cleanup: bool, out: &Path) -> Result<(), Failure> {
     }
     stale_instances(cleanup)?;
     unfinished_runs(cleanup, out)?;
+    unfinished_outputs(cleanup, out)?;
     let failed = checks.iter().filter(|c| c.verdict == Verdict::Fail).count();
     if failed > 0 {
         return Err(Failure::runtime(format!(
@@ -142,6 +143,45 @@ fn unfinished_runs(cleanup: bool, out: &Path) -> Result<(), Failure> {
             stale.join(", ")
         )
     }
+}
+
+/// Temporary files of killed writers (an export, a comparison page, a run's own files)
+/// where outputs land under `out`, and scratch directories of killed reports.
+fn unfinished_outputs(cleanup: bool, out: &Path) -> Result<(), Failure> {
+    use vmscale_run::output;
+    let mut stale: Vec<std::path::PathBuf> = Vec::new();
+    for dir in output::output_dirs(out) {
+        stale.extend(output::stale_temporaries(&dir).unwrap_or_default());
+    }
+    stale.extend(output::stale_scratch_dirs().unwrap_or_default());
+    if stale.is_empty() {
+        return outln!("ok    outputs    no unfinished output files");
+    }
+    let names = || {
+        stale
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !cleanup {
+        return outln!(
+            "note  outputs    unfinished output files of killed runs: {} (remove them with `vmscale doctor --cleanup`)",
+            names()
+        );
+    }
+    for path in &stale {
+        let removed = if path.is_dir() {
+            std::fs::remove_dir_all(path)
+        } else {
+            std::fs::remove_file(path)
+        };
+        removed.map_err(|e| Failure::runtime(format!("cannot remove {}: {e}", path.display())))?;
+    }
+    outln!(
+        "ok    cleanup    removed unfinished output files {}",
+        names()
+    )
 }
 
 fn is_root() -> bool {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use vmscale_export::dat::{write_dat, Compression};
 use vmscale_export::perfetto::write_perfetto;
-use vmscale_run::dir::write_through_temp;
+use vmscale_run::output::{OutputError, OutputFile};
 use vmscale_run::RunRecord;
 
 use crate::failure::Failure;
@@ -87,16 +87,15 @@ fn export_samples(run: &Path, out: Option<PathBuf>, pprof: bool) -> Result<(), F
         0 => String::new(),
         n => format!("; {n} sample records were lost (see the run's warnings)"),
     };
-    write_through_temp(&target, |tmp| {
-        let file = std::fs::File::create(tmp).map_err(cannot)?;
-        let mut out = std::io::BufWriter::new(file);
-        if pprof {
-            vmscale_export::pprof::write_pprof(&profile, &mut out).map_err(cannot)?;
-        } else {
-            profile.write_folded(&mut out).map_err(cannot)?;
-        }
-        std::io::Write::flush(&mut out).map_err(cannot)
-    })?;
+    let (output, file) = OutputFile::create(&target).map_err(output_failure)?;
+    let mut sink = std::io::BufWriter::new(file);
+    if pprof {
+        vmscale_export::pprof::write_pprof(&profile, &mut sink).map_err(cannot)?;
+    } else {
+        profile.write_folded(&mut sink).map_err(cannot)?;
+    }
+    let file = sink.into_inner().map_err(|e| cannot(e.into_error()))?;
+    output.commit(file).map_err(output_failure)?;
     let open = if pprof {
         format!("open it with `go tool pprof -http=: {}`", target.display())
     } else {
@@ -140,6 +139,15 @@ fn traced(run: &Path) -> Result<Traced, Failure> {
     })
 }
 
+/// An output path that cannot be written: refused (not a regular file, exit 2) or failed.
+pub(crate) fn output_failure(e: OutputError) -> Failure {
+    if e.is_refusal() {
+        Failure::usage(e.to_string())
+    } else {
+        Failure::runtime(e.to_string())
+    }
+}
+
 fn export_perfetto(run: &Path, out: Option<PathBuf>) -> Result<(), Failure> {
     let Traced {
         record,
@@ -147,12 +155,14 @@ fn export_perfetto(run: &Path, out: Option<PathBuf>) -> Result<(), Failure> {
         trace_dir,
     } = traced(run)?;
     let target = out.unwrap_or_else(|| run_dir.join("trace.perfetto-trace"));
-    let summary = write_through_temp(&target, |tmp| {
-        let file = std::fs::File::create(tmp)
-            .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", target.display())))?;
-        write_perfetto(&trace_dir, Some(&record), std::io::BufWriter::new(file))
-            .map_err(|e| Failure::runtime(format!("cannot export {}: {e}", trace_dir.display())))
+    let (output, file) = OutputFile::create(&target).map_err(output_failure)?;
+    let mut sink = std::io::BufWriter::new(file);
+    let summary = write_perfetto(&trace_dir, Some(&record), &mut sink)
+        .map_err(|e| Failure::runtime(format!("cannot export {}: {e}", trace_dir.display())))?;
+    let file = sink.into_inner().map_err(|e| {
+        Failure::runtime(format!("cannot write {}: {}", target.display(), e.error()))
     })?;
+    output.commit(file).map_err(output_failure)?;
     crate::console::note!(
         "wrote {} ({} packets, {} tracks, {} slices, {} instants, {} flows): open it in ui.perfetto.dev",
         target.display(),
@@ -176,9 +186,9 @@ fn export_dat(run: &Path, out: Option<PathBuf>, compression: Option<&str>) -> Re
         run_dir, trace_dir, ..
     } = traced(run)?;
     let target = out.unwrap_or_else(|| run_dir.join(vmscale_run::dir::DAT_FILE));
-    let written = write_through_temp(&target, |tmp| {
-        write_dat(&trace_dir, tmp, compression)
-            .map_err(|e| Failure::runtime(format!("cannot export {}: {e}", trace_dir.display())))
+    let written = write_dat(&trace_dir, &target, compression).map_err(|e| match e {
+        vmscale_trace::dat::write::DatWriteError::Output(e) => output_failure(e),
+        e => Failure::runtime(format!("cannot export {}: {e}", trace_dir.display())),
     })?;
     let damaged = match written.corrupt_pages {
         0 => String::new(),

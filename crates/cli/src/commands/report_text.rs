@@ -65,10 +65,10 @@ pub fn import_text(
     format: vmscale_report::Format,
     options: &vmscale_report::Options,
 ) -> Result<(), Failure> {
-    let scratch = std::env::temp_dir().join(format!("vmscale-text-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&scratch);
-    let result = analyse(path, &scratch);
-    let _ = std::fs::remove_dir_all(&scratch);
+    let scratch = vmscale_run::output::ScratchDir::create()
+        .map_err(|e| Failure::runtime(format!("cannot create a scratch directory: {e}")))?;
+    let result = analyse(path, &scratch.path().join("trace"));
+    drop(scratch);
     crate::console::out!("{}", vmscale_report::render_with(&result?, format, options))?;
     Ok(())
 }

@@ -80,7 +80,7 @@ pub(crate) fn execute<M: Into<Measurement>>(
         RunDir::create(&output.out, scenario, &started_utc).map_err(|e| cannot_write(output, e))?;
     let recorded = (|| {
         let host = HostFacts::probe(kvm);
-        let interrupted = crate::interrupt::install();
+        let interrupted = crate::interrupt::cooperate();
         let mut session = TraceSession::start(trace, &dir.path, trace_config, subject)?;
         let bar = Bar::new(output.quiet);
         let watch = HostWatch::start();

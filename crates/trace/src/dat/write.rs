@@ -102,47 +102,36 @@ pub enum DatWriteError {
     BadClock(String),
     #[error("cpu {0} is beyond the {MAX_CPUS} CPUs a .dat file may describe")]
     TooManyCpus(u32),
+    /// The output path: refused (not a regular file) or not writable.
+    #[error(transparent)]
+    Output(#[from] vmscale_run::output::OutputError),
 }
 
-/// Writes the trace directory `dir` as a .dat file at `out`. The file appears only when it
-/// is complete: it is written beside `out` under a temporary name and renamed.
+/// Writes the trace directory `dir` as a .dat file at `out`, which must be absent or a
+/// regular file. The file appears only when it is complete: it is written beside `out`
+/// under a temporary name that no exit leaves behind, and renamed
+/// ([`vmscale_run::output::OutputFile`]).
 pub fn write_dat(
     dir: &Path,
     out: &Path,
     options: &DatWriteOptions,
 ) -> Result<Written, DatWriteError> {
-    let name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "trace.dat".into());
-    let partial = out.with_file_name(format!(".{name}.partial-{}", std::process::id()));
-    let write_error = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| DatWriteError::Write { path, source }
-    };
-    let result = (|| {
-        let file = File::create(&partial).map_err(write_error(&partial))?;
-        let mut sink = BufWriter::with_capacity(1 << 20, file);
-        let written = write_dat_to(dir, &mut sink, options).map_err(|e| match e {
-            // Name the file the user asked for, not the temporary one.
-            DatWriteError::Write { source, .. } => DatWriteError::Write {
-                path: out.to_path_buf(),
-                source,
-            },
-            other => other,
-        })?;
-        let file = sink.into_inner().map_err(|e| DatWriteError::Write {
+    let (output, file) = vmscale_run::output::OutputFile::create(out)?;
+    let mut sink = BufWriter::with_capacity(1 << 20, file);
+    let written = write_dat_to(dir, &mut sink, options).map_err(|e| match e {
+        // Name the file the user asked for, not the temporary one.
+        DatWriteError::Write { source, .. } => DatWriteError::Write {
             path: out.to_path_buf(),
-            source: e.into_error(),
-        })?;
-        file.sync_all().map_err(write_error(out))?;
-        std::fs::rename(&partial, out).map_err(write_error(out))?;
-        Ok(written)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&partial);
-    }
-    result
+            source,
+        },
+        other => other,
+    })?;
+    let file = sink.into_inner().map_err(|e| DatWriteError::Write {
+        path: out.to_path_buf(),
+        source: e.into_error(),
+    })?;
+    output.commit(file)?;
+    Ok(written)
 }
 
 /// Writes the trace directory `dir` as a .dat file into `out`, from its current position

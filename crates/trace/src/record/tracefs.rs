@@ -217,6 +217,8 @@ pub struct Instance {
     name: String,
     /// The kernel's events, listed once: they do not change while vmscale traces.
     events: std::sync::OnceLock<Vec<(String, String)>>,
+    /// The instance, for an exit that skips `Drop` (an allocation failure).
+    registered: Option<vmscale_run::cleanup::Registered>,
 }
 
 impl Instance {
@@ -231,19 +233,24 @@ impl Instance {
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
         let path = mount.join("instances").join(&name);
-        std::fs::create_dir(&path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::PermissionDenied => {
-                Error::NotRoot(format!("cannot create {}: {e}", path.display()))
-            }
-            _ => Error::Io {
-                path: path.display().to_string(),
-                source: e,
-            },
-        })?;
+        let ((), registered) =
+            vmscale_run::cleanup::create(vmscale_run::cleanup::Kind::TraceInstance, &path, |p| {
+                std::fs::create_dir(p)
+            })
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::PermissionDenied => {
+                    Error::NotRoot(format!("cannot create {}: {e}", path.display()))
+                }
+                _ => Error::Io {
+                    path: path.display().to_string(),
+                    source: e,
+                },
+            })?;
         let instance = Instance {
             path,
             name,
             events: std::sync::OnceLock::new(),
+            registered: Some(registered),
         };
         // A new instance starts with tracing on; nothing is enabled yet, but switch it off
         // before anything is so no setup noise is ever recorded.
@@ -414,8 +421,16 @@ impl Instance {
 
     /// Switches tracing off and removes the instance. The kernel tears down the instance's
     /// enabled events and triggers with it.
-    fn remove(&self) -> Result<(), Error> {
-        remove_instance_dir(&self.path)
+    fn remove(&mut self) -> Result<(), Error> {
+        // Descriptors may be what ran out: switching tracing off opens a file.
+        vmscale_run::cleanup::release_fds();
+        let path = &self.path;
+        match self.registered.take() {
+            Some(registered) => {
+                vmscale_run::cleanup::settle(registered, || remove_instance_dir(path))
+            }
+            None => remove_instance_dir(path),
+        }
     }
 }
 
