@@ -7,7 +7,6 @@
 //! waits by mode. Needs root, tracefs and /dev/kvm; fails (never skips) without.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 
 use vmscale_kvm::{GuestProgram, KvmSystem};
@@ -156,8 +155,7 @@ fn every_measured_memslot_ioctl_is_split_into_parts_that_add_up() {
     };
     let tid = gettid() as i32;
     let (points, analysis) = record("breakdown", |system, hook| {
-        let stop = AtomicBool::new(false);
-        vmscale_scenario::memslot::run(system, &knobs, &NoProgress, &Cancel(&stop), hook).unwrap()
+        vmscale_scenario::memslot::run(system, &knobs, &NoProgress, &Cancel::never(), hook).unwrap()
     });
     assert_eq!(analysis.missed_events, 0, "the trace lost events");
 
@@ -296,8 +294,7 @@ fn zap_shows_mmu_lock_write_waits_in_kvm_mmu_free_roots() {
     let analysis = loop {
         attempts += 1;
         let (_, analysis) = record("spinlocks", |system, hook| {
-            let stop = AtomicBool::new(false);
-            vmscale_scenario::zap::run(system, &knobs, &NoProgress, &Cancel(&stop), hook).unwrap()
+            vmscale_scenario::zap::run(system, &knobs, &NoProgress, &Cancel::never(), hook).unwrap()
         });
         let found = analysis
             .spinlocks

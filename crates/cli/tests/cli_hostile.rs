@@ -449,3 +449,161 @@ fn outputs_never_replace_what_is_not_a_regular_file() {
         .collect();
     assert!(temporaries.is_empty(), "{temporaries:?}");
 }
+
+/// A fake QEMU for `--qemu`: connects to the QMP socket vmscale gives it and then, as
+/// FAKE_QMP_MODE says, floods one endless line, trickles a byte every half second, or says
+/// nothing. It writes its pid to FAKE_QMP_PIDFILE first.
+const FAKE_QEMU: &str = r#"#!/usr/bin/env python3
+import os, socket, sys, time
+path = sys.argv[sys.argv.index("-qmp") + 1][len("unix:"):]
+with open(os.environ["FAKE_QMP_PIDFILE"], "w") as f:
+    f.write(str(os.getpid()))
+s = socket.socket(socket.AF_UNIX)
+s.connect(path)
+mode = os.environ["FAKE_QMP_MODE"]
+if mode == "flood":
+    chunk = b"x" * 65536
+    while True:
+        s.sendall(chunk)
+elif mode == "trickle":
+    while True:
+        s.sendall(b"{")
+        time.sleep(0.5)
+else:
+    time.sleep(3600)
+"#;
+
+/// Starts `run qemu-start` against the fake QEMU in `mode`; returns vmscale and the fake's
+/// pid once the fake has connected.
+fn start_fake_qemu(dir: &Path, mode: &str) -> (std::process::Child, i32) {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let fake = dir.join("fake-qemu");
+    if !fake.exists() {
+        std::fs::write(&fake, FAKE_QEMU).unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let pidfile = dir.join(format!("pid-{mode}"));
+    let _ = std::fs::remove_file(&pidfile);
+    let child = Command::new(env!("CARGO_BIN_EXE_vmscale"))
+        .args([
+            "run",
+            "qemu-start",
+            "--vcpus",
+            "1",
+            "--repeat",
+            "1",
+            "--no-trace",
+        ])
+        .args(["--quiet", "--qemu"])
+        .arg(&fake)
+        .arg("--out")
+        .arg(dir.join("out"))
+        .env("FAKE_QMP_MODE", mode)
+        .env("FAKE_QMP_PIDFILE", &pidfile)
+        .process_group(0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let pid = loop {
+        if let Some(pid) = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+        {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the fake QEMU never started");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // Connected and being read (or waited for).
+    std::thread::sleep(Duration::from_millis(300));
+    (child, pid)
+}
+
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists; nothing is delivered.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+#[test]
+fn a_qmp_peer_that_floods_is_refused_in_one_line_with_bounded_memory() {
+    let dir = scratch("hostile-qmp-flood");
+    let _removed = RemovedOnDrop(dir.clone());
+    std::fs::create_dir_all(&dir).unwrap();
+    let (child, qemu) = start_fake_qemu(&dir, "flood");
+    let vmscale = child.id();
+    let mut peak_kib = 0u64;
+    let start = Instant::now();
+    let mut child = child;
+    while child.try_wait().unwrap().is_none() {
+        let status = std::fs::read_to_string(format!("/proc/{vmscale}/status")).unwrap_or_default();
+        if let Some(kib) = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        {
+            peak_kib = peak_kib.max(kib);
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "still reading the flood"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let o = child.wait_with_output().unwrap();
+    no_panic(&o);
+    one_line_failure(&o, 1, "a line of more than 4 MiB");
+    assert!(
+        peak_kib < 200 << 10,
+        "vmscale grew to {peak_kib} KiB reading one line"
+    );
+    assert!(!alive(qemu), "the fake QEMU outlived the error");
+}
+
+#[test]
+fn a_signal_ends_a_wait_on_a_silent_or_trickling_qmp_peer_at_once() {
+    let dir = scratch("hostile-qmp-signals");
+    let _removed = RemovedOnDrop(dir.clone());
+    std::fs::create_dir_all(&dir).unwrap();
+    for mode in ["silent", "trickle"] {
+        for (signal, to_group, how) in [
+            (libc::SIGINT, true, "Ctrl-C"),
+            (libc::SIGTERM, false, "SIGTERM"),
+            (libc::SIGHUP, false, "SIGHUP"),
+        ] {
+            let (child, qemu) = start_fake_qemu(&dir, mode);
+            let target = if to_group {
+                -(child.id() as i32)
+            } else {
+                child.id() as i32
+            };
+            let sent = Instant::now();
+            // SAFETY: our own child or its process group; only a signal is sent.
+            assert_eq!(unsafe { libc::kill(target, signal) }, 0);
+            let mut child = child;
+            while child.try_wait().unwrap().is_none() {
+                assert!(
+                    sent.elapsed() < Duration::from_secs(10),
+                    "{mode} after {how}: still running"
+                );
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            let took = sent.elapsed();
+            let o = child.wait_with_output().unwrap();
+            let case = format!("{mode} after {how}");
+            no_panic(&o);
+            one_line_failure(&o, 130, "interrupted");
+            assert!(took < Duration::from_secs(1), "{case}: {took:?} to exit");
+            assert!(!alive(qemu), "{case}: the fake QEMU outlived vmscale");
+            eprintln!("{case}: exit 130 after {took:?}");
+        }
+    }
+    assert!(
+        std::fs::read_dir(dir.join("out"))
+            .map(|d| d.count() == 0)
+            .unwrap_or(true),
+        "a run directory was left"
+    );
+}

@@ -46,6 +46,10 @@ pub enum Error {
     /// A guest did something it was not written to do.
     #[error("{0}")]
     Guest(String),
+    /// A signal asked vmscale to stop during a wait in setup ([`VmConfig::interrupt`]);
+    /// whatever was built has been torn down.
+    #[error("interrupted")]
+    Interrupted,
 }
 
 impl Error {

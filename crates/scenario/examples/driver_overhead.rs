@@ -1,8 +1,6 @@
 //! Prints what the memslot driver's timed loop costs with nothing behind it, next to a real
 //! direct update on the same host. Run through bench/driver-overhead.
 
-use std::sync::atomic::AtomicBool;
-
 use vmscale_kvm::{GuestProgram, KvmSystem};
 use vmscale_scenario::memslot::{self, MemslotKnobs, Strategy};
 use vmscale_scenario::{Cancel, NoPhaseHook, NoProgress};
@@ -36,12 +34,11 @@ fn main() {
         guest: GuestProgram::Halt,
         ..MemslotKnobs::default()
     };
-    let never = AtomicBool::new(false);
     let points = memslot::run(
         &system,
         &knobs,
         &NoProgress,
-        &Cancel(&never),
+        &Cancel::never(),
         &mut NoPhaseHook,
     )
     .unwrap();

@@ -376,7 +376,7 @@ fn one_point(
                     gate: &gate,
                     phases: &phases,
                     progress,
-                    cancel: cancel.0,
+                    cancel: &cancel.0,
                 };
                 let first_error = &first_error;
                 std::thread::Builder::new()
@@ -561,7 +561,7 @@ impl HolderJob<'_> {
     ) -> Result<(), Error> {
         self.gate.enter();
         let result = (0..self.share).try_for_each(|i| {
-            Cancel(self.cancel).check()?;
+            crate::check_flag(self.cancel)?;
             let eventfd = EventFd::new(EFD_NONBLOCK)
                 .map_err(|e| Error::Usage(format!("eventfd: {e} (file descriptor limit?)")))?;
             let gsi = i as u32 % IRQCHIP_GSIS;
@@ -586,7 +586,7 @@ impl HolderJob<'_> {
     ) -> Result<(), Error> {
         for (eventfd, gsi) in eventfds.drain(..) {
             // What is left is closed with `eventfds`, which KVM handles like a release.
-            Cancel(self.cancel).check()?;
+            crate::check_flag(self.cancel)?;
             let before = self.registered.fetch_sub(1, Ordering::Relaxed);
             let start = monotonic_ns();
             if self.release == Release::Deassign {

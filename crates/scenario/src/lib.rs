@@ -50,6 +50,7 @@ pub mod qemu;
 pub mod sched;
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use serde::Serialize;
 use vmscale_run::{KvmFacts, Point, RunRecord};
@@ -429,15 +430,35 @@ pub enum Error {
     #[error("{0}")]
     Usage(String),
     #[error(transparent)]
-    Kvm(#[from] vmscale_kvm::Error),
+    Kvm(vmscale_kvm::Error),
     /// The VMM a scenario drives (QEMU) is missing or failed.
     #[error(transparent)]
-    Vmm(#[from] vmscale_vmm::Error),
+    Vmm(vmscale_vmm::Error),
     /// The host lacks something the run needs (and the request itself was fine).
     #[error("{0}")]
     Host(String),
     #[error("interrupted")]
     Interrupted,
+}
+
+/// A wait the flag ended is the interruption itself, not a failure of KVM.
+impl From<vmscale_kvm::Error> for Error {
+    fn from(e: vmscale_kvm::Error) -> Error {
+        match e {
+            vmscale_kvm::Error::Interrupted => Error::Interrupted,
+            e => Error::Kvm(e),
+        }
+    }
+}
+
+/// A wait the flag ended is the interruption itself, not a failure of QEMU.
+impl From<vmscale_vmm::Error> for Error {
+    fn from(e: vmscale_vmm::Error) -> Error {
+        match e {
+            vmscale_vmm::Error::Interrupted => Error::Interrupted,
+            e => Error::Vmm(e),
+        }
+    }
 }
 
 impl Error {
@@ -481,17 +502,35 @@ pub(crate) fn as_u64(values: &[usize]) -> Vec<u64> {
     values.iter().map(|&v| v as u64).collect()
 }
 
-/// Set from a signal handler (Ctrl-C); scenarios poll it between samples so that VMs are
-/// dropped, and with them every vCPU thread and fd, before the process exits.
-pub struct Cancel<'a>(pub &'a AtomicBool);
+/// Set from a signal handler (Ctrl-C, SIGTERM, SIGHUP); scenarios poll it between samples,
+/// and every wait in setup (vCPUs starting, QEMU answering) polls it too, so that VMs are
+/// dropped, and with them every vCPU thread and fd, before the process exits. Shared, so
+/// that a VM or a QEMU can keep it for the waits it does itself.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(pub Arc<AtomicBool>);
 
-impl Cancel<'_> {
+impl Cancel {
+    /// A flag nothing sets (tests, examples).
+    pub fn never() -> Cancel {
+        Cancel::default()
+    }
+
     pub fn check(&self) -> Result<(), Error> {
-        if self.0.load(Ordering::Relaxed) {
-            Err(Error::Interrupted)
-        } else {
-            Ok(())
-        }
+        check_flag(&self.0)
+    }
+
+    /// The flag, for a VM or QEMU to keep.
+    pub fn flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.0)
+    }
+}
+
+/// [`Cancel::check`] of a bare flag.
+pub(crate) fn check_flag(flag: &AtomicBool) -> Result<(), Error> {
+    if flag.load(Ordering::Relaxed) {
+        Err(Error::Interrupted)
+    } else {
+        Ok(())
     }
 }
 

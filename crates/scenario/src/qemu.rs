@@ -150,7 +150,9 @@ pub(crate) fn sweep<O: Operation>(
     for &vcpus in &knobs.vcpus {
         cancel.check()?;
         progress.set_message(format!("QEMU with {vcpus} vCPUs"));
-        let mut qemu = Qemu::start(&operation.config(binary.clone(), vcpus))?;
+        let mut config = operation.config(binary.clone(), vcpus);
+        config.interrupt = Some(cancel.flag());
+        let mut qemu = Qemu::start(&config)?;
         expect_running(&mut qemu)?;
         let notes = notes(&mut qemu)?;
         operation.setup(&mut qemu)?;

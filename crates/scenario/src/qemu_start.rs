@@ -176,7 +176,8 @@ pub fn run(
                 "{} x QEMU with {vcpus} vCPUs, {mem_mib} MiB",
                 knobs.vms
             ));
-            let config = QemuConfig::new(binary.clone(), vcpus, mem_mib);
+            let mut config = QemuConfig::new(binary.clone(), vcpus, mem_mib);
+            config.interrupt = Some(cancel.flag());
             let label = format!(
                 "qemu-start vcpus={vcpus} mem={mem_mib}MiB vms={}",
                 knobs.vms

@@ -1,8 +1,6 @@
 //! The irqfd scenario on the host's real /dev/kvm, in process, so that what it leaves
 //! behind (threads, fds) can be counted. Alone in its binary for that reason.
 
-use std::sync::atomic::AtomicBool;
-
 use vmscale_kvm::KvmSystem;
 use vmscale_scenario::irqfd::{self, IrqfdKnobs, Release};
 use vmscale_scenario::{Cancel, NoPhaseHook, NoProgress};
@@ -18,7 +16,6 @@ fn task_count() -> usize {
 #[test]
 fn every_release_mode_registers_exactly_the_total_and_leaves_nothing() {
     let system = KvmSystem::open().unwrap_or_else(|e| panic!("needs /dev/kvm: {e}"));
-    let never = AtomicBool::new(false);
     let (fds, tasks) = (fd_count(), task_count());
     for (release, vms) in [
         (Release::Deassign, 3),
@@ -35,7 +32,7 @@ fn every_release_mode_registers_exactly_the_total_and_leaves_nothing() {
             &system,
             &knobs,
             &NoProgress,
-            &Cancel(&never),
+            &Cancel::never(),
             &mut NoPhaseHook,
         )
         .unwrap();

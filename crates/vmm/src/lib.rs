@@ -40,6 +40,9 @@ pub enum Error {
         /// "its last stderr line: ..." or "nothing on stderr".
         stderr: String,
     },
+    /// A signal asked vmscale to stop while it waited for QEMU; the caller tears it down.
+    #[error("interrupted")]
+    Interrupted,
 }
 
 impl Error {

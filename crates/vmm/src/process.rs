@@ -7,6 +7,7 @@ use std::os::unix::net::UnixListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -31,6 +32,9 @@ pub struct QemuConfig {
     pub start_paused: bool,
     /// Longest wait for QMP to come up, for one command's reply, and for QEMU to exit.
     pub timeout: Duration,
+    /// Set by a signal: every wait on this QEMU (its connection, a reply, an event, its
+    /// exit) ends within tens of milliseconds with [`Error::Interrupted`].
+    pub interrupt: Option<Arc<AtomicBool>>,
 }
 
 impl QemuConfig {
@@ -43,6 +47,7 @@ impl QemuConfig {
             maxmem_mib: 0,
             start_paused: false,
             timeout: Duration::from_secs(30),
+            interrupt: None,
         }
     }
 
@@ -102,6 +107,7 @@ pub struct Qemu {
     stderr: Arc<Mutex<StderrTail>>,
     stderr_reader: Option<JoinHandle<()>>,
     timeout: Duration,
+    interrupt: Option<Arc<AtomicBool>>,
     /// When `spawn` was called (CLOCK_MONOTONIC ns).
     spawned_ns: u64,
     // Last: removed after QEMU is gone.
@@ -184,6 +190,7 @@ impl Qemu {
             stderr,
             stderr_reader,
             timeout: config.timeout,
+            interrupt: config.interrupt.clone(),
             spawned_ns,
             _dir: dir,
         })
@@ -208,6 +215,9 @@ impl Qemu {
                     .map_err(|e| self.error(format!("accepting QEMU's QMP connection: {e}")))?;
                 break stream;
             }
+            if self.interrupted() {
+                return Err(Error::Interrupted);
+            }
             // QEMU connects early in its start-up; an exit before that is its own error.
             if let Some(status) = self.try_reap() {
                 return Err(self.error(format!(
@@ -222,8 +232,8 @@ impl Qemu {
             }
         };
         drop(listener);
-        let qmp =
-            Qmp::handshake(stream, self.timeout).map_err(|e| self.qmp_error("greeting", e))?;
+        let qmp = Qmp::handshake(stream, self.timeout, self.interrupt.clone())
+            .map_err(|e| self.qmp_error("greeting", e))?;
         let ready = crate::monotonic_ns() - self.spawned_ns;
         self.qmp = Some(qmp);
         Ok(ready)
@@ -238,6 +248,12 @@ impl Qemu {
 
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    fn interrupted(&self) -> bool {
+        self.interrupt
+            .as_ref()
+            .is_some_and(|flag| flag.load(Ordering::Relaxed))
     }
 
     pub fn command_line(&self) -> &str {
@@ -309,6 +325,7 @@ impl Qemu {
     }
 
     /// Blocks until QEMU exits (pidfd: woken at the exit, not by polling), then reaps it.
+    /// The wait looks at the interrupt flag every 20 ms.
     fn wait_exit(&mut self, timeout: Duration) -> Result<ExitStatus, Error> {
         let Some(child) = self.child.as_mut() else {
             return Err(self.error("QEMU was already reaped".into()));
@@ -317,17 +334,29 @@ impl Qemu {
         // own unreaped child, so it names this QEMU and no other process.
         let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0) };
         if pidfd >= 0 {
-            let mut fd = libc::pollfd {
-                fd: pidfd as i32,
-                events: libc::POLLIN,
-                revents: 0,
+            let deadline = Instant::now() + timeout;
+            let exited = loop {
+                if self.interrupted() {
+                    break Err(Error::Interrupted);
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break Ok(false);
+                }
+                let mut fd = libc::pollfd {
+                    fd: pidfd as i32,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                let millis = left.as_millis().clamp(1, 20) as i32;
+                // SAFETY: one valid pollfd on the pidfd opened above.
+                if unsafe { libc::poll(&mut fd, 1, millis) } > 0 {
+                    break Ok(true);
+                }
             };
-            let millis = timeout.as_millis().min(i32::MAX as u128) as i32;
-            // SAFETY: one valid pollfd on the pidfd opened above.
-            let ready = unsafe { libc::poll(&mut fd, 1, millis) };
             // SAFETY: closes the fd opened above, exactly once.
             unsafe { libc::close(pidfd as i32) };
-            if ready == 0 {
+            if !exited? {
                 return Err(self.error(format!("QEMU did not exit within {timeout:?} of quit")));
             }
         }
@@ -354,6 +383,9 @@ impl Qemu {
     }
 
     fn qmp_error(&mut self, command: &str, e: QmpError) -> Error {
+        if matches!(e, QmpError::Interrupted) {
+            return Error::Interrupted;
+        }
         let what = match &e {
             QmpError::Reply { .. } => format!("QMP {command} failed: {e}"),
             QmpError::Closed => {

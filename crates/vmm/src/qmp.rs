@@ -6,8 +6,10 @@
 //! write and read is the whole cost.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -26,16 +28,40 @@ pub enum QmpError {
     Reply { class: String, desc: String },
     #[error("unexpected QMP message: {0}")]
     Protocol(String),
+    /// A line longer than [`MAX_LINE_BYTES`]: no QMP reply vmscale asks for comes near it.
+    #[error("QEMU sent a line of more than {} MiB", MAX_LINE_BYTES >> 20)]
+    TooLong,
+    /// A signal asked vmscale to stop while it waited.
+    #[error("interrupted")]
+    Interrupted,
 }
 
+/// The longest QMP line accepted. vmscale's largest replies (query-memory-devices with 256
+/// DIMMs, query-migrate) are tens of KiB; a peer that never ends its line must not grow
+/// vmscale's memory without bound.
+pub const MAX_LINE_BYTES: usize = 4 << 20;
+
+/// Events queued while waiting for replies, at most; older ones are dropped beyond it, so
+/// a peer that floods events cannot grow memory either.
+pub const MAX_QUEUED_EVENTS: usize = 4096;
+
+/// How often a wait looks at its deadline and at the interrupt flag, however the bytes
+/// arrive (one at a time, or none).
+const POLL: Duration = Duration::from_millis(20);
+
 /// A connected QMP session, capabilities negotiated.
+///
+/// Every read is bounded: a line by [`MAX_LINE_BYTES`], a wait by its deadline (checked
+/// every [`POLL`] whether or not bytes trickle in), and by the interrupt flag, which ends
+/// any wait within [`POLL`].
 pub struct Qmp {
-    reader: BufReader<UnixStream>,
-    writer: UnixStream,
+    stream: UnixStream,
     next_id: u64,
     /// Events that arrived while waiting for a reply, oldest first.
     events: VecDeque<Value>,
-    line: String,
+    /// Bytes read and not yet consumed: the start of the next line(s).
+    pending: Vec<u8>,
+    interrupt: Option<Arc<AtomicBool>>,
 }
 
 /// One command's answer and how long the exchange took (write to parsed reply).
@@ -47,14 +73,18 @@ pub struct Reply {
 
 impl Qmp {
     /// Reads QEMU's greeting and negotiates capabilities; QEMU accepts commands after this.
-    pub fn handshake(stream: UnixStream, timeout: Duration) -> Result<Qmp, QmpError> {
-        let writer = stream.try_clone()?;
+    /// Every wait ends early, with [`QmpError::Interrupted`], once `interrupt` is set.
+    pub fn handshake(
+        stream: UnixStream,
+        timeout: Duration,
+        interrupt: Option<Arc<AtomicBool>>,
+    ) -> Result<Qmp, QmpError> {
         let mut qmp = Qmp {
-            reader: BufReader::new(stream),
-            writer,
+            stream,
             next_id: 0,
             events: VecDeque::new(),
-            line: String::new(),
+            pending: Vec::new(),
+            interrupt,
         };
         let deadline = Instant::now() + timeout;
         let greeting = qmp.read_message(deadline, timeout)?;
@@ -85,10 +115,13 @@ impl Qmp {
         text.push('\n');
         let start = Instant::now();
         let deadline = start + timeout;
-        self.writer.write_all(text.as_bytes())?;
+        self.write_all(text.as_bytes(), deadline, timeout)?;
         loop {
             let message = self.read_message(deadline, timeout)?;
             if message.get("event").is_some() {
+                if self.events.len() >= MAX_QUEUED_EVENTS {
+                    self.events.pop_front();
+                }
                 self.events.push_back(message);
                 continue;
             }
@@ -143,34 +176,90 @@ impl Qmp {
         self.events.clear();
     }
 
-    fn read_message(&mut self, deadline: Instant, timeout: Duration) -> Result<Value, QmpError> {
-        self.line.clear();
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(QmpError::Timeout(timeout));
-            }
-            self.reader.get_ref().set_read_timeout(Some(left))?;
-            match self.reader.read_line(&mut self.line) {
+    fn interrupted(&self) -> bool {
+        self.interrupt
+            .as_ref()
+            .is_some_and(|flag| flag.load(Ordering::Relaxed))
+    }
+
+    /// How long the next blocking call may wait: until the deadline, at most [`POLL`].
+    fn slice(&self, deadline: Instant, timeout: Duration) -> Result<Duration, QmpError> {
+        if self.interrupted() {
+            return Err(QmpError::Interrupted);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(QmpError::Timeout(timeout));
+        }
+        Ok(left.min(POLL))
+    }
+
+    /// Writes a command; a peer that stops reading cannot block it past the deadline.
+    fn write_all(
+        &mut self,
+        mut bytes: &[u8],
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<(), QmpError> {
+        while !bytes.is_empty() {
+            let slice = self.slice(deadline, timeout)?;
+            self.stream.set_write_timeout(Some(slice))?;
+            match self.stream.write(bytes) {
                 Ok(0) => return Err(QmpError::Closed),
-                // A line cut by the timeout stays in `line` and is completed by the next read.
-                Ok(_) if !self.line.ends_with('\n') => continue,
-                Ok(_) => break,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return Err(QmpError::Timeout(timeout))
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Ok(n) => bytes = &bytes[n..],
+                Err(e) if is_wait(&e) => {}
                 Err(e) => return Err(e.into()),
             }
         }
-        serde_json::from_str(self.line.trim_end())
-            .map_err(|e| QmpError::Protocol(format!("{e}: {}", self.line.trim_end())))
+        Ok(())
     }
+
+    /// The next line as JSON. The deadline and the interrupt flag are looked at every
+    /// [`POLL`] and after every read, so a peer that trickles bytes, floods one endless
+    /// line or goes silent ends the wait on time.
+    fn read_message(&mut self, deadline: Instant, timeout: Duration) -> Result<Value, QmpError> {
+        let mut scanned = 0;
+        let end = loop {
+            if let Some(at) = self.pending[scanned..].iter().position(|&b| b == b'\n') {
+                break scanned + at;
+            }
+            scanned = self.pending.len();
+            if scanned > MAX_LINE_BYTES {
+                return Err(QmpError::TooLong);
+            }
+            let slice = self.slice(deadline, timeout)?;
+            self.stream.set_read_timeout(Some(slice))?;
+            let mut chunk = [0u8; 64 << 10];
+            let room = chunk.len().min(MAX_LINE_BYTES + 1 - scanned);
+            match self.stream.read(&mut chunk[..room]) {
+                Ok(0) => return Err(QmpError::Closed),
+                Ok(n) => self.pending.extend_from_slice(&chunk[..n]),
+                Err(e) if is_wait(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
+        };
+        if end > MAX_LINE_BYTES {
+            return Err(QmpError::TooLong);
+        }
+        let line: Vec<u8> = self.pending.drain(..=end).collect();
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end();
+        serde_json::from_str(text).map_err(|e| {
+            let shown: String = text.chars().take(200).collect();
+            QmpError::Protocol(format!("{e}: {shown}"))
+        })
+    }
+}
+
+/// A read or write that found nothing to do within its slice (or a signal interrupted
+/// it): the loop looks at the deadline and the flag and goes on.
+fn is_wait(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock
+            | std::io::ErrorKind::TimedOut
+            | std::io::ErrorKind::Interrupted
+    )
 }
 
 /// A message cut to a readable length for an error line.
@@ -185,7 +274,7 @@ fn short(message: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Read;
+    use std::io::{BufRead, BufReader};
 
     /// A fake QEMU on the other end of a socket pair: the client's framing, id matching,
     /// event queueing and error replies, without a QEMU.
@@ -223,7 +312,7 @@ mod tests {
             r#"> {"error": {"class": "GenericError", "desc": "Duplicate ID 'd0'"}, "id": 3}"#,
         ]);
         let t = Duration::from_secs(5);
-        let mut qmp = Qmp::handshake(client, t).unwrap();
+        let mut qmp = Qmp::handshake(client, t, None).unwrap();
         let reply = qmp.execute("query-status", None, t).unwrap();
         assert_eq!(reply.value["status"], "running");
         let error = qmp
@@ -241,16 +330,127 @@ mod tests {
     #[test]
     fn silence_is_a_timeout_and_a_closed_socket_says_so() {
         let (client, server) = serve(&[r#"> {"QMP": {}}"#, "<"]);
-        let e = Qmp::handshake(client, Duration::from_millis(50))
+        let e = Qmp::handshake(client, Duration::from_millis(50), None)
             .err()
             .unwrap();
         assert!(matches!(e, QmpError::Timeout(_)), "{e}");
         drop(server);
         let (client, server) = UnixStream::pair().unwrap();
         drop(server);
-        let e = Qmp::handshake(client, Duration::from_secs(5))
+        let e = Qmp::handshake(client, Duration::from_secs(5), None)
             .err()
             .unwrap();
         assert!(matches!(e, QmpError::Closed), "{e}");
+    }
+
+    /// A fake QEMU that sends `greeting` and then runs `then` on its end of the socket.
+    fn peer(
+        then: impl FnOnce(UnixStream) + Send + 'static,
+    ) -> (UnixStream, std::thread::JoinHandle<()>) {
+        let (client, server) = UnixStream::pair().unwrap();
+        (client, std::thread::spawn(move || then(server)))
+    }
+
+    #[test]
+    fn an_endless_line_is_refused_at_the_limit_not_read_into_memory() {
+        let (client, server) = peer(|mut s| {
+            let junk = vec![b'x'; 1 << 20];
+            // Until the client hangs up: far more than the limit if it kept reading.
+            while s.write_all(&junk).is_ok() {}
+        });
+        let start = Instant::now();
+        let e = Qmp::handshake(client, Duration::from_secs(30), None)
+            .err()
+            .unwrap();
+        assert!(matches!(e, QmpError::TooLong), "{e}");
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn a_trickling_greeting_ends_at_the_deadline() {
+        let (client, server) = peer(|mut s| {
+            // One byte every 50 ms, never a whole line.
+            while s.write_all(b"{").is_ok() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let start = Instant::now();
+        let e = Qmp::handshake(client, Duration::from_millis(400), None)
+            .err()
+            .unwrap();
+        let took = start.elapsed();
+        assert!(matches!(e, QmpError::Timeout(_)), "{e}");
+        assert!(
+            took >= Duration::from_millis(400) && took < Duration::from_millis(900),
+            "{took:?}"
+        );
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn the_interrupt_flag_ends_a_silent_or_trickling_wait_at_once() {
+        for trickle in [false, true] {
+            let (client, server) = peer(move |mut s| {
+                if trickle {
+                    while s.write_all(b" ").is_ok() {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                } else {
+                    // Silent until the client hangs up.
+                    let _ = s.read(&mut [0u8; 1]);
+                }
+            });
+            let flag = Arc::new(AtomicBool::new(false));
+            let setter = {
+                let flag = Arc::clone(&flag);
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(200));
+                    flag.store(true, Ordering::Relaxed);
+                    Instant::now()
+                })
+            };
+            let e = Qmp::handshake(client, Duration::from_secs(30), Some(flag))
+                .err()
+                .unwrap();
+            let ended = Instant::now();
+            let set = setter.join().unwrap();
+            assert!(matches!(e, QmpError::Interrupted), "{e}");
+            let after = ended.duration_since(set);
+            assert!(
+                after < Duration::from_millis(100),
+                "trickle {trickle}: {after:?}"
+            );
+            server.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_flood_of_events_is_bounded_and_the_reply_still_found() {
+        let (client, server) = peer(|mut s| {
+            s.write_all(b"{\"QMP\": {}}\n").unwrap();
+            let mut reader = BufReader::new(s.try_clone().unwrap());
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            s.write_all(b"{\"return\": {}, \"id\": 1}\n").unwrap();
+            line.clear();
+            reader.read_line(&mut line).unwrap();
+            let event = b"{\"event\": \"X\", \"data\": {}}\n".repeat(1000);
+            for _ in 0..20 {
+                s.write_all(&event).unwrap();
+            }
+            s.write_all(b"{\"return\": {\"status\": \"running\"}, \"id\": 2}\n")
+                .unwrap();
+        });
+        let t = Duration::from_secs(10);
+        let mut qmp = Qmp::handshake(client, t, None).unwrap();
+        let reply = qmp.execute("query-status", None, t).unwrap();
+        assert_eq!(reply.value["status"], "running");
+        assert_eq!(qmp.events.len(), MAX_QUEUED_EVENTS);
+        server.join().unwrap();
     }
 }

@@ -114,13 +114,13 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
             hook.measured_phase_begins("record")?;
             let mut command = None;
             outcome = if let Some(target) = &target {
-                let (outcome, usage) = target.follow(args.duration, cancel.0);
+                let (outcome, usage) = target.follow(args.duration, &cancel.0);
                 command = Some(usage);
                 outcome
             } else if args.command.is_empty() {
-                wait_for(args.duration.unwrap_or(0.0), cancel.0)
+                wait_for(args.duration.unwrap_or(0.0), &cancel.0)
             } else {
-                let ran = run_command(&args.command, cancel.0, hook);
+                let ran = run_command(&args.command, &cancel.0, hook);
                 interrupted_by = ran.signal;
                 command = ran.usage;
                 ran.outcome

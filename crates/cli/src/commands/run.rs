@@ -84,13 +84,13 @@ pub(crate) fn execute<M: Into<Measurement>>(
         let mut session = TraceSession::start(trace, &dir.path, trace_config, subject)?;
         let bar = Bar::new(output.quiet);
         let watch = HostWatch::start();
-        let points = measure(&mut session, &bar, &Cancel(&interrupted));
+        let points = measure(&mut session, &bar, &Cancel(interrupted.clone()));
         bar.finish();
         let Measurement { points, command } = points?.into();
         // A scenario that finished its last sample as the signal came is interrupted all
         // the same: the user asked it to stop, and exit 0 would say it ran as asked.
         if on_signal == OnSignal::DiscardRun {
-            Cancel(&interrupted).check()?;
+            Cancel(interrupted.clone()).check()?;
         }
         let vmscale_run::Watched {
             background,
