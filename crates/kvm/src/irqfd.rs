@@ -82,3 +82,30 @@ pub unsafe fn close_inherited(fd: RawFd) {
     // on this thread owns or uses any more.
     unsafe { libc::close(fd) };
 }
+
+/// Closes this thread's copies of every inherited fd from 3 up except `keep`, after
+/// [`private_fd_table`]: the thread then holds nothing of the process's (a tracefs
+/// instance's open files, which keep it from being removed, above all) beyond what it uses,
+/// however long its own exit takes.
+///
+/// # Safety
+/// The caller must have called [`private_fd_table`] on this thread, and must not use any
+/// fd it inherited on this thread afterwards except those in `keep`.
+pub unsafe fn close_inherited_except(keep: &[RawFd]) {
+    let mut keep: Vec<u32> = keep
+        .iter()
+        .filter(|&&fd| fd >= 3)
+        .map(|&fd| fd as u32)
+        .collect();
+    keep.sort_unstable();
+    keep.dedup();
+    let mut from = 3u32;
+    for fd in keep.into_iter().chain(std::iter::once(u32::MAX)) {
+        if fd > from {
+            // SAFETY: per the contract, every fd in from..fd is an inherited copy in this
+            // thread's private table that nothing on this thread uses.
+            unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0u32) };
+        }
+        from = fd.saturating_add(1);
+    }
+}

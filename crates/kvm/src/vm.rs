@@ -1,5 +1,7 @@
 //! Building and driving one VM.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kvm_bindings::{kvm_userspace_memory_region, KVM_MAX_CPUID_ENTRIES};
@@ -36,6 +38,10 @@ pub struct VmConfig {
     /// CPUs the vCPU threads run on, vCPU i on `vcpu_cpus[i % len]`; empty: wherever the
     /// scheduler puts them.
     pub vcpu_cpus: Vec<usize>,
+    /// Set by a signal: building the VM (one vCPU at a time), waiting for its vCPUs to
+    /// start, and a pause or resume waiting for slow vCPUs stop within milliseconds with
+    /// [`Error::Interrupted`], and what was built is torn down.
+    pub interrupt: Option<Arc<AtomicBool>>,
 }
 
 impl VmConfig {
@@ -48,6 +54,15 @@ impl VmConfig {
             gap_threshold_ns: 5_000,
             stats: true,
             vcpu_cpus: Vec::new(),
+            interrupt: None,
+        }
+    }
+
+    /// [`Error::Interrupted`] once the interrupt flag is set.
+    fn check_interrupt(&self) -> Result<(), Error> {
+        match &self.interrupt {
+            Some(flag) if flag.load(Ordering::Relaxed) => Err(Error::Interrupted),
+            _ => Ok(()),
         }
     }
 
@@ -166,6 +181,7 @@ impl Vm {
         vm.set_region(0, 0, vm.memory().host_address(), main_bytes)
             .map_err(Error::kvm("KVM_SET_USER_MEMORY_REGION (guest memory)"))?;
         for _ in 0..config.scratch_slots {
+            config.check_interrupt()?;
             let memory = HostMapping::new(config.scratch_slot_bytes as usize)
                 .map_err(|e| Error::Setup(format!("cannot map a scratch memslot: {e}")))?;
             vm.scratch.push(ScratchSlot {
@@ -186,6 +202,7 @@ impl Vm {
             .map_err(Error::kvm("KVM_GET_SUPPORTED_CPUID"))?;
         let mut vcpu_fds = Vec::with_capacity(config.vcpus);
         for i in 0..config.vcpus {
+            config.check_interrupt()?;
             let vcpu = vm
                 .vm_fd()
                 .create_vcpu(i as u64)
@@ -200,8 +217,12 @@ impl Vm {
             }
             vcpu_fds.push(vcpu);
         }
-        let vcpus = VcpuSet::start(vcpu_fds, &config.vcpu_cpus)?;
-        vcpus.wait_started(Duration::from_secs(30))?;
+        let vcpus = VcpuSet::start(
+            vcpu_fds,
+            &config.vcpu_cpus,
+            config.interrupt.clone(),
+            Duration::from_secs(30),
+        )?;
         vm.vcpus = Some(vcpus);
         Ok(vm)
     }
@@ -304,9 +325,11 @@ impl Vm {
     /// Returns once every spinning vCPU has executed guest code since the call, or after
     /// `timeout` (false then). Sleeps between polls instead of yielding, so a SCHED_FIFO
     /// caller cannot starve the vCPUs it waits for. Halted guests never run: true at once.
-    pub fn wait_until_every_vcpu_ran(&self, timeout: Duration) -> bool {
+    /// Ends with [`Error::Interrupted`] once the interrupt flag ([`VmConfig::interrupt`])
+    /// is set: under overcommit this wait runs into its timeout between every two samples.
+    pub fn wait_until_every_vcpu_ran(&self, timeout: Duration) -> Result<bool, Error> {
         if self.program != GuestProgram::Spin {
-            return true;
+            return Ok(true);
         }
         let start: Vec<u64> = (0..self.vcpu_count()).map(|i| self.progress(i)).collect();
         let deadline = Instant::now() + timeout;
@@ -314,10 +337,13 @@ impl Vm {
         loop {
             waiting.retain(|&i| self.progress(i) == start[i]);
             if waiting.is_empty() {
-                return true;
+                return Ok(true);
+            }
+            if self.vcpu_set().interrupted() {
+                return Err(Error::Interrupted);
             }
             if Instant::now() >= deadline {
-                return false;
+                return Ok(false);
             }
             std::thread::sleep(Duration::from_micros(20));
         }

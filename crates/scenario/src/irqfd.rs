@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
-use vmscale_kvm::irqfd::{close_inherited, private_fd_table, IrqchipVm, IRQCHIP_GSIS};
+use vmscale_kvm::irqfd::{close_inherited, close_inherited_except, private_fd_table, IrqchipVm, IRQCHIP_GSIS};
 use vmscale_kvm::KvmSystem;
 use vmscale_run::schema::TaskWindow;
 use vmscale_run::{monotonic_ns, Point, Series};
@@ -339,8 +339,11 @@ fn one_point(
     // Shared through Arcs that every holder drops before the VMs are closed, so the last
     // reference (whose drop closes the fd) is always the one on this thread, in this table.
     let mut vms: Vec<Arc<IrqchipVm>> = (0..knobs.vms)
-        .map(|_| IrqchipVm::create(system).map(Arc::new))
-        .collect::<Result<_, _>>()?;
+        .map(|_| {
+            cancel.check()?;
+            Ok(Arc::new(IrqchipVm::create(system)?))
+        })
+        .collect::<Result<_, Error>>()?;
     let vm_fds: Vec<i32> = vms.iter().map(|vm| vm.raw_fd()).collect();
     // Whole multiples of the VM count, so every VM gets the same number of holders and so
     // the same share of irqfds.
@@ -523,9 +526,16 @@ impl HolderJob<'_> {
     /// at every phase even after an error, so the others never wait for it forever.
     fn run(self, vm: Arc<IrqchipVm>, out: &mut HolderSamples) -> Result<(), Error> {
         let mut eventfds = Vec::with_capacity(self.share);
-        let registered = private_fd_table()
-            .map_err(Error::from)
-            .and_then(|()| self.register(&vm, &mut eventfds, out));
+        let (private, registered) = match private_fd_table() {
+            Ok(()) => {
+                // SAFETY: this thread runs on a private fd table and uses no inherited fd
+                // but the VMs'. Copies of the process's other files (a tracefs instance's
+                // per-CPU files) would otherwise stay open until this thread has exited.
+                unsafe { close_inherited_except(self.vm_fds) };
+                (true, self.register(&vm, &mut eventfds, out))
+            }
+            Err(e) => (false, Err(Error::from(e))),
+        };
         self.phases.arrive(Phase::Registered);
         let vm = if self.release == Release::VmClose {
             drop(vm);
@@ -541,16 +551,28 @@ impl HolderJob<'_> {
         };
         self.phases.arrive(Phase::VmsLetGo);
         self.phases.arrive(Phase::Closed);
-        registered?;
-        if let Some(vm) = vm {
-            self.gate.enter();
-            let released = self.release_all(&vm, &mut eventfds, out);
-            self.gate.leave();
-            released?;
-        }
+        let result = registered.and_then(|()| match &vm {
+            Some(vm) => {
+                self.gate.enter();
+                let released = self.release_all(vm, &mut eventfds, out);
+                self.gate.leave();
+                released
+            }
+            None => Ok(()),
+        });
         // Whatever is left closes here, in this thread's table.
         drop(eventfds);
-        Ok(())
+        if let (Some(vm), true) = (vm, private) {
+            drop(vm);
+            for &fd in self.vm_fds {
+                // SAFETY: a private table, and the VMs are not used on this thread again.
+                // The VMs' last references are then their owner's, which closes them and
+                // waits for the kernel's release of every irqfd itself, not this thread's
+                // exit after it has been joined.
+                unsafe { close_inherited(fd) };
+            }
+        }
+        result
     }
 
     fn register(

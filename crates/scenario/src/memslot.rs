@@ -361,7 +361,9 @@ fn one_run(
     let host_cpus = vmscale_run::host::online_cpus();
     let mut points = Vec::new();
     for &vcpus in &knobs.vcpus {
-        let mut vm = Vm::start(system, &knobs.vm_config(vcpus))?;
+        let mut config = knobs.vm_config(vcpus);
+        config.interrupt = Some(cancel.flag());
+        let mut vm = Vm::start(system, &config)?;
         // Every slot starts present; an update deletes and re-adds it.
         for slot in 0..vm.scratch_slot_count() {
             vm.set_scratch(slot, true)?;
@@ -434,7 +436,7 @@ fn measure_strategy(
     let _fifo = knobs.fifo.then(FifoGuard::enter).transpose()?;
     for _ in 0..knobs.warmup {
         cancel.check()?;
-        wait_until_every_vcpu_ran(vm);
+        wait_until_every_vcpu_ran(vm)?;
         one_sample(vm, strategy, updates)?;
         settle(vm, strategy)?;
         progress.advance(1);
@@ -451,7 +453,7 @@ fn measure_strategy(
     hook.measured_phase_begins(label)?;
     for _ in 0..knobs.repeat {
         cancel.check()?;
-        wait_until_every_vcpu_ran(vm);
+        wait_until_every_vcpu_ran(vm)?;
         if guest_clock {
             for i in 0..vm.vcpu_count() {
                 lost_gaps += vm.take_gaps(i).lost;
@@ -460,7 +462,7 @@ fn measure_strategy(
         let m = one_sample(vm, strategy, updates)?;
         settle(vm, strategy)?;
         if guest_clock {
-            wait_until_every_vcpu_ran(vm);
+            wait_until_every_vcpu_ran(vm)?;
             for (i, &tid) in tids.iter().enumerate() {
                 let log = vm.take_gaps(i);
                 lost_gaps += log.lost;
@@ -614,8 +616,9 @@ fn settle(vm: &Vm, strategy: Strategy) -> Result<(), Error> {
 /// that never got back into the guest (cheaper than the real thing), and on an
 /// overcommitted host some never run at all. A vCPU that still never ran after the timeout
 /// shows as zero progress in the results.
-fn wait_until_every_vcpu_ran(vm: &Vm) {
-    vm.wait_until_every_vcpu_ran(std::time::Duration::from_secs(5));
+fn wait_until_every_vcpu_ran(vm: &Vm) -> Result<(), Error> {
+    vm.wait_until_every_vcpu_ran(std::time::Duration::from_secs(5))?;
+    Ok(())
 }
 
 /// What one sample acts on: a real VM, or nothing at all when measuring the driver's own

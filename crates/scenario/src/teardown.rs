@@ -397,6 +397,7 @@ impl Holder {
         first: usize,
         vms: usize,
         release: &str,
+        cancel: &Cancel,
     ) -> Result<Holder, Error> {
         let mut command = Command::new(exe);
         if !knobs.vfio.is_empty() {
@@ -448,11 +449,38 @@ impl Holder {
             stdout,
             stderr,
         };
+        // Building large VMs takes a while: the wait looks at the flag every 20 ms (the
+        // holder itself is killed by its drop).
+        holder.wait_readable(cancel)?;
         let line = holder.read_line()?;
         if line.trim() != "ready" {
             return Err(holder.failed("did not get ready"));
         }
         Ok(holder)
+    }
+
+    /// Returns once the holder has written something (or closed its stdout), or with
+    /// [`Error::Interrupted`] once `cancel` is set.
+    fn wait_readable(&mut self, cancel: &Cancel) -> Result<(), Error> {
+        use std::os::fd::AsRawFd;
+        if !self.stdout.buffer().is_empty() {
+            return Ok(());
+        }
+        loop {
+            cancel.check()?;
+            let mut fd = libc::pollfd {
+                fd: self.stdout.get_ref().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd on the holder's stdout pipe, which this owns.
+            let ready = unsafe { libc::poll(&mut fd, 1, 20) };
+            let interrupted = ready < 0
+                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted;
+            if ready > 0 || (ready < 0 && !interrupted) {
+                return Ok(());
+            }
+        }
     }
 
     /// Why the holder failed, in one line: its own error (it exits 2 for a request the host
@@ -546,12 +574,20 @@ fn release_once(
     knobs: &TeardownKnobs,
     vms: usize,
     mode: Mode,
+    cancel: &Cancel,
 ) -> Result<Release, Error> {
     let holders: Vec<Holder> = match mode {
         Mode::Fork => (0..vms)
-            .map(|i| Holder::spawn(exe, knobs, i, 1, mode.holder_release()))
+            .map(|i| Holder::spawn(exe, knobs, i, 1, mode.holder_release(), cancel))
             .collect::<Result<_, _>>()?,
-        _ => vec![Holder::spawn(exe, knobs, 0, vms, mode.holder_release())?],
+        _ => vec![Holder::spawn(
+            exe,
+            knobs,
+            0,
+            vms,
+            mode.holder_release(),
+            cancel,
+        )?],
     };
     let mut holders = holders;
     // The release's work happens in the holders' own threads (and threads they start for
@@ -676,7 +712,7 @@ pub fn run(
                 hook.measured_phase_begins(&label)?;
                 // A signal that reached a holder too (Ctrl-C goes to the whole process
                 // group) is an interruption, whatever the holder then said.
-                let measured = release_once(exe, knobs, vms, mode)
+                let measured = release_once(exe, knobs, vms, mode, cancel)
                     .map_err(|e| cancel.check().err().unwrap_or(e));
                 hook.measured_phase_ends(&label)?;
                 let release = measured?;

@@ -279,7 +279,9 @@ fn one_run(
     let host_cpus = vmscale_run::host::online_cpus();
     let mut points = Vec::new();
     for &vcpus in &knobs.vcpus {
-        let mut vm = Vm::start(system, &knobs.vm_config(vcpus))?;
+        let mut config = knobs.vm_config(vcpus);
+        config.interrupt = Some(cancel.flag());
+        let mut vm = Vm::start(system, &config)?;
         vm.set_scratch(0, true)?;
         // After the vCPU threads exist, which place themselves (see Pinning).
         let _pin = knobs.pin.pin_measuring_thread()?;
@@ -356,7 +358,7 @@ fn measure(
     hook.measured_phase_begins(label)?;
     for _ in 0..repeat {
         cancel.check()?;
-        vm.wait_until_every_vcpu_ran(SETTLE_TIMEOUT);
+        vm.wait_until_every_vcpu_ran(SETTLE_TIMEOUT)?;
         for i in 0..vm.vcpu_count() {
             pass.lost_gaps += vm.take_gaps(i).lost;
         }
@@ -369,7 +371,7 @@ fn measure(
         }
         // The window closes once every vCPU has run guest code again: any stall the delete
         // caused is behind it by then.
-        vm.wait_until_every_vcpu_ran(SETTLE_TIMEOUT);
+        vm.wait_until_every_vcpu_ran(SETTLE_TIMEOUT)?;
         let window_end = rdtsc();
         if delete {
             vm.set_scratch(0, true)?;

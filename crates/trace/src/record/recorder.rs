@@ -232,7 +232,7 @@ pub struct Recording {
     page_size: usize,
     cpus: Vec<u32>,
     readers: Vec<Reader>,
-    stop: Arc<AtomicBool>,
+    stop: Arc<Stop>,
     marker: File,
     windows: Vec<(u64, u64)>,
     on_since: Option<u64>,
@@ -308,7 +308,7 @@ impl Recording {
 
         let page_size = page_size();
         let cpus = instance.cpus()?;
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(Stop::new().map_err(io_at(dir))?);
         let marker = instance.open_marker()?;
         let mut recording = Recording {
             dir: dir.to_path_buf(),
@@ -393,7 +393,7 @@ impl Recording {
     pub fn finish(mut self) -> Result<TraceMeta, Error> {
         self.set_on(false)?;
         let mut pages = BTreeMap::new();
-        for reader in self.stop_readers() {
+        for reader in self.stop_readers(false) {
             let (cpu, result) = reader;
             let count = result.map_err(io_at(&self.dir.join(format!("cpu{cpu}.raw"))))?;
             pages.insert(cpu.to_string(), count);
@@ -437,8 +437,10 @@ impl Recording {
         std::fs::write(&path, table).map_err(io_at(&path))
     }
 
-    fn stop_readers(&mut self) -> Vec<(u32, std::io::Result<u64>)> {
-        self.stop.store(true, Ordering::Release);
+    /// Stops the readers: after a last pass over what the kernel still holds, or, when
+    /// `abandon` (the recording is being thrown away), at once.
+    fn stop_readers(&mut self, abandon: bool) -> Vec<(u32, std::io::Result<u64>)> {
+        self.stop.stop(abandon);
         self.readers
             .drain(..)
             .map(|r| {
@@ -456,8 +458,9 @@ impl Drop for Recording {
     fn drop(&mut self) {
         let _ = self.instance.set_tracing(false);
         // Readers hold the per-CPU files open; the instance cannot be removed before they
-        // exit. Field order then drops the instance last.
-        self.stop_readers();
+        // exit. Field order then drops the instance last. What the buffers still hold is
+        // not read: the trace is being thrown away (an error, a signal).
+        self.stop_readers(true);
     }
 }
 
@@ -533,13 +536,48 @@ fn save_formats(instance: &Instance, dir: &Path, config: &RecordConfig) -> Resul
     Ok(())
 }
 
+/// How readers are told to stop: a flag, and an eventfd each of them polls beside its
+/// per-CPU file, so a stop wakes them at once instead of at their next poll timeout.
+struct Stop {
+    stop: AtomicBool,
+    /// Stop without the last pass: the recording is thrown away.
+    abandon: AtomicBool,
+    wake: std::os::fd::OwnedFd,
+}
+
+impl Stop {
+    fn new() -> std::io::Result<Stop> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: eventfd creates a new descriptor or fails; nothing else is touched.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Stop {
+            stop: AtomicBool::new(false),
+            abandon: AtomicBool::new(false),
+            // SAFETY: a fresh descriptor this function just created and owns.
+            wake: unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    fn stop(&self, abandon: bool) {
+        self.abandon.store(abandon, Ordering::Release);
+        self.stop.store(true, Ordering::Release);
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writes 8 bytes from a live buffer to the eventfd this owns. Never read
+        // back, it stays readable: every later poll returns at once.
+        unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+    }
+}
+
 /// Reads whole pages from one CPU's trace_pipe_raw until stopped, then drains the rest.
 ///
 /// The file is non-blocking: an empty buffer answers EAGAIN, and poll() waits until the
 /// buffer is `buffer_percent` full or the timeout passes, whichever is first. After `stop`
 /// is seen, one more full drain runs, so events written just before tracing_on went to 0
 /// are never left behind.
-fn drain(input: File, output: File, page_size: usize, stop: &AtomicBool) -> std::io::Result<u64> {
+fn drain(input: File, output: File, page_size: usize, stop: &Stop) -> std::io::Result<u64> {
     use std::io::Read;
     let mut out = BufWriter::with_capacity(1 << 20, output);
     let mut page = vec![0u8; page_size];
@@ -557,6 +595,9 @@ fn drain(input: File, output: File, page_size: usize, stop: &AtomicBool) -> std:
                     out.write_all(&vec![0u8; page_size - n])?;
                 }
                 pages += 1;
+                if stop.abandon.load(Ordering::Acquire) {
+                    break;
+                }
                 continue;
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -567,17 +608,28 @@ fn drain(input: File, output: File, page_size: usize, stop: &AtomicBool) -> std:
         if final_pass {
             break;
         }
-        if stop.load(Ordering::Acquire) {
+        if stop.stop.load(Ordering::Acquire) {
+            if stop.abandon.load(Ordering::Acquire) {
+                break;
+            }
             final_pass = true;
             continue;
         }
-        let mut fd = libc::pollfd {
-            fd: input.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd for an fd this thread owns; the result is only a hint.
-        unsafe { libc::poll(&mut fd, 1, POLL_TIMEOUT_MS) };
+        let mut fds = [
+            libc::pollfd {
+                fd: input.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: stop.wake.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: two valid pollfds for fds this thread can use (its input, and the stop
+        // eventfd, which outlives every reader); the result is only a hint.
+        unsafe { libc::poll(fds.as_mut_ptr(), 2, POLL_TIMEOUT_MS) };
     }
     out.flush()?;
     Ok(pages)
