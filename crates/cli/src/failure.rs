@@ -26,6 +26,23 @@ impl Failure {
             exit_code: EXIT_RUNTIME,
         }
     }
+
+    /// Running out of file descriptors, wherever it happened, is a request this host cannot
+    /// satisfy as it is set up (exit 2, as the README promises), and the line says which
+    /// limit and how to raise it.
+    pub fn named_limits(self) -> Failure {
+        let out_of_fds = ["(os error 24)", "(os error 23)"]
+            .iter()
+            .any(|errno| self.message.contains(errno));
+        if !out_of_fds || self.exit_code != EXIT_RUNTIME {
+            return self;
+        }
+        let (soft, _) = vmscale_kvm::preflight::fd_limits();
+        Failure::usage(format!(
+            "{}: too few file descriptors (RLIMIT_NOFILE is {soft}; raise it with `ulimit -n`)",
+            self.message
+        ))
+    }
 }
 
 impl From<vmscale_scenario::Error> for Failure {

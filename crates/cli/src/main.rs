@@ -11,12 +11,18 @@ mod tracing;
 
 use args::{Cli, Command};
 
+/// A failed allocation ends the run with its cleanup and one line, not Rust's abort.
+#[global_allocator]
+static ALLOC: vmscale_run::cleanup::GuardedAlloc = vmscale_run::cleanup::GuardedAlloc;
+
 fn main() {
     let cli = parse_or_exit();
     // The teardown holder is vmscale's own child, ended by its parent; it keeps the
     // default actions.
     if !matches!(cli.command, Command::TeardownHolder(_)) {
         interrupt::install();
+        // Under `ulimit -v`, room for the cleanup after an allocation fails.
+        vmscale_run::cleanup::reserve_memory();
     }
     let outcome = match cli.command {
         Command::Tour(args) => commands::tour::tour(&args),
@@ -63,7 +69,7 @@ fn main() {
         } => commands::report::report(&run, format, deadline, margin, buffer.as_deref(), details),
         Command::Doctor { cleanup, out } => commands::doctor::doctor(cleanup, &out),
     };
-    if let Err(failure) = outcome {
+    if let Err(failure) = outcome.map_err(failure::Failure::named_limits) {
         console::note!("vmscale: error: {}", failure.message);
         std::process::exit(failure.exit_code);
     }

@@ -607,3 +607,131 @@ fn a_signal_ends_a_wait_on_a_silent_or_trickling_qmp_peer_at_once() {
         "a run directory was left"
     );
 }
+
+/// `vmscale ARGS --quiet --out OUT` with resource limit `resource` set to `limit` in the
+/// child alone (as `ulimit` in a shell would), with its pid.
+fn limited(
+    resource: libc::__rlimit_resource_t,
+    limit: u64,
+    args: &[&str],
+    out: &Path,
+) -> (Output, u32) {
+    use std::os::unix::process::CommandExt;
+    let mut command = vmscale();
+    command.args(args).args(["--quiet", "--out"]).arg(out);
+    // SAFETY: runs in the forked child before exec and calls only setrlimit, which is
+    // async-signal-safe; it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            let rlim = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(resource, &rlim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
+    let child = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let o = child.wait_with_output().unwrap();
+    (o, pid)
+}
+
+/// Nothing of the run with `pid` is left: no run directory in `out`, no tracefs instance.
+fn nothing_left(out: &Path, pid: u32, case: &str) {
+    let left: Vec<_> = std::fs::read_dir(out)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{case}: left in --out: {left:?}");
+    let prefix = format!("vmscale-{pid}-");
+    let instances: Vec<_> = std::fs::read_dir("/sys/kernel/tracing/instances")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    assert!(
+        instances.is_empty(),
+        "{case}: tracefs instance left: {instances:?}"
+    );
+}
+
+#[test]
+fn too_few_file_descriptors_are_one_line_exit_2_and_leave_nothing() {
+    let out = scratch("hostile-nofile");
+    let _removed = RemovedOnDrop(out.clone());
+    for limit in [4, 6, 16, 40] {
+        for args in [
+            &["record", "--duration", "0.2"][..],
+            &["run", "irqfd", "--total", "1000"],
+            &["run", "zap", "--vcpus", "1", "--repeat", "3"],
+            &["run", "zap", "--vcpus", "1", "--repeat", "3", "--no-trace"],
+            &["tour"],
+        ] {
+            let (o, pid) = limited(libc::RLIMIT_NOFILE, limit, args, &out);
+            let case = format!("ulimit -n {limit}: {args:?}");
+            no_panic(&o);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{case}: {err}");
+            assert_eq!(err.trim_end().lines().count(), 1, "{case}: {err}");
+            assert!(
+                err.contains("file descriptors") && err.contains("ulimit -n"),
+                "{case}: {err}"
+            );
+            nothing_left(&out, pid, &case);
+        }
+    }
+}
+
+#[test]
+fn an_address_space_limit_never_aborts_and_leaves_nothing() {
+    let out = scratch("hostile-as");
+    let _removed = RemovedOnDrop(out.clone());
+    let mut failed = 0;
+    // From where vmscale barely loads to where small runs fit: each allocation, map and
+    // thread that fails on the way must end in one line with exit 1 or 2, cleaned up.
+    for kib in [
+        20_000, 25_000, 30_000, 35_000, 40_000, 45_000, 50_000, 60_000, 150_000, 300_000,
+    ] {
+        for args in [
+            &["record", "--duration", "0.2"][..],
+            &["run", "irqfd", "--total", "1000"],
+            &["run", "zap", "--vcpus", "1,2", "--repeat", "3"],
+        ] {
+            let (o, pid) = limited(libc::RLIMIT_AS, kib << 10, args, &out);
+            let case = format!("ulimit -v {kib}: {args:?}");
+            no_panic(&o);
+            let err = stderr(&o);
+            match o.status.code() {
+                Some(0) => {
+                    let _ = std::fs::remove_dir_all(&out);
+                }
+                Some(1 | 2) => {
+                    failed += 1;
+                    assert_eq!(err.trim_end().lines().count(), 1, "{case}: {err}");
+                    nothing_left(&out, pid, &case);
+                }
+                other => panic!("{case}: exit {other:?} (134 is an abort): {err}"),
+            }
+        }
+    }
+    assert!(
+        failed >= 10,
+        "only {failed} runs hit the limit: the test no longer tests it"
+    );
+    // A VM that cannot fit is refused before anything is made.
+    let (o, pid) = limited(
+        libc::RLIMIT_AS,
+        300_000 << 10,
+        &["run", "memslot", "--vcpus", "1024"],
+        &out,
+    );
+    one_line_failure(&o, 2, "address-space limit");
+    nothing_left(&out, pid, "memslot 1024 vCPUs under ulimit -v 300000");
+}

@@ -13,6 +13,12 @@ pub const FDS_PER_VCPU: u64 = 2;
 /// Everything else: /dev/kvm, the VM, its statistics, stdio, tracing and report files.
 pub const FDS_BASE: u64 = 64;
 
+/// Address space each vCPU thread takes besides guest memory: its 256 KiB stack and guard.
+pub const VCPU_THREAD_BYTES: u64 = 260 << 10;
+/// Address space vmscale takes itself (code, libraries, heap, a trace reader per CPU), at
+/// least: an address-space limit below this plus a VM's needs cannot run it.
+pub const PROCESS_BYTES: u64 = 48 << 20;
+
 /// Current (soft, hard) RLIMIT_NOFILE.
 pub fn fd_limits() -> (u64, u64) {
     let mut limit = libc::rlimit {
@@ -62,6 +68,19 @@ pub fn check_vm_request(vcpus: usize, guest_bytes: u64, max_vcpus: usize) -> Res
                 guest_bytes >> 20,
                 memory.available_bytes >> 20,
                 memory.total_bytes >> 20
+            )));
+        }
+    }
+    if let Some(limit) = vmscale_run::cleanup::address_space_limit() {
+        let needed = guest_bytes
+            .saturating_add(VCPU_THREAD_BYTES * vcpus as u64)
+            .saturating_add(PROCESS_BYTES);
+        if needed > limit {
+            return Err(Error::Impossible(format!(
+                "{vcpus} vCPUs with {} MiB of guest memory need about {} MiB of address space but the address-space limit (`ulimit -v`) is {} MiB (raise it or ask for less)",
+                guest_bytes >> 20,
+                needed >> 20,
+                limit >> 20
             )));
         }
     }

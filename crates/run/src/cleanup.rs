@@ -52,8 +52,9 @@ struct Entry {
 /// under the lock an allocation failure's exit path needs.
 const ENTRIES: usize = 64;
 
+static REGISTRY: OnceLock<Mutex<Vec<Entry>>> = OnceLock::new();
+
 fn registry() -> &'static Mutex<Vec<Entry>> {
-    static REGISTRY: OnceLock<Mutex<Vec<Entry>>> = OnceLock::new();
     REGISTRY.get_or_init(|| Mutex::new(Vec::with_capacity(ENTRIES)))
 }
 
@@ -186,8 +187,9 @@ fn remove(entry: &Entry) -> bool {
 /// switching a tracefs instance off opens its `tracing_on`.
 pub const RESERVED_FDS: usize = 4;
 
+static FDS: OnceLock<Mutex<Vec<std::fs::File>>> = OnceLock::new();
+
 fn fd_reserve() -> &'static Mutex<Vec<std::fs::File>> {
-    static FDS: OnceLock<Mutex<Vec<std::fs::File>>> = OnceLock::new();
     FDS.get_or_init(|| Mutex::new(Vec::with_capacity(RESERVED_FDS)))
 }
 
@@ -204,9 +206,9 @@ pub fn reserve_fds() -> std::io::Result<()> {
     Ok(())
 }
 
-/// Closes the reserved descriptors, making room for a cleanup.
+/// Closes the reserved descriptors, making room for a cleanup. Allocates nothing.
 pub fn release_fds() {
-    if let Ok(mut held) = fd_reserve().try_lock() {
+    if let Some(Ok(mut held)) = FDS.get().map(Mutex::try_lock) {
         held.clear();
     }
 }
@@ -235,6 +237,11 @@ pub fn reserve_memory() {
     if address_space_limit().is_none() || !MEMORY.load(Ordering::Acquire).is_null() {
         return;
     }
+    // Each of glibc's per-thread arenas reserves 64 MiB of address space; with one per
+    // thread up to 8 per CPU they alone exhaust a limit of a few hundred MiB. Under a limit,
+    // two are enough.
+    // SAFETY: mallopt only sets a tunable of the allocator.
+    unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
     // SAFETY: a fresh anonymous mapping with no access; nothing else refers to it.
     let region = unsafe {
         libc::mmap(
@@ -273,27 +280,52 @@ fn release_memory() {
 // The exit after an allocation failure
 
 static DYING: AtomicBool = AtomicBool::new(false);
+/// The thread that runs the exit, to tell its own re-entry (an allocation failing again
+/// inside the cleanup) from another thread's.
+static DYING_TID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 /// Ends the process after something it cannot recover from (an allocation failed): gives
-/// back the reserves, closes every descriptor above stderr (a tracefs instance cannot be
-/// removed while its per-CPU files are open, and nothing will read or write them again),
-/// removes everything registered, writes `message` as one line and exits with `code`.
+/// back the reserves, lets go of every open file above stderr ([`release_files`]: a
+/// tracefs instance cannot be removed while its per-CPU files are open, and nothing will
+/// read or write them again), removes everything registered, writes `message` as one line
+/// and exits with `code`.
 /// Other threads that get here meanwhile wait for the exit.
 pub fn abandon(code: i32, message: &[u8]) -> ! {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
     if DYING.swap(true, Ordering::AcqRel) {
+        if DYING_TID.load(Ordering::Acquire) == tid {
+            // The cleanup itself failed to allocate: say so and go, without it.
+            write_stderr(message);
+            // SAFETY: ends the process at once.
+            unsafe { libc::_exit(code) }
+        }
         loop {
             std::thread::sleep(Duration::from_secs(1));
         }
     }
+    DYING_TID.store(tid, Ordering::Release);
     release_memory();
-    // SAFETY: close_range only closes descriptors; every thread still running loses its
-    // files, which is the point: the process exits below without using them.
-    unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
+    release_fds();
+    // Threads that lose their files must not panic onto the terminal: the one line
+    // below is the error. (A boxed closure that captures nothing allocates nothing.)
+    // A thread already panicking may not change the hook (it would panic, here, where
+    // nothing may unwind).
+    if !std::thread::panicking() {
+        std::panic::set_hook(Box::new(|_| {}));
+    }
+    release_files();
     // The thread that failed may hold the registry's lock; then nothing can be removed
     // safely and the next run removes what is left.
     let deadline = Instant::now() + Duration::from_secs(1);
+    // A registry never used has nothing to remove (and making it would allocate).
+    let Some(registry) = REGISTRY.get() else {
+        write_stderr(message);
+        // SAFETY: ends the process at once.
+        unsafe { libc::_exit(code) }
+    };
     let entries = loop {
-        match registry().try_lock() {
+        match registry.try_lock() {
             Ok(entries) => break Some(entries),
             Err(std::sync::TryLockError::Poisoned(p)) => break Some(p.into_inner()),
             Err(std::sync::TryLockError::WouldBlock) if Instant::now() < deadline => {
@@ -312,6 +344,35 @@ pub fn abandon(code: i32, message: &[u8]) -> ! {
     // SAFETY: _exit ends the process at once, without running anything that could
     // allocate; the kernel closes what is left.
     unsafe { libc::_exit(code) }
+}
+
+/// Lets go of every file the process has open above stderr, without closing a number: each
+/// descriptor is made a copy of /dev/null. A tracefs instance cannot be removed while its
+/// per-CPU files are open, and the threads that own them are not going to close them; but
+/// closing the numbers would let a thread that does close its own later close a descriptor
+/// the cleanup has opened under the same number meanwhile.
+fn release_files() {
+    // SAFETY: open with a NUL-terminated literal path; the result is checked.
+    let null = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if null < 0 {
+        return;
+    }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    let highest = limit.rlim_cur.min(1 << 20) as libc::c_int;
+    for fd in 3..highest {
+        // SAFETY: F_GETFD only asks whether `fd` is open; dup3 then replaces that open
+        // descriptor with a copy of /dev/null, closing its file and keeping the number.
+        unsafe {
+            if fd != null && libc::fcntl(fd, libc::F_GETFD) >= 0 {
+                libc::dup3(null, fd, libc::O_CLOEXEC);
+            }
+        }
+    }
 }
 
 fn write_stderr(bytes: &[u8]) {

@@ -10,7 +10,7 @@
 //! of them register at once. An eventfd is created, bound, released and closed on its
 //! holder thread only, since its number means nothing in any other table.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -212,18 +212,16 @@ enum Phase {
 
 /// A reusable barrier over the phases.
 struct Phases {
-    /// (latest phase reached, parties that reached it)
-    state: Mutex<(Phase, usize)>,
+    /// (latest phase reached, parties that reached it, parties)
+    state: Mutex<(Phase, usize, usize)>,
     changed: Condvar,
-    parties: usize,
 }
 
 impl Phases {
     fn new(parties: usize) -> Phases {
         Phases {
-            state: Mutex::new((Phase::Registered, 0)),
+            state: Mutex::new((Phase::Registered, 0, parties)),
             changed: Condvar::new(),
-            parties,
         }
     }
 
@@ -231,13 +229,21 @@ impl Phases {
     fn arrive(&self, phase: Phase) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if s.0 < phase {
-            *s = (phase, 0);
+            s.0 = phase;
+            s.1 = 0;
         }
         s.1 += 1;
         self.changed.notify_all();
-        while s.0 == phase && s.1 < self.parties {
+        while s.0 == phase && s.1 < s.2 {
             s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
         }
+    }
+
+    /// A party that will never arrive (its thread could not start): nobody waits for it.
+    fn absent(&self) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.2 -= 1;
+        self.changed.notify_all();
     }
 }
 
@@ -358,6 +364,8 @@ fn one_point(
     // Every holder plus this thread meet at each phase boundary.
     let phases = Phases::new(holders + 1);
     let first_error: Mutex<Option<Error>> = Mutex::new(None);
+    // Set when a holder thread cannot start: the others stop registering.
+    let failed = AtomicBool::new(false);
     let label = format!(
         "irqfd total={total} threads={} vms={}",
         knobs.threads, knobs.vms
@@ -380,9 +388,10 @@ fn one_point(
                     phases: &phases,
                     progress,
                     cancel: &cancel.0,
+                    failed: &failed,
                 };
                 let first_error = &first_error;
-                std::thread::Builder::new()
+                let spawned = std::thread::Builder::new()
                     .name(format!("irqfd{h}"))
                     .stack_size(256 * 1024)
                     .spawn_scoped(scope, move || {
@@ -398,10 +407,27 @@ fn one_point(
                                 .get_or_insert(e);
                         }
                         out
-                    })
-                    .expect("spawning a holder thread")
+                    });
+                match spawned {
+                    Ok(handle) => Some(handle),
+                    // No thread left (a memory or thread limit): one line, not a panic.
+                    Err(e) => {
+                        first_error
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .get_or_insert(Error::Host(format!(
+                                "cannot start irqfd holder thread {h}: {e}"
+                            )));
+                        failed.store(true, Ordering::Relaxed);
+                        phases.absent();
+                        None
+                    }
+                }
             })
-            .collect();
+            .collect::<Vec<_>>()
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>();
         phases.arrive(Phase::Registered);
         phases.arrive(Phase::VmsLetGo);
         if knobs.release == Release::VmClose {
@@ -519,6 +545,8 @@ struct HolderJob<'a> {
     progress: &'a dyn Progress,
     /// Polled between calls: one point can hold tens of thousands of them.
     cancel: &'a std::sync::atomic::AtomicBool,
+    /// Another holder could not start: the point has failed, stop registering.
+    failed: &'a AtomicBool,
 }
 
 impl HolderJob<'_> {
@@ -584,6 +612,9 @@ impl HolderJob<'_> {
         self.gate.enter();
         let result = (0..self.share).try_for_each(|i| {
             crate::check_flag(self.cancel)?;
+            if self.failed.load(Ordering::Relaxed) {
+                return Err(Error::Host("another holder thread could not start".into()));
+            }
             let eventfd = EventFd::new(EFD_NONBLOCK)
                 .map_err(|e| Error::Usage(format!("eventfd: {e} (file descriptor limit?)")))?;
             let gsi = i as u32 % IRQCHIP_GSIS;

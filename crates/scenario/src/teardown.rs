@@ -262,16 +262,15 @@ pub fn hold_devices_and_release(bdfs: &[String], release: &str) -> Result<(), Er
         "close" => report.devices_ns = held.take_devices().into_iter().map(close_timed).collect(),
         _ => {
             report.devices_ns = std::thread::scope(|scope| {
-                let handles: Vec<_> = held
-                    .take_devices()
-                    .into_iter()
-                    .map(|f| scope.spawn(move || close_timed(f)))
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_default())
-                    .collect()
-            })
+                joined(
+                    held.take_devices()
+                        .into_iter()
+                        .map(|f| {
+                            std::thread::Builder::new().spawn_scoped(scope, move || close_timed(f))
+                        })
+                        .collect(),
+                )
+            })?
         }
     }
     drop(held);
@@ -358,21 +357,44 @@ pub fn hold_and_release(
         }
         _ => {
             let times: Vec<TeardownTimes> = std::thread::scope(|scope| {
-                let handles: Vec<_> = held
-                    .drain(..)
-                    .map(|vm| scope.spawn(move || vm.teardown()))
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_default())
-                    .collect()
-            });
+                joined(
+                    held.drain(..)
+                        .map(|vm| {
+                            std::thread::Builder::new().spawn_scoped(scope, move || vm.teardown())
+                        })
+                        .collect(),
+                )
+            })?;
             times.into_iter().for_each(|t| record(&mut report, t));
         }
     }
     let json = serde_json::to_string(&report).expect("report serializes");
     writeln!(out, "{json}").map_err(io)?;
     out.flush().map_err(io)
+}
+
+/// The results of release threads; a thread that could not start (no memory or threads
+/// left) is an error in one line, not a panic. What it would have released goes with the
+/// holder's exit.
+fn joined<T: Default>(
+    spawned: Vec<std::io::Result<std::thread::ScopedJoinHandle<'_, T>>>,
+) -> Result<Vec<T>, Error> {
+    let mut results = Vec::with_capacity(spawned.len());
+    let mut failure = None;
+    for thread in spawned {
+        match thread {
+            Ok(handle) => results.push(handle.join().unwrap_or_default()),
+            Err(e) => {
+                failure.get_or_insert(e);
+            }
+        }
+    }
+    match failure {
+        Some(e) => Err(Error::Host(format!(
+            "teardown holder: cannot start a release thread: {e}"
+        ))),
+        None => Ok(results),
+    }
 }
 
 fn record(report: &mut HolderReport, t: TeardownTimes) {
@@ -525,7 +547,9 @@ impl Holder {
     }
 
     /// Reads the holder's report (if its mode sends one) and reaps it.
-    fn finish(mut self) -> Result<Option<HolderReport>, Error> {
+    fn finish(mut self, cancel: &Cancel) -> Result<Option<HolderReport>, Error> {
+        // poll returns as the report arrives: the wait costs the timed release nothing.
+        self.wait_readable(cancel)?;
         let line = self.read_line()?;
         let status = self
             .child
@@ -599,7 +623,7 @@ fn release_once(
     }
     let mut reports = Vec::new();
     for holder in holders {
-        reports.extend(holder.finish()?);
+        reports.extend(holder.finish(cancel)?);
     }
     let end = monotonic_ns();
     Ok(Release {

@@ -74,6 +74,7 @@ pub(crate) fn execute<M: Into<Measurement>>(
         subject,
         on_signal,
     } = plan;
+    preflight(trace)?;
     let started_utc = utc_now();
     remove_stale_partials(&output.out);
     let dir =
@@ -139,6 +140,45 @@ pub(crate) fn execute<M: Into<Measurement>>(
     })();
     // On an error the directory goes with `dir`'s drop.
     recorded.map(|record| (dir, record))
+}
+
+/// Descriptors a run needs besides its scenario's own (which the scenario checks): stdio,
+/// the signal thread, the cleanup reserve, the run directory's files, and when tracing two
+/// per CPU (its ring buffer and its file) and the instance's control files.
+pub(crate) fn needed_fds(trace: &TraceArgs) -> (u64, u64) {
+    let base = 24 + vmscale_run::cleanup::RESERVED_FDS as u64;
+    let tracing = if trace.no_trace {
+        0
+    } else {
+        2 * vmscale_run::host::online_cpus() as u64 + 16
+    };
+    (base + tracing, tracing)
+}
+
+/// Refuses a run the descriptor limit cannot hold before anything is created (exit 2), and
+/// reserves the descriptors its cleanup needs: removing an unfinished run directory when
+/// descriptors ran out must not need one more.
+pub(crate) fn preflight(trace: &TraceArgs) -> Result<(), Failure> {
+    let (needed, tracing) = needed_fds(trace);
+    let soft = vmscale_kvm::preflight::raise_fd_limit_for(needed);
+    if needed > soft {
+        let why = if tracing > 0 {
+            format!(
+                " ({tracing} of them to trace {} CPUs)",
+                vmscale_run::host::online_cpus()
+            )
+        } else {
+            String::new()
+        };
+        return Err(Failure::usage(format!(
+            "this run needs about {needed} file descriptors{why} but RLIMIT_NOFILE is {soft} and cannot be raised (raise it with `ulimit -n`)"
+        )));
+    }
+    vmscale_run::cleanup::reserve_fds().map_err(|e| {
+        Failure::usage(format!(
+            "cannot reserve file descriptors for the cleanup: {e} (raise `ulimit -n`)"
+        ))
+    })
 }
 
 /// Runs killed by SIGKILL leave their temporary directories in `out`; the next run there

@@ -10,6 +10,7 @@ use crate::commands::run::{measure, show, Measured};
 use crate::failure::Failure;
 
 pub fn tour(args: &SharedArgs) -> Result<(), Failure> {
+    crate::commands::run::preflight(&args.trace)?;
     let started = utc_now();
     crate::commands::run::remove_stale_partials(&args.output.out);
     let mut tour_dir = RunDir::create(&args.output.out, "tour", &started)

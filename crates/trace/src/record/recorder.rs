@@ -340,7 +340,10 @@ impl Recording {
             let handle = std::thread::Builder::new()
                 .name(format!("trace-cpu{cpu}"))
                 .spawn(move || drain(input, output, page_size, &stop))
-                .map_err(io_at(&source))?;
+                .map_err(|source| Error::Io {
+                    path: format!("a reader thread for cpu{cpu}"),
+                    source,
+                })?;
             recording.readers.push(Reader { cpu, handle });
         }
         Ok(recording)

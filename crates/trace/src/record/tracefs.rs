@@ -324,22 +324,23 @@ impl Instance {
         let events = self.path.join("events");
         let systems = std::fs::read_dir(&events).map_err(io_error(&events))?;
         let mut known = Vec::new();
-        for system in systems.flatten().filter(|e| e.path().is_dir()) {
-            let system_name = system.file_name().to_string_lossy().into_owned();
-            let Ok(entries) = std::fs::read_dir(system.path()) else {
+        // A listing that fails (no descriptor left) is an error, never "no such event".
+        for system in systems {
+            let system = system.map_err(io_error(&events))?;
+            if !system.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
-            };
-            known.extend(
-                entries
-                    .flatten()
-                    .filter(|e| e.path().join("format").exists())
-                    .map(|e| {
-                        (
-                            system_name.clone(),
-                            e.file_name().to_string_lossy().into_owned(),
-                        )
-                    }),
-            );
+            }
+            let system_name = system.file_name().to_string_lossy().into_owned();
+            let path = system.path();
+            for entry in std::fs::read_dir(&path).map_err(io_error(&path))? {
+                let entry = entry.map_err(io_error(&path))?;
+                if entry.path().join("format").exists() {
+                    known.push((
+                        system_name.clone(),
+                        entry.file_name().to_string_lossy().into_owned(),
+                    ));
+                }
+            }
         }
         Ok(self.events.get_or_init(|| known))
     }
