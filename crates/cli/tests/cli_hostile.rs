@@ -735,3 +735,44 @@ fn an_address_space_limit_never_aborts_and_leaves_nothing() {
     one_line_failure(&o, 2, "address-space limit");
     nothing_left(&out, pid, "memslot 1024 vCPUs under ulimit -v 300000");
 }
+
+#[test]
+fn a_command_that_cannot_start_is_one_line_and_records_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("hostile-record-command");
+    let _removed = RemovedOnDrop(dir.clone());
+    std::fs::create_dir_all(&dir).unwrap();
+    let not_executable = dir.join("script.sh");
+    std::fs::write(&not_executable, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&not_executable, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // Executable, but no format exec knows: refused by exec itself, after the checks.
+    let garbage = dir.join("garbage");
+    std::fs::write(&garbage, b"\x7fELF but not really\0\x01\x02").unwrap();
+    std::fs::set_permissions(&garbage, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = dir.join("out");
+    let cases: [(&std::ffi::OsStr, i32, &str); 5] = [
+        ("/nonexistent/command".as_ref(), 2, "No such file"),
+        ("no-such-command-anywhere".as_ref(), 2, "command not found"),
+        (not_executable.as_os_str(), 2, "not executable"),
+        (dir.as_os_str(), 2, "is a directory"),
+        (garbage.as_os_str(), 1, "could not start"),
+    ];
+    for (command, code, needle) in cases {
+        let o = output_within(
+            vmscale()
+                .args(["record", "--quiet", "--out"])
+                .arg(&out)
+                .arg("--")
+                .arg(command),
+            Duration::from_secs(60),
+        );
+        no_panic(&o);
+        one_line_failure(&o, code, needle);
+        let case = format!("record -- {}", Path::new(command).display());
+        assert!(o.stdout.is_empty(), "{case}: printed {}", stdout(&o));
+        let left: Vec<_> = std::fs::read_dir(&out)
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "{case}: left a run directory: {left:?}");
+    }
+}

@@ -32,6 +32,9 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
         }
     }
     let target = args.pid.map(Target::find).transpose()?;
+    if let Some(program) = args.command.first() {
+        check_startable(program)?;
+    }
     let events = if !args.events.is_empty() {
         args.events.clone()
     } else if target.is_some() {
@@ -120,7 +123,7 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
             } else if args.command.is_empty() {
                 wait_for(args.duration.unwrap_or(0.0), &cancel.0)
             } else {
-                let ran = run_command(&args.command, &cancel.0, hook);
+                let ran = run_command(&args.command, &cancel.0, hook)?;
                 interrupted_by = ran.signal;
                 command = ran.usage;
                 ran.outcome
@@ -314,30 +317,80 @@ fn reap(pid: u32) -> std::io::Result<Option<(std::process::ExitStatus, CommandUs
     }
 }
 
+/// Refuses, before anything is created, a command that cannot start: the program found
+/// as exec would find it (a path with a `/` as given, else the first match on PATH) must be
+/// a regular file this user may execute. Exit 2, as for any impossible request; a shell
+/// would say 127 (not found) or 126 (not executable).
+fn check_startable(program: &str) -> Result<(), Failure> {
+    use std::os::unix::ffi::OsStrExt;
+    let refuse = |why: String| Err(Failure::usage(format!("record -- {program}: {why}")));
+    let executable = |path: &std::path::Path| {
+        std::ffi::CString::new(path.as_os_str().as_bytes()).is_ok_and(|c| {
+            // SAFETY: access only reads the NUL-terminated path.
+            unsafe { libc::access(c.as_ptr(), libc::X_OK) == 0 }
+        })
+    };
+    let path = if program.contains('/') {
+        std::path::PathBuf::from(program)
+    } else {
+        // As execvp: the first executable file on PATH, else the first file to blame.
+        let candidates: Vec<std::path::PathBuf> = std::env::var_os("PATH")
+            .map(|paths| {
+                std::env::split_paths(&paths)
+                    .map(|dir| dir.join(program))
+                    .filter(|candidate| candidate.is_file())
+                    .collect()
+            })
+            .unwrap_or_default();
+        match candidates
+            .iter()
+            .find(|c| executable(c))
+            .or(candidates.first())
+        {
+            Some(path) => path.clone(),
+            None => return refuse("command not found (not a file on PATH)".into()),
+        }
+    };
+    match std::fs::metadata(&path) {
+        Err(e) => return refuse(format!("cannot run it: {e}")),
+        Ok(meta) if meta.is_dir() => return refuse("is a directory, not a command".into()),
+        Ok(meta) if !meta.is_file() => return refuse("is not a regular file".into()),
+        Ok(_) => {}
+    }
+    if !executable(&path) {
+        return refuse(format!(
+            "{} is not executable: {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
 /// Runs the command to completion; how it ended becomes a warning when it did not succeed.
 /// A signal vmscale receives meanwhile is passed on to the command (a terminal's Ctrl-C
-/// reaches both; a `kill` reaches only vmscale), and is returned so the run is marked.
-fn run_command(command: &[String], interrupted: &AtomicBool, hook: &mut dyn PhaseHook) -> Ran {
+/// reaches both; a `kill` reaches only vmscale), and is returned so the run is marked. A
+/// command that cannot start at all (checked before, but exec has the last word) is an
+/// error: there is nothing to record, and the run directory goes.
+fn run_command(
+    command: &[String],
+    interrupted: &AtomicBool,
+    hook: &mut dyn PhaseHook,
+) -> Result<Ran, vmscale_scenario::Error> {
     hook.subject_spawns(Some(crate::tracing::current_tid()));
     let spawned = std::process::Command::new(&command[0])
         .args(&command[1..])
         .spawn();
     hook.subject_spawns(None);
-    let mut child = match spawned {
-        Ok(child) => {
-            if let Err(e) = hook.subject_started(child.id()) {
-                crate::console::note!("vmscale: {e}");
-            }
-            child
-        }
-        Err(e) => {
-            return Ran {
-                outcome: format!("the traced command {} could not start: {e}", command[0]),
-                signal: None,
-                usage: None,
-            }
-        }
-    };
+    let mut child = spawned.map_err(|e| {
+        vmscale_scenario::Error::Host(format!(
+            "record -- {}: the command could not start: {e}",
+            command[0]
+        ))
+    })?;
+    if let Err(e) = hook.subject_started(child.id()) {
+        crate::console::note!("vmscale: {e}");
+    }
     let mut forwarded: Option<(i32, Instant)> = None;
     let mut usage = None;
     let status = loop {
@@ -392,9 +445,9 @@ fn run_command(command: &[String], interrupted: &AtomicBool, hook: &mut dyn Phas
         ),
         None => how,
     };
-    Ran {
+    Ok(Ran {
         outcome,
         signal,
         usage,
-    }
+    })
 }
