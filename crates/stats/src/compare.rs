@@ -189,23 +189,12 @@ fn bootstrap(
         return None;
     }
     let mut rng = fastrand::Rng::with_seed(seed);
-    let mut resample = |from: &[u64], units: &[Range<usize>], into: &mut Vec<u64>| {
-        into.clear();
-        for _ in 0..units.len() {
-            into.extend_from_slice(&from[units[rng.usize(..units.len())].clone()]);
-        }
-        into.sort_unstable();
-    };
-    let (mut ra, mut rb) = (
-        Vec::with_capacity(a.len() + a.len() / a_units.len()),
-        Vec::with_capacity(b.len() + b.len() / b_units.len()),
-    );
+    let (mut ra, mut rb) = (Resampler::new(a, a_units), Resampler::new(b, b_units));
     let mut changes: Vec<f64> = (0..iterations.max(1))
         .filter_map(|_| {
-            resample(a, a_units, &mut ra);
-            resample(b, b_units, &mut rb);
-            let base = statistic.of(&ra);
-            (base != 0.0).then(|| (statistic.of(&rb) - base) / base)
+            let base = ra.resample(&mut rng, statistic);
+            let other = rb.resample(&mut rng, statistic);
+            (base != 0.0).then(|| (other - base) / base)
         })
         .collect();
     if changes.is_empty() {
@@ -221,6 +210,129 @@ fn bootstrap(
         low: at(0.025),
         high: at(0.975),
     })
+}
+
+/// Draws resamples of one run's units (with replacement, as many as there are units) and
+/// returns their statistic.
+///
+/// Units of one sample each are copied and sorted per resample. Blocks (units of many
+/// samples) are sorted once instead, and a resample is only how often each block was drawn:
+/// its quantile is found by counting below a value in the drawn blocks (a binary search on
+/// the value), its mean from the blocks' sums. That gives the same numbers (the nearest-rank
+/// quantile is one of the samples either way, and the integer sum is the f64 sum's exact
+/// value while it stays below 2^53 ns) without building and sorting a copy of every sample
+/// per resample, which made `compare` cost 0.1 ms per sample (300,000 samples: 52 s).
+enum Resampler<'a> {
+    Singles {
+        samples: &'a [u64],
+        units: &'a [Range<usize>],
+        resample: Vec<u64>,
+    },
+    Blocks {
+        /// The samples, each unit's range sorted.
+        sorted: Vec<u64>,
+        units: &'a [Range<usize>],
+        sums: Vec<u128>,
+        /// How often each unit was drawn in the current resample.
+        counts: Vec<u64>,
+    },
+}
+
+impl<'a> Resampler<'a> {
+    fn new(samples: &'a [u64], units: &'a [Range<usize>]) -> Resampler<'a> {
+        if units.len() >= samples.len() {
+            return Resampler::Singles {
+                samples,
+                units,
+                resample: Vec::with_capacity(samples.len()),
+            };
+        }
+        let mut sorted = samples.to_vec();
+        for unit in units {
+            sorted[unit.clone()].sort_unstable();
+        }
+        let sums = units
+            .iter()
+            .map(|unit| sorted[unit.clone()].iter().map(|&v| v as u128).sum())
+            .collect();
+        Resampler::Blocks {
+            sorted,
+            units,
+            sums,
+            counts: vec![0; units.len()],
+        }
+    }
+
+    /// Draws one resample (as many units as there are, each uniformly, in the order the
+    /// random numbers come) and returns its statistic.
+    fn resample(&mut self, rng: &mut fastrand::Rng, statistic: Statistic) -> f64 {
+        match self {
+            Resampler::Singles {
+                samples,
+                units,
+                resample,
+            } => {
+                resample.clear();
+                for _ in 0..units.len() {
+                    resample.extend_from_slice(&samples[units[rng.usize(..units.len())].clone()]);
+                }
+                resample.sort_unstable();
+                statistic.of(resample)
+            }
+            Resampler::Blocks {
+                sorted,
+                units,
+                sums,
+                counts,
+            } => {
+                counts.fill(0);
+                for _ in 0..units.len() {
+                    counts[rng.usize(..units.len())] += 1;
+                }
+                let drawn = || {
+                    units
+                        .iter()
+                        .zip(counts.iter())
+                        .filter(|(unit, &c)| c > 0 && !unit.is_empty())
+                        .map(|(unit, &c)| (&sorted[unit.clone()], c))
+                };
+                let total: u64 = drawn().map(|(unit, c)| unit.len() as u64 * c).sum();
+                let q = match statistic {
+                    Statistic::Mean => {
+                        let sum: u128 = units
+                            .iter()
+                            .zip(sums.iter())
+                            .zip(counts.iter())
+                            .map(|((_, &s), &c)| s * c as u128)
+                            .sum();
+                        return sum as f64 / total as f64;
+                    }
+                    Statistic::P50 => 0.50,
+                    Statistic::P99 => 0.99,
+                };
+                // As `quantile`: the sample at this rank (1-based) of the resample sorted.
+                let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+                let below_or_at = |value: u64| -> u64 {
+                    drawn()
+                        .map(|(unit, c)| unit.partition_point(|&v| v <= value) as u64 * c)
+                        .sum()
+                };
+                // The smallest value with at least `rank` samples at or below it.
+                let (mut low, mut high) = drawn().fold((u64::MAX, 0), |(lo, hi), (unit, _)| {
+                    (lo.min(unit[0]), hi.max(unit[unit.len() - 1]))
+                });
+                while low < high {
+                    let mid = low + (high - low) / 2;
+                    if below_or_at(mid) >= rank {
+                        high = mid;
+                    } else {
+                        low = mid + 1;
+                    }
+                }
+                low as f64
+            }
+        }
+    }
 }
 
 /// Blocks a run is cut into, at most. Ten keeps each block a tenth of the run long, so a
@@ -994,5 +1106,54 @@ mod tests {
         assert_eq!(outliers(&samples), 0);
         samples.extend([50_000, 80_000]);
         assert_eq!(outliers(&samples), 2);
+    }
+
+    #[test]
+    fn resampling_sorted_blocks_gives_what_sorting_each_resample_gives() {
+        // The reference: each resample built from whole units and sorted, as the bootstrap
+        // did before it counted draws over blocks sorted once.
+        fn reference(
+            a: &[u64],
+            a_units: &[Range<usize>],
+            b: &[u64],
+            b_units: &[Range<usize>],
+            statistic: Statistic,
+            iterations: usize,
+            seed: u64,
+        ) -> Vec<f64> {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let mut resample = |from: &[u64], units: &[Range<usize>]| {
+                let mut into = Vec::new();
+                for _ in 0..units.len() {
+                    into.extend_from_slice(&from[units[rng.usize(..units.len())].clone()]);
+                }
+                into.sort_unstable();
+                into
+            };
+            (0..iterations)
+                .map(|_| {
+                    let ra = resample(a, a_units);
+                    let rb = resample(b, b_units);
+                    statistic.of(&ra) - statistic.of(&rb)
+                })
+                .collect()
+        }
+        for (n, seed) in [(25, 1), (57, 2), (1_000, 3), (20_011, 4)] {
+            let a = run(n, seed, 0..0, 1.0);
+            let b = run(n + 7, seed + 100, n / 3..n / 2, 3.0);
+            let (ua, ub) = (
+                block_ranges(a.len()).unwrap(),
+                block_ranges(b.len()).unwrap(),
+            );
+            for statistic in [Statistic::P50, Statistic::P99, Statistic::Mean] {
+                let want = reference(&a, &ua, &b, &ub, statistic, 200, seed);
+                let mut rng = fastrand::Rng::with_seed(seed);
+                let (mut ra, mut rb) = (Resampler::new(&a, &ua), Resampler::new(&b, &ub));
+                let got: Vec<f64> = (0..200)
+                    .map(|_| ra.resample(&mut rng, statistic) - rb.resample(&mut rng, statistic))
+                    .collect();
+                assert_eq!(got, want, "n={n} {statistic:?}");
+            }
+        }
     }
 }
