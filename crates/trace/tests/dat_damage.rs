@@ -272,3 +272,74 @@ fn an_extraction_of_a_damaged_file_keeps_every_page_the_decode_in_place_keeps() 
     assert_eq!(events, in_place);
     std::fs::remove_dir_all(&scratch).unwrap();
 }
+
+/// Where each zstd frame starts in `file` (its magic number), in file order.
+fn zstd_frames(file: &[u8]) -> Vec<usize> {
+    file.windows(4)
+        .enumerate()
+        .filter(|(_, w)| *w == [0x28, 0xb5, 0x2f, 0xfd])
+        .map(|(at, _)| at)
+        .collect()
+}
+
+#[test]
+fn a_zstd_chunk_whose_checksum_disagrees_costs_its_pages_and_says_why() {
+    let mut writer = writer();
+    writer.version = 7;
+    writer.codec = Some(Codec::Zstd);
+    let per_page = events_per_page(&writer.cpus[0]);
+    let file = writer.to_bytes();
+    let (clean, _) = decode(file.clone());
+    let chunks = chunks_of_cpu0(&file);
+    // The frame's last four bytes are its content checksum: the data still decompresses
+    // to the right size, and only the checksum tells it from the original.
+    let mut damaged = file.clone();
+    let (header, compressed) = chunks[2];
+    damaged[header + 8 + compressed - 1] ^= 0x5a;
+    let (events, summary) = decode(damaged);
+    assert_eq!(events[0], without_pages(&clean[0], &per_page, 20..30));
+    assert_eq!(events[1], clean[1]);
+    let warning = one_line(&summary.damage_warnings(PAGE)).to_string();
+    assert!(
+        warning.contains(&format!(
+            "damaged compressed chunk at offset {header} (40960 bytes of pages): zstd checksum mismatch"
+        )),
+        "{warning}"
+    );
+}
+
+#[test]
+fn a_zstd_section_that_decompresses_to_other_bytes_is_an_error_at_its_real_offset() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/contention");
+    let scratch = std::env::temp_dir().join(format!("vmscale-dat-checksum-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    let written = scratch.join("zstd.dat");
+    let options = DatWriteOptions {
+        compression: Some(vmscale_trace::dat::Algorithm::Zstd),
+    };
+    write_dat(&fixture, &written, &options).unwrap();
+    let file = std::fs::read(&written).unwrap();
+    std::fs::remove_dir_all(&scratch).unwrap();
+    DatFile::from_bytes(file.clone()).expect("the undamaged file reads");
+    // The first frame is the first metadata section's (the header info); its compressed
+    // size is the u32 eight bytes before it.
+    let frame = zstd_frames(&file)[0];
+    let compressed = u32::from_le_bytes(file[frame - 8..frame - 4].try_into().unwrap()) as usize;
+    let mut damaged = file.clone();
+    damaged[frame + compressed - 2] ^= 0xff;
+    let Err(e) = DatFile::from_bytes(damaged) else {
+        panic!("a damaged checksum is an error");
+    };
+    let text = e.to_string();
+    assert!(text.contains("checksum mismatch"), "{text}");
+    assert!(text.contains(&format!("at offset {frame}")), "{text}");
+    // Bytes that do not decompress at all: the error names the same real offset, not one
+    // inside the section.
+    let mut damaged = file.clone();
+    damaged[frame + 4..frame + 8].copy_from_slice(b"junk");
+    let Err(e) = DatFile::from_bytes(damaged) else {
+        panic!("a frame that is no zstd is an error");
+    };
+    let text = e.to_string();
+    assert!(text.contains(&format!("offset {frame}")), "{text}");
+}

@@ -281,6 +281,9 @@ impl<'s> ChunkReader<'s> {
                     DatError::Decompress { algorithm, .. } => {
                         format!("corrupt {algorithm} data")
                     }
+                    DatError::Checksum { frame, output, .. } => format!(
+                        "zstd checksum mismatch (the frame says {frame:08x}, its data is {output:08x})"
+                    ),
                     other => other.to_string(),
                 };
                 return Err(DatError::DamagedChunk {
@@ -322,10 +325,40 @@ impl Read for ChunkReader<'_> {
     }
 }
 
+/// A block's decoder. zstd's is kept by type so that its frame checksum can be checked
+/// once the frame is read (a damaged frame can decompress to the right number of wrong
+/// bytes; only the checksum tells).
+enum Decoder<'s> {
+    Zlib(flate2::read::ZlibDecoder<SourceRange<'s>>),
+    // Boxed: the frame decoder's state is most of a kilobyte, the zlib one a tenth of it.
+    Zstd(Box<ruzstd::decoding::StreamingDecoder<SourceRange<'s>, ruzstd::decoding::FrameDecoder>>),
+}
+
+impl Decoder<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Decoder::Zlib(d) => d.read(buf),
+            Decoder::Zstd(d) => d.read(buf),
+        }
+    }
+
+    /// The checksum the frame carries and the one its output has, when it carries one and
+    /// they differ (zlib's Adler-32 is checked by its decoder).
+    fn checksum_mismatch(&self) -> Option<(u32, u32)> {
+        let Decoder::Zstd(d) = self else {
+            return None;
+        };
+        let frame = d.decoder.get_checksum_from_data()?;
+        let output = d.decoder.get_calculated_checksum()?;
+        (frame != output).then_some((frame, output))
+    }
+}
+
 /// One compressed block (a metadata section or a chunk of trace data) as a byte stream
-/// that must come to exactly the size the file states.
+/// that must come to exactly the size the file states, and, for a zstd frame with a
+/// checksum, to the bytes the checksum says.
 pub struct Block<'s> {
-    reader: Box<dyn Read + Send + 's>,
+    reader: Decoder<'s>,
     algorithm: Algorithm,
     what: &'static str,
     /// Where the compressed bytes start in the file, for errors.
@@ -342,13 +375,13 @@ impl<'s> Block<'s> {
         what: &'static str,
     ) -> Result<Block<'s>, DatError> {
         let input = SourceRange::new(source, what, chunk.offset, chunk.compressed_size)?;
-        let reader: Box<dyn Read + Send + 's> = match algorithm {
-            Algorithm::Zlib => Box::new(flate2::read::ZlibDecoder::new(input)),
+        let reader = match algorithm {
+            Algorithm::Zlib => Decoder::Zlib(flate2::read::ZlibDecoder::new(input)),
             Algorithm::Zstd => {
                 check_zstd_window(source, chunk, what)?;
                 let decoder = ruzstd::decoding::StreamingDecoder::new(input)
                     .map_err(|_| failed(algorithm, what, chunk.offset))?;
-                Box::new(decoder)
+                Decoder::Zstd(Box::new(decoder))
             }
         };
         Ok(Block {
@@ -388,6 +421,16 @@ impl<'s> Block<'s> {
                 found: self.done,
                 expected: self.size,
             });
+        }
+        if n == 0 {
+            if let Some((frame, output)) = self.reader.checksum_mismatch() {
+                return Err(DatError::Checksum {
+                    what: self.what,
+                    offset: self.offset,
+                    frame,
+                    output,
+                });
+            }
         }
         Ok(n)
     }
@@ -558,5 +601,49 @@ mod tests {
         assert_eq!(zstd_window(&dict), Some(200));
         assert_eq!(zstd_window(&magic[..]), None);
         assert_eq!(zstd_window(b"not zstd at all"), None);
+    }
+
+    #[test]
+    fn a_zstd_block_damaged_anywhere_is_never_accepted() {
+        // Text and noise: compressed blocks and raw ones, where a flipped byte comes out
+        // as a wrong byte of the right count and only the frame checksum can tell.
+        let mut data = b"lock:contention_begin ".repeat(100);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        data.extend((0..4096).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        }));
+        let frame = ruzstd::encoding::compress_to_vec(
+            &data[..],
+            ruzstd::encoding::CompressionLevel::Fastest,
+        );
+        let block = |frame: &[u8]| {
+            let mut bytes = (frame.len() as u32).to_le_bytes().to_vec();
+            bytes.extend_from_slice(&(data.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(frame);
+            let source = Source::Memory(bytes);
+            let mut cursor = Cursor::new(&source, 0, Endian::Little);
+            read_block(&mut cursor, Algorithm::Zstd, "section")
+        };
+        assert_eq!(block(&frame).unwrap(), data);
+        let mut accepted = Vec::new();
+        // Every eighth of the frame past its header, and its last (checksum) byte.
+        let mut positions: Vec<usize> = (1..8).map(|i| 16 + (frame.len() - 16) * i / 8).collect();
+        positions.push(frame.len() - 1);
+        for at in positions {
+            let mut damaged = frame.clone();
+            damaged[at] ^= 0x20;
+            match block(&damaged) {
+                Ok(out) if out == data => {} // a byte the decoder never looks at
+                Ok(_) => accepted.push(at),
+                Err(DatError::Checksum { offset, .. } | DatError::Decompress { offset, .. }) => {
+                    assert_eq!(offset, 8, "where the frame starts")
+                }
+                Err(_) => {}
+            }
+        }
+        assert!(accepted.is_empty(), "wrong bytes accepted at {accepted:?}");
     }
 }

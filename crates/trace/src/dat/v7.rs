@@ -43,15 +43,84 @@ fn read_header(
     })
 }
 
+/// Where a section's bytes in memory came from, to name the real offset of an error in
+/// them: a copy of the file from `File(offset)` on, or the decompressed data of the block
+/// whose compressed bytes start at `Decompressed(offset)`.
+#[derive(Debug, Clone, Copy)]
+enum Origin {
+    File(u64),
+    Decompressed(u64),
+}
+
+impl Origin {
+    /// `e`, found reading the section's bytes in memory (offsets from 0), with its offsets
+    /// made the file's where they are file offsets, or said to be in the decompressed data.
+    fn locate(self, e: DatError) -> DatError {
+        match self {
+            Origin::File(base) => shift(e, base),
+            Origin::Decompressed(section) => DatError::InSection {
+                section,
+                inner: Box::new(e),
+            },
+        }
+    }
+}
+
+/// `e` with every file offset it names moved by `base`.
+fn shift(e: DatError, base: u64) -> DatError {
+    match e {
+        DatError::Truncated {
+            what,
+            offset,
+            len,
+            end,
+        } => DatError::Truncated {
+            what,
+            offset: offset + base,
+            len,
+            end: end + base,
+        },
+        DatError::Unterminated { what, offset } => DatError::Unterminated {
+            what,
+            offset: offset + base,
+        },
+        DatError::MissingTag { what, offset } => DatError::MissingTag {
+            what,
+            offset: offset + base,
+        },
+        DatError::Decompress {
+            what,
+            algorithm,
+            offset,
+        } => DatError::Decompress {
+            what,
+            algorithm,
+            offset: offset + base,
+        },
+        DatError::Checksum {
+            what,
+            offset,
+            frame,
+            output,
+        } => DatError::Checksum {
+            what,
+            offset: offset + base,
+            frame,
+            output,
+        },
+        other => other,
+    }
+}
+
 /// The section at `offset`, which must have id `expected`, as bytes in memory
-/// (decompressed if it is compressed).
+/// (decompressed if it is compressed), and where they came from.
 fn read_section(
     source: &Source,
     offset: u64,
     expected: u16,
     preamble: &Preamble,
     what: &'static str,
-) -> Result<Source, DatError> {
+) -> Result<(Source, Origin), DatError> {
     let header = read_header(source, offset, preamble)?;
     if header.id != expected {
         return Err(DatError::SectionId {
@@ -62,16 +131,19 @@ fn read_section(
     }
     let raw = Source::Memory(source.bytes_at(what, header.data, header.size)?);
     if header.flags & FLAG_COMPRESSED == 0 {
-        return Ok(raw);
+        return Ok((raw, Origin::File(header.data)));
     }
     let compression = preamble
         .compression
         .as_ref()
         .ok_or(DatError::CompressedWithoutAlgorithm { what })?;
-    // The block must lie inside the section: read it from the section's bytes.
+    // The block must lie inside the section: read it from the section's bytes, and name
+    // the file's offsets in what goes wrong.
     let mut cursor = Cursor::new(&raw, 0, preamble.endian);
-    let bytes = compress::read_block(&mut cursor, compression.algorithm, what)?;
-    Ok(Source::Memory(bytes))
+    let bytes = compress::read_block(&mut cursor, compression.algorithm, what)
+        .map_err(|e| shift(e, header.data))?;
+    // The compressed data starts after its two sizes.
+    Ok((Source::Memory(bytes), Origin::Decompressed(header.data + 8)))
 }
 
 pub fn read(source: &Source, preamble: &Preamble) -> Result<Contents, DatError> {
@@ -92,9 +164,9 @@ pub fn read(source: &Source, preamble: &Preamble) -> Result<Contents, DatError> 
             // BTF and modules: not needed to decode the ring buffer.
             _ => continue,
         };
-        let section = read_section(source, offset, id, preamble, "metadata section")?;
+        let (section, origin) = read_section(source, offset, id, preamble, "metadata section")?;
         let mut cursor = Cursor::new(&section, 0, preamble.endian);
-        read(&mut metadata, &mut cursor)?;
+        read(&mut metadata, &mut cursor).map_err(|e| origin.locate(e))?;
     }
 
     let mut buffers = Vec::new();
@@ -127,9 +199,10 @@ fn read_options_chain(source: &Source, preamble: &Preamble) -> Result<Options, D
         if !seen.insert(offset) {
             return Err(DatError::OptionsLoop(offset));
         }
-        let section = read_section(source, offset, options::DONE, preamble, "options section")?;
+        let (section, origin) =
+            read_section(source, offset, options::DONE, preamble, "options section")?;
         let mut cursor = Cursor::new(&section, 0, preamble.endian);
-        offset = loop {
+        let next = (|| loop {
             let id = cursor.u16("option id")?;
             let size = cursor.u32("option size")?;
             let data = cursor.bytes("option data", size as u64)?;
@@ -140,10 +213,11 @@ fn read_options_chain(source: &Source, preamble: &Preamble) -> Result<Options, D
                         id,
                         what: "shorter than 8 bytes",
                     })?;
-                break next;
+                return Ok(next);
             }
             options.apply(id, &data, Layout::V7, preamble.endian)?;
-        };
+        })();
+        offset = next.map_err(|e| origin.locate(e))?;
     }
     Ok(options)
 }
