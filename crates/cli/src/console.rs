@@ -35,8 +35,12 @@ pub fn write_out(text: &str) -> Result<(), Failure> {
 }
 
 /// A note or the path of a result on stderr. A closed or full stderr loses the note but
-/// never the run.
+/// never the run. Nothing is said once an allocation failure is ending the process: its
+/// own line is the error, and what fails meanwhile fails because of its cleanup.
 pub fn write_note(text: &str) {
+    if vmscale_run::cleanup::ending() {
+        return;
+    }
     let mut stderr = std::io::stderr().lock();
     let _ = stderr.write_all(text.as_bytes());
     let _ = stderr.write_all(b"\n");

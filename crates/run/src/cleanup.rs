@@ -284,6 +284,13 @@ static DYING: AtomicBool = AtomicBool::new(false);
 /// inside the cleanup) from another thread's.
 static DYING_TID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
+/// Whether the process is ending through [`abandon`]. What other threads see go wrong
+/// meanwhile (files that vanish under them, the run directory removed) is the cleanup's
+/// doing, not news: they say nothing, so that the exit stays one line.
+pub fn ending() -> bool {
+    DYING.load(Ordering::Acquire)
+}
+
 /// Ends the process after something it cannot recover from (an allocation failed): gives
 /// back the reserves, lets go of every open file above stderr ([`release_files`]: a
 /// tracefs instance cannot be removed while its per-CPU files are open, and nothing will
