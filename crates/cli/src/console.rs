@@ -3,7 +3,8 @@
 //! `print!` panics when stdout is a pipe whose reader has gone (`vmscale ... | head -1`) or
 //! a full disk. A reader that stops early is normal use, as for any Unix filter: vmscale
 //! then stops writing and finishes its work (removing its tracefs instance and VMs) with
-//! its own exit code. A full or failing stdout is a real error and says so in one line.
+//! its own exit code; so does a terminal that hangs up. A full or failing stdout is a real
+//! error and says so in one line.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,7 +25,7 @@ pub fn write_out(text: &str) -> Result<(), Failure> {
         .and_then(|()| stdout.flush())
     {
         Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe || terminal_hung_up(&e) => {
             STDOUT_GONE.store(true, Ordering::Relaxed);
             Ok(())
         }
@@ -32,6 +33,20 @@ pub fn write_out(text: &str) -> Result<(), Failure> {
             "cannot write to standard output: {e}"
         ))),
     }
+}
+
+/// Whether `e`, from a write to stdout, says that stdout is a terminal that hung up (its
+/// ssh session or window closed): the terminal's pipe gone, as quiet an end as a pipe's.
+/// A hung-up terminal fails every write and every ioctl with EIO, where a file or a disk
+/// that fails a write with EIO answers a terminal ioctl with ENOTTY.
+fn terminal_hung_up(e: &std::io::Error) -> bool {
+    if e.raw_os_error() != Some(libc::EIO) {
+        return false;
+    }
+    let mut termios = std::mem::MaybeUninit::<libc::termios>::uninit();
+    // SAFETY: TCGETS writes a termios into the buffer we pass, or fails; stdout is open.
+    let rc = unsafe { libc::ioctl(1, libc::TCGETS, termios.as_mut_ptr()) };
+    rc < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EIO)
 }
 
 /// A note or the path of a result on stderr. A closed or full stderr loses the note but

@@ -10,6 +10,7 @@ mod common;
 
 use common::*;
 
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -423,5 +424,146 @@ fn an_interrupted_export_leaves_nothing_and_a_killed_ones_file_is_removed_later(
             assert!(o.status.success(), "{}", stderr(&o));
         }
         assert_eq!(hidden(&targets), Vec::<String>::new(), "after {later}");
+    }
+}
+
+/// A pseudo-terminal: the master end (what sshd or a terminal emulator holds) and the
+/// slave end, which becomes vmscale's controlling terminal and its stdin, stdout and stderr.
+fn pseudo_terminal() -> (OwnedFd, OwnedFd) {
+    // SAFETY: posix_openpt takes flags only and returns a new descriptor or -1 (checked).
+    let master = unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC) };
+    assert!(
+        master >= 0,
+        "posix_openpt: {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: `master` was just opened and is owned by nothing else.
+    let master = unsafe { OwnedFd::from_raw_fd(master) };
+    // SAFETY: grantpt, unlockpt and TIOCGPTPEER act on the master we own; TIOCGPTPEER
+    // returns a new descriptor of its slave or -1 (checked), and F_SETFL sets flags only.
+    let slave = unsafe {
+        assert_eq!(libc::grantpt(master.as_raw_fd()), 0);
+        assert_eq!(libc::unlockpt(master.as_raw_fd()), 0);
+        let flags = libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC;
+        let slave = libc::ioctl(master.as_raw_fd(), libc::TIOCGPTPEER, flags);
+        assert!(
+            slave >= 0,
+            "TIOCGPTPEER: {}",
+            std::io::Error::last_os_error()
+        );
+        // Drained while vmscale runs; a full terminal would stop it writing.
+        libc::fcntl(master.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK);
+        OwnedFd::from_raw_fd(slave)
+    };
+    (master, slave)
+}
+
+/// Reads what the terminal shows so far, without waiting.
+fn drain(master: &OwnedFd, shown: &mut Vec<u8>) {
+    let mut buf = [0u8; 4096];
+    loop {
+        // SAFETY: reads into a live buffer of its length from a descriptor we own.
+        let n = unsafe { libc::read(master.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            return;
+        }
+        shown.extend_from_slice(&buf[..n as usize]);
+    }
+}
+
+#[test]
+fn a_terminal_that_hangs_up_ends_a_run_as_sigterm_does() {
+    // The real thing rather than a kill: vmscale in its own session on a pseudo-terminal,
+    // showing its progress there, and the terminal's master closed as a dropped ssh
+    // session closes it. The kernel then hangs the terminal up: SIGHUP (and SIGCONT) to
+    // the session, and every later write to the terminal fails.
+    let memslot = SCENARIOS[0].1;
+    let record: &[&str] = &["record", "--", "sleep", "600"];
+    for (what, args) in [("memslot", memslot), ("record", record)] {
+        let out = scratch(&format!("hangup-{what}"));
+        let _removed = RemovedOnDrop(out.clone());
+        let (master, slave) = pseudo_terminal();
+        let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
+        let mut command = Command::new(env!("CARGO_BIN_EXE_vmscale"));
+        command
+            .args(&args[..split])
+            .arg("--out")
+            .arg(&out)
+            .args(&args[split..])
+            .stdin(Stdio::from(slave.try_clone().unwrap()))
+            .stdout(Stdio::from(slave.try_clone().unwrap()))
+            .stderr(Stdio::from(slave));
+        // SAFETY: setsid and ioctl are async-signal-safe and only affect the child about
+        // to exec: a new session whose controlling terminal is the slave on its stdin.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().unwrap();
+        // The command's copies of the slave are gone with it: only vmscale holds it now.
+        drop(command);
+        let pid = child.id();
+        let mut shown = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !measuring(pid) {
+            drain(&master, &mut shown);
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!(
+                    "{what} ended before measuring: {status}: {}",
+                    String::from_utf8_lossy(&shown)
+                );
+            }
+            assert!(Instant::now() < deadline, "{what} never measured");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Let it draw progress for a moment, then hang up.
+        std::thread::sleep(Duration::from_millis(300));
+        drain(&master, &mut shown);
+        let hung_up = Instant::now();
+        drop(master);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                hung_up.elapsed() < Duration::from_secs(30),
+                "{what} still running 30 s after its terminal hung up"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let took = hung_up.elapsed();
+        eprintln!("{what}: ended {took:?} after the hang-up, {status}");
+        assert_eq!(status.code(), Some(130), "{what}: {status}");
+        assert!(
+            instances_of(pid).is_empty(),
+            "{what}: tracefs instance left"
+        );
+        assert!(
+            group_gone(pid),
+            "{what}: a process of the run is still alive"
+        );
+        let left: Vec<String> = std::fs::read_dir(&out)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(
+            left.iter().all(|name| !name.starts_with(".partial-")),
+            "{what}: an unfinished directory is left: {left:?}"
+        );
+        if what == "record" {
+            // The trace so far is kept, marked as interrupted, as after a SIGHUP by kill.
+            let run = only_run_dir(&out);
+            let json = std::fs::read_to_string(run.join("run.json")).unwrap();
+            assert!(json.contains("recording interrupted by"), "{json}");
+        } else {
+            assert!(left.is_empty(), "{what}: left in --out: {left:?}");
+        }
     }
 }
