@@ -863,3 +863,45 @@ fn compare_judges_300000_samples_per_series_in_seconds() {
         "{per_series:?} per series"
     );
 }
+
+/// `vmscale ARGS` in a private mount namespace where a tmpfs, made to look like tracefs
+/// (an `instances/` directory, an `available_events` file), covers /sys/kernel/tracing.
+/// /proc/mounts there still lists tracefs at that path, under the tmpfs.
+fn over_tracefs(args: &[&str]) -> Output {
+    let script = "mount -t tmpfs none /sys/kernel/tracing \
+        && mkdir /sys/kernel/tracing/instances \
+        && : > /sys/kernel/tracing/available_events \
+        && exec \"$0\" \"$@\"";
+    Command::new("unshare")
+        .args(["-m", "sh", "-c", script])
+        .arg(env!("CARGO_BIN_EXE_vmscale"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_filesystem_over_tracefs_is_named_not_taken_for_tracefs() {
+    let out = scratch("hostile-over-tracefs");
+    let _removed = RemovedOnDrop(out.clone());
+    let out_arg = out.to_str().unwrap();
+    let o = over_tracefs(&[
+        "run", "zap", "--vcpus", "1", "--repeat", "3", "--quiet", "--out", out_arg,
+    ]);
+    no_panic(&o);
+    one_line_failure(&o, 1, "/sys/kernel/tracing is tmpfs, not tracefs");
+    let left: Vec<_> = std::fs::read_dir(&out)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left in --out: {left:?}");
+    // doctor, as root, names what is there instead of telling root to run as root.
+    let o = over_tracefs(&["doctor", "--out", out_arg]);
+    let text = stdout(&o);
+    let line = text
+        .lines()
+        .find(|l| l.contains(" tracefs "))
+        .unwrap_or_else(|| panic!("no tracefs line: {text}"));
+    assert!(line.starts_with("FAIL"), "{line}");
+    assert!(line.contains("is tmpfs, not tracefs"), "{line}");
+    assert!(!line.contains("run as root"), "{line}");
+}

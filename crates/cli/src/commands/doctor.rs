@@ -5,6 +5,7 @@ use std::path::Path;
 use vmscale_kvm::preflight::{fd_limits, FDS_BASE, FDS_PER_VCPU};
 use vmscale_kvm::KvmSystem;
 use vmscale_run::host::host_memory;
+use vmscale_trace::record::tracefs::{tracing_dir, TracingDir};
 
 use crate::console::outln;
 use crate::failure::Failure;
@@ -228,13 +229,10 @@ fn check_kvm() -> Check {
     }
 }
 
+/// Whether tracefs is what the path shows (not whether /proc/mounts lists it: a
+/// filesystem mounted over it hides it).
 fn tracefs_mounted() -> bool {
-    std::fs::read_to_string("/proc/mounts")
-        .map(|m| {
-            m.lines()
-                .any(|l| l.split_whitespace().nth(1) == Some(TRACEFS) && l.contains("tracefs"))
-        })
-        .unwrap_or(false)
+    tracing_dir(Path::new(TRACEFS)) == TracingDir::Tracefs
 }
 
 fn check_tracefs() -> Check {
@@ -248,20 +246,30 @@ fn check_tracefs() -> Check {
             "this kernel has no tracefs (CONFIG_TRACING off): scenarios run, but nothing can be traced",
         );
     }
-    if !tracefs_mounted() {
-        return if is_root() {
-            Check::new(
+    match tracing_dir(Path::new(TRACEFS)) {
+        TracingDir::Tracefs => {}
+        // Being root would not help: say what is there.
+        TracingDir::Other(kind) => {
+            return Check::new(
+                "tracefs",
+                Verdict::Fail,
+                format!("{TRACEFS} is {kind}, not tracefs: something is mounted over it (unmount it, and vmscale mounts tracefs there)"),
+            )
+        }
+        TracingDir::Unmounted | TracingDir::Unreachable(_) if is_root() => {
+            return Check::new(
                 "tracefs",
                 Verdict::Ok,
                 format!("supported, not mounted; vmscale mounts it at {TRACEFS} when it traces"),
             )
-        } else {
-            Check::new(
+        }
+        TracingDir::Unmounted | TracingDir::Unreachable(_) => {
+            return Check::new(
                 "tracefs",
                 Verdict::Fail,
                 format!("not mounted and only root can mount it: run as root or `mount -t tracefs nodev {TRACEFS}`"),
             )
-        };
+        }
     }
     // An instance of our own is all vmscale ever writes to; prove one can be made (it is
     // removed again when the guard drops).
@@ -274,7 +282,11 @@ fn check_tracefs() -> Check {
         Err(e) => Check::new(
             "tracefs",
             Verdict::Fail,
-            format!("mounted at {TRACEFS} but an instance cannot be created ({e}): run as root"),
+            if is_root() {
+                format!("mounted at {TRACEFS} but an instance cannot be created ({e})")
+            } else {
+                format!("mounted at {TRACEFS} but an instance cannot be created ({e}): run as root")
+            },
         ),
     }
 }

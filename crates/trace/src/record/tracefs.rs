@@ -48,11 +48,95 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     }
 }
 
+/// Where kernels keep the tracing files under debugfs: tracefs mounted there on its own
+/// since 4.1, debugfs itself before.
+pub const DEBUGFS_TRACING: &str = "/sys/kernel/debug/tracing";
+
+/// Filesystem types (statfs's f_type, include/uapi/linux/magic.h).
+const TRACEFS_MAGIC: i64 = 0x7472_6163;
+const DEBUGFS_MAGIC: i64 = 0x6462_6720;
+const SYSFS_MAGIC: i64 = 0x6265_6572;
+
+/// What a path that should hold the tracing files holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TracingDir {
+    /// tracefs (or, on kernels before tracefs, debugfs's `tracing/`).
+    Tracefs,
+    /// The empty sysfs directory tracefs is mounted on: nothing is mounted there.
+    Unmounted,
+    /// Another filesystem, named: something is mounted over (or instead of) tracefs.
+    Other(String),
+    /// The path cannot be looked at (missing, or not allowed).
+    Unreachable(String),
+}
+
+/// What is at `path`, by the type of the filesystem there. /proc/mounts is not asked:
+/// a filesystem mounted over tracefs hides it, and /proc/mounts still lists tracefs.
+pub fn tracing_dir(path: &Path) -> TracingDir {
+    let c_path = match std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) {
+        Ok(p) => p,
+        Err(_) => return TracingDir::Unreachable("a path with a NUL byte".into()),
+    };
+    let mut stat = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: statfs reads a NUL-terminated path and writes one struct statfs into the
+    // buffer we pass; its result is checked before the struct is read.
+    let rc = unsafe { libc::statfs(c_path.as_ptr(), stat.as_mut_ptr()) };
+    if rc != 0 {
+        return TracingDir::Unreachable(std::io::Error::last_os_error().to_string());
+    }
+    // SAFETY: statfs succeeded, so it filled the struct.
+    let stat = unsafe { stat.assume_init() };
+    // f_type is an i64 on x86-64 and arm64, 32 bits on some other architectures.
+    #[allow(clippy::unnecessary_cast)]
+    let kind = stat.f_type as i64;
+    match kind {
+        TRACEFS_MAGIC => TracingDir::Tracefs,
+        // Before 4.1 the tracing files are debugfs's own; debugfs elsewhere is not them.
+        DEBUGFS_MAGIC if path.join("trace_pipe").exists() => TracingDir::Tracefs,
+        SYSFS_MAGIC => TracingDir::Unmounted,
+        other => TracingDir::Other(filesystem_name(other)),
+    }
+}
+
+/// A filesystem type as `mount -t` names it, for the types found mounted where tracefs
+/// should be; others by number.
+fn filesystem_name(magic: i64) -> String {
+    let name = match magic {
+        0x0102_1994 => "tmpfs",
+        0x8584_58f6 => "ramfs",
+        DEBUGFS_MAGIC => "debugfs",
+        0x9fa0 => "proc",
+        0xef53 => "ext4",
+        0x5846_5342 => "xfs",
+        0x9123_683e => "btrfs",
+        0x794c_7630 => "overlay",
+        0x6573_5546 => "fuse",
+        _ => return format!("a filesystem of type {magic:#x}"),
+    };
+    name.to_string()
+}
+
 /// The tracefs mount point, mounting tracefs at [`DEFAULT_MOUNT`] if it is not mounted
 /// anywhere. Mounting adds a view of the tracing state; it changes no tracing setting.
+/// Each place is taken by the filesystem found there ([`tracing_dir`]); something else
+/// mounted at [`DEFAULT_MOUNT`] is refused rather than mounted over.
 pub fn mount_point() -> Result<PathBuf, Error> {
-    if let Some(existing) = find_mount() {
-        return Ok(existing);
+    let mut places = vec![PathBuf::from(DEFAULT_MOUNT)];
+    places.extend(listed_mounts());
+    places.push(PathBuf::from(DEBUGFS_TRACING));
+    if let Some(found) = places
+        .into_iter()
+        .find(|p| tracing_dir(p) == TracingDir::Tracefs)
+    {
+        return Ok(found);
+    }
+    match tracing_dir(Path::new(DEFAULT_MOUNT)) {
+        TracingDir::Other(kind) => {
+            return Err(Error::NoTracefs(format!(
+                "{DEFAULT_MOUNT} is {kind}, not tracefs: something is mounted over it (unmount it, and vmscale mounts tracefs there)"
+            )))
+        }
+        TracingDir::Tracefs | TracingDir::Unmounted | TracingDir::Unreachable(_) => {}
     }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
@@ -71,16 +155,27 @@ pub fn mount_point() -> Result<PathBuf, Error> {
             String::from_utf8_lossy(&status.stderr).trim()
         )));
     }
-    find_mount().ok_or_else(|| Error::NoTracefs("mounted tracefs but cannot find it".into()))
+    match tracing_dir(Path::new(DEFAULT_MOUNT)) {
+        TracingDir::Tracefs => Ok(PathBuf::from(DEFAULT_MOUNT)),
+        other => Err(Error::NoTracefs(format!(
+            "mounted tracefs at {DEFAULT_MOUNT} but found {other:?} there"
+        ))),
+    }
 }
 
-fn find_mount() -> Option<PathBuf> {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
-    mounts.lines().find_map(|line| {
-        let mut fields = line.split_whitespace();
-        let (_, point, kind) = (fields.next()?, fields.next()?, fields.next()?);
-        (kind == "tracefs").then(|| PathBuf::from(point))
-    })
+/// Where /proc/self/mounts says tracefs is mounted: places to look, not proof.
+fn listed_mounts() -> Vec<PathBuf> {
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else {
+        return Vec::new();
+    };
+    mounts
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (_, point, kind) = (fields.next()?, fields.next()?, fields.next()?);
+            (kind == "tracefs").then(|| PathBuf::from(point))
+        })
+        .collect()
 }
 
 /// Who made a `vmscale-...` instance, read from its name.
