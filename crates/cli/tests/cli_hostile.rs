@@ -86,6 +86,36 @@ fn every_knob_outside_its_range_is_one_line_before_anything_is_created() {
 }
 
 #[test]
+fn a_sweep_that_names_a_point_twice_is_one_line_before_anything_is_created() {
+    let out = scratch("hostile-twice");
+    let _removed = RemovedOnDrop(out.clone());
+    // Every list knob; the repeated value need not be next to its twin.
+    for (scenario, flag, values, twice) in [
+        ("memslot", "--vcpus", "2,2,2", "2"),
+        ("zap", "--vcpus", "1,2,1", "1"),
+        ("teardown", "--vms", "1,4,4", "4"),
+        ("mlock", "--busy", "0,1,0", "0"),
+        ("irqfd", "--total", "1000,1000", "1000"),
+        ("qemu-start", "--vcpus", "1,1", "1"),
+        ("qemu-start", "--mem-mib", "256,512,256", "256"),
+        ("qemu-hotplug", "--vcpus", "4,4", "4"),
+        ("qemu-migrate", "--vcpus", "2,1,2", "2"),
+    ] {
+        let o = vmscale()
+            .args(["run", scenario, flag, values, "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        one_line_failure(&o, 2, &format!("{flag} lists {twice} more than once"));
+        assert!(
+            !out.exists(),
+            "{scenario} {flag} {values} created {}",
+            out.display()
+        );
+    }
+}
+
+#[test]
 fn malformed_arguments_are_one_line() {
     for args in [
         &["run", "memslot", "--repeat", "abc"][..],

@@ -90,12 +90,22 @@ impl Range {
         }
     }
 
-    /// Checks every value of a list knob; an empty list has nothing to measure.
+    /// Checks every value of a list knob; an empty list has nothing to measure, and a value
+    /// given twice would measure the same point twice as if they were two.
     pub fn check_all<T: Copy + Into<u64>>(&self, flag: &str, values: &[T]) -> Result<(), Error> {
         if values.is_empty() {
             return Err(Error::Usage(format!("{flag} needs at least one value")));
         }
-        values.iter().try_for_each(|&v| self.check(flag, v.into()))
+        values
+            .iter()
+            .try_for_each(|&v| self.check(flag, v.into()))?;
+        let mut seen = std::collections::BTreeSet::new();
+        match values.iter().map(|&v| v.into()).find(|&v| !seen.insert(v)) {
+            Some(twice) => Err(Error::Usage(format!(
+                "{flag} lists {twice} more than once: each value is one point of the sweep (--runs repeats the whole sweep)"
+            ))),
+            None => Ok(()),
+        }
     }
 }
 
