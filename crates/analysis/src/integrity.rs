@@ -57,6 +57,30 @@ pub(crate) fn dir_warnings(
     kallsyms: Option<&KallsymsProblem>,
     summary: &DecodeSummary,
 ) -> Vec<String> {
+    let mut warnings = file_warnings_of(label, decoder, damage);
+    warnings.extend(format_warning(label, damage, summary));
+    if let Some(problem) = kallsyms {
+        warnings.extend(kallsyms_warning(label, problem, summary));
+    }
+    warnings
+}
+
+/// What is wrong with a trace directory's files (meta.json, each CPU's file), in the
+/// words of a run's warnings, for a reader that copies the files without analysing them
+/// (an export): a CPU file that grew to gigabytes of holes is then said before it is
+/// copied, as `report` says it.
+pub fn file_warnings(dir: &Path) -> Result<Vec<String>, vmscale_trace::DecodeError> {
+    let (decoder, damage) = Decoder::open_damaged(dir)?;
+    Ok(file_warnings_of(&dir_label(dir), &decoder, &damage))
+}
+
+/// How a trace directory's files are named in warnings: `trace/` for a run's.
+pub(crate) fn dir_label(dir: &Path) -> String {
+    dir.file_name()
+        .map_or_else(String::new, |name| format!("{}/", name.to_string_lossy()))
+}
+
+fn file_warnings_of(label: &str, decoder: &Decoder, damage: &DirDamage) -> Vec<String> {
     let mut warnings = Vec::new();
     if let Some(meta) = &damage.meta {
         warnings.push(meta_warning(label, meta, decoder));
@@ -64,10 +88,6 @@ pub(crate) fn dir_warnings(
     let page_size = decoder.page_layout().page_size as u64;
     for file in &damage.cpu_files {
         warnings.extend(cpu_file_warning(label, file, page_size));
-    }
-    warnings.extend(format_warning(label, damage, summary));
-    if let Some(problem) = kallsyms {
-        warnings.extend(kallsyms_warning(label, problem, summary));
     }
     warnings
 }

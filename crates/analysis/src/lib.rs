@@ -11,6 +11,7 @@ pub mod contention;
 pub mod excerpt;
 pub mod holders;
 mod integrity;
+pub use integrity::file_warnings as trace_file_warnings;
 pub mod ipi;
 pub mod naming;
 pub mod on_cpu;
@@ -296,9 +297,7 @@ fn analyse_dir(
         scope
     };
     let mut analysis = analyse_routed(&decoder, &symbols, scope, every_event_to_every_pass)?;
-    let label = dir
-        .file_name()
-        .map_or_else(String::new, |name| format!("{}/", name.to_string_lossy()));
+    let label = integrity::dir_label(dir);
     let summary = decoder.last_summary().unwrap_or_default();
     analysis.warnings =
         integrity::dir_warnings(&label, &decoder, &damage, kallsyms.as_ref(), &summary);

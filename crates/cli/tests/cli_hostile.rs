@@ -935,3 +935,45 @@ fn a_filesystem_over_tracefs_is_named_not_taken_for_tracefs() {
     assert!(line.contains("is tmpfs, not tracefs"), "{line}");
     assert!(!line.contains("run as root"), "{line}");
 }
+
+#[test]
+fn an_export_of_a_cpu_file_grown_to_holes_says_so_as_report_does() {
+    let out = scratch("hostile-sparse-export");
+    let _removed = RemovedOnDrop(out.clone());
+    let run = traced_run(&out.join("runs"));
+    // 64 MiB of holes after the recorded pages: a file that changed after recording.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(run.join("trace/cpu0.raw"))
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
+    let said = "trace/cpu0.raw holds 16,384 pages but the recorder wrote";
+    let report = vmscale()
+        .args(["report", "--details"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(report.status.success(), "{}", stderr(&report));
+    assert!(
+        stdout(&report).contains(said),
+        "report: {}",
+        stdout(&report)
+    );
+    let target = out.join("sparse.dat");
+    let o = vmscale()
+        .args(["export", "--dat"])
+        .arg(&run)
+        .arg("-o")
+        .arg(&target)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    let warning = err
+        .lines()
+        .find(|l| l.starts_with("vmscale: warning: "))
+        .unwrap_or_else(|| panic!("no warning: {err}"));
+    assert!(warning.contains(said), "{warning}");
+    assert!(target.is_file());
+}

@@ -186,6 +186,12 @@ fn export_dat(run: &Path, out: Option<PathBuf>, compression: Option<&str>) -> Re
         run_dir, trace_dir, ..
     } = traced(run)?;
     let target = out.unwrap_or_else(|| run_dir.join(vmscale_run::dir::DAT_FILE));
+    // The .dat file copies every page of the CPU files: what is wrong with them (a file
+    // grown to gigabytes of holes) is said before it is copied, as `report` says it.
+    // A directory that cannot be opened is write_dat's to report.
+    for warning in vmscale_analysis::trace_file_warnings(&trace_dir).unwrap_or_default() {
+        crate::console::note!("vmscale: warning: {warning}");
+    }
     let written = write_dat(&trace_dir, &target, compression).map_err(|e| match e {
         vmscale_trace::dat::write::DatWriteError::Output(e) => output_failure(e),
         e => Failure::runtime(format!("cannot export {}: {e}", trace_dir.display())),
