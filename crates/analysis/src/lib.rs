@@ -385,7 +385,8 @@ fn analyse_routed(
         .with_async_calls(&async_calls)
         .of_processes()
     });
-    let mut vmm = (!scope.vmm.is_empty()).then(|| vmm::VmmPass::new(scope.vmm.clone()));
+    let mut vmm = (!scope.vmm.is_empty())
+        .then(|| vmm::VmmPass::new(scope.vmm.clone(), syscalls::Arch::of(symbols)));
     let (mut first_ts, mut last_ts) = (None, 0);
     // Per event type id: how many the trace holds (sized for every id with a format).
     let mut seen: Vec<u64> = vec![0; decoder.catalog().id_bound()];

@@ -19,81 +19,142 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use kvm_bindings::*;
+use vmm_sys_util::ioctl::{ioctl_expr, _IOC_NONE, _IOC_READ, _IOC_WRITE};
 use vmscale_run::findings::{VmmIoctl, VmmSamples};
 use vmscale_stats::StreamingSummary;
 use vmscale_trace::{Event, EventKind, ViewTag};
 
-/// The ioctl system call on x86-64.
-const SYS_IOCTL: i64 = 16;
-/// KVM_RUN (`_IO(KVMIO, 0x80)`).
-pub const KVM_RUN: u64 = 0xae80;
+use crate::syscalls::Arch;
 
-/// Names of the KVM ioctls a VMM makes (values from linux/kvm.h on x86-64, direction and
-/// size bits included: some numbers share a type and nr, like KVM_SIGNAL_MSI and
-/// KVM_SET_XSAVE).
+/// KVM's ioctl type (`KVMIO`, linux/kvm.h).
+const KVMIO: u32 = 0xae;
+
+/// `_IO(KVMIO, nr)`.
+const fn io(nr: u32) -> u64 {
+    ioctl_expr(_IOC_NONE, KVMIO, nr, 0) as u64
+}
+
+/// `_IOR(KVMIO, nr, T)`.
+const fn ior<T>(nr: u32) -> u64 {
+    ioctl_expr(_IOC_READ, KVMIO, nr, std::mem::size_of::<T>() as u32) as u64
+}
+
+/// `_IOW(KVMIO, nr, T)`.
+const fn iow<T>(nr: u32) -> u64 {
+    ioctl_expr(_IOC_WRITE, KVMIO, nr, std::mem::size_of::<T>() as u32) as u64
+}
+
+/// `_IOWR(KVMIO, nr, T)`.
+const fn iowr<T>(nr: u32) -> u64 {
+    ioctl_expr(
+        _IOC_READ | _IOC_WRITE,
+        KVMIO,
+        nr,
+        std::mem::size_of::<T>() as u32,
+    ) as u64
+}
+
+/// KVM_RUN.
+pub const KVM_RUN: u64 = io(0x80);
+const KVM_GET_DIRTY_LOG: u64 = iow::<kvm_dirty_log>(0x42);
+const KVM_CLEAR_DIRTY_LOG: u64 = iowr::<kvm_clear_dirty_log>(0xc0);
+const KVM_RESET_DIRTY_RINGS: u64 = io(0xc7);
+
+/// KVM ioctls by their full number (direction and size included: some share a type and
+/// nr, like KVM_SIGNAL_MSI and KVM_SET_XSAVE), computed as linux/kvm.h defines them, with
+/// the sizes of kvm-bindings' structures. The direction and size bits are laid out alike on
+/// x86-64 and arm64 (asm-generic/ioctl.h), and these structures are the same size on both.
+const KVM_IOCTLS: &[(u64, &str)] = &[
+    (KVM_RUN, "KVM_RUN"),
+    (io(0x03), "KVM_CHECK_EXTENSION"),
+    (io(0x41), "KVM_CREATE_VCPU"),
+    (KVM_GET_DIRTY_LOG, "KVM_GET_DIRTY_LOG"),
+    (KVM_CLEAR_DIRTY_LOG, "KVM_CLEAR_DIRTY_LOG"),
+    (KVM_RESET_DIRTY_RINGS, "KVM_RESET_DIRTY_RINGS"),
+    (
+        iow::<kvm_userspace_memory_region>(0x46),
+        "KVM_SET_USER_MEMORY_REGION",
+    ),
+    (
+        iow::<kvm_userspace_memory_region2>(0x49),
+        "KVM_SET_USER_MEMORY_REGION2",
+    ),
+    (iow::<kvm_irq_level>(0x61), "KVM_IRQ_LINE"),
+    (iowr::<kvm_irq_level>(0x67), "KVM_IRQ_LINE_STATUS"),
+    (iow::<kvm_irq_routing>(0x6a), "KVM_SET_GSI_ROUTING"),
+    (iow::<kvm_irqfd>(0x76), "KVM_IRQFD"),
+    (iow::<kvm_ioeventfd>(0x79), "KVM_IOEVENTFD"),
+    (iow::<kvm_clock_data>(0x7b), "KVM_SET_CLOCK"),
+    (ior::<kvm_clock_data>(0x7c), "KVM_GET_CLOCK"),
+    (ior::<kvm_mp_state>(0x98), "KVM_GET_MP_STATE"),
+    (iow::<kvm_mp_state>(0x99), "KVM_SET_MP_STATE"),
+    (iow::<kvm_enable_cap>(0xa3), "KVM_ENABLE_CAP"),
+    (iow::<kvm_msi>(0xa5), "KVM_SIGNAL_MSI"),
+    (io(0xce), "KVM_GET_STATS_FD"),
+];
+
+/// x86's own: structures that exist (at these sizes) only there.
+#[cfg(target_arch = "x86_64")]
+const KVM_X86_IOCTLS: &[(u64, &str)] = &[
+    (iowr::<kvm_irqchip>(0x62), "KVM_GET_IRQCHIP"),
+    // The kernel defines KVM_SET_IRQCHIP with _IOR.
+    (ior::<kvm_irqchip>(0x63), "KVM_SET_IRQCHIP"),
+    (ior::<kvm_regs>(0x81), "KVM_GET_REGS"),
+    (iow::<kvm_regs>(0x82), "KVM_SET_REGS"),
+    (ior::<kvm_sregs>(0x83), "KVM_GET_SREGS"),
+    (iow::<kvm_sregs>(0x84), "KVM_SET_SREGS"),
+    (iowr::<kvm_msrs>(0x88), "KVM_GET_MSRS"),
+    (iow::<kvm_msrs>(0x89), "KVM_SET_MSRS"),
+    (ior::<kvm_fpu>(0x8c), "KVM_GET_FPU"),
+    (iow::<kvm_fpu>(0x8d), "KVM_SET_FPU"),
+    (ior::<kvm_lapic_state>(0x8e), "KVM_GET_LAPIC"),
+    (iow::<kvm_lapic_state>(0x8f), "KVM_SET_LAPIC"),
+    (iow::<kvm_cpuid2>(0x90), "KVM_SET_CPUID2"),
+    (iowr::<kvm_tpr_access_ctl>(0x92), "KVM_TPR_ACCESS_REPORTING"),
+    (ior::<kvm_vcpu_events>(0x9f), "KVM_GET_VCPU_EVENTS"),
+    (iow::<kvm_vcpu_events>(0xa0), "KVM_SET_VCPU_EVENTS"),
+    (ior::<kvm_pit_state2>(0x9f), "KVM_GET_PIT2"),
+    (iow::<kvm_pit_state2>(0xa0), "KVM_SET_PIT2"),
+    (ior::<kvm_debugregs>(0xa1), "KVM_GET_DEBUGREGS"),
+    (iow::<kvm_debugregs>(0xa2), "KVM_SET_DEBUGREGS"),
+    (io(0xa2), "KVM_SET_TSC_KHZ"),
+    (io(0xa3), "KVM_GET_TSC_KHZ"),
+    (ior::<kvm_xsave>(0xa4), "KVM_GET_XSAVE"),
+    (iow::<kvm_xsave>(0xa5), "KVM_SET_XSAVE"),
+    (ior::<kvm_xcrs>(0xa6), "KVM_GET_XCRS"),
+    (iow::<kvm_xcrs>(0xa7), "KVM_SET_XCRS"),
+    (io(0xad), "KVM_KVMCLOCK_CTRL"),
+    (iowr::<kvm_nested_state>(0xbe), "KVM_GET_NESTED_STATE"),
+    (iow::<kvm_nested_state>(0xbf), "KVM_SET_NESTED_STATE"),
+    (ior::<kvm_sregs2>(0xcc), "KVM_GET_SREGS2"),
+    (iow::<kvm_sregs2>(0xcd), "KVM_SET_SREGS2"),
+    (ior::<kvm_xsave>(0xcf), "KVM_GET_XSAVE2"),
+];
+#[cfg(not(target_arch = "x86_64"))]
+const KVM_X86_IOCTLS: &[(u64, &str)] = &[];
+
+/// An ioctl's name: KVM's by name, others by number.
 pub fn ioctl_name(cmd: u64) -> String {
-    let name = match cmd {
-        0xae80 => "KVM_RUN",
-        0x4020ae46 => "KVM_SET_USER_MEMORY_REGION",
-        0x40a0ae49 => "KVM_SET_USER_MEMORY_REGION2",
-        0x4020ae76 => "KVM_IRQFD",
-        0x4040ae79 => "KVM_IOEVENTFD",
-        0x4010ae42 => "KVM_GET_DIRTY_LOG",
-        0xc018aec0 => "KVM_CLEAR_DIRTY_LOG",
-        0xaec7 => "KVM_RESET_DIRTY_RINGS",
-        0xae03 => "KVM_CHECK_EXTENSION",
-        0x4008ae6a => "KVM_SET_GSI_ROUTING",
-        0xc008ae67 => "KVM_IRQ_LINE_STATUS",
-        0x4008ae61 => "KVM_IRQ_LINE",
-        0x4020aea5 => "KVM_SIGNAL_MSI",
-        0x8030ae7c => "KVM_GET_CLOCK",
-        0x4030ae7b => "KVM_SET_CLOCK",
-        0x8090ae81 => "KVM_GET_REGS",
-        0x4090ae82 => "KVM_SET_REGS",
-        0x8138ae83 => "KVM_GET_SREGS",
-        0x8140aecc => "KVM_GET_SREGS2",
-        0x4140aecd => "KVM_SET_SREGS2",
-        0xc080aebe => "KVM_GET_NESTED_STATE",
-        0x4080aebf => "KVM_SET_NESTED_STATE",
-        0x4138ae84 => "KVM_SET_SREGS",
-        0xc008ae88 => "KVM_GET_MSRS",
-        0x4008ae89 => "KVM_SET_MSRS",
-        0x81a0ae8c => "KVM_GET_FPU",
-        0x41a0ae8d => "KVM_SET_FPU",
-        0x8400ae8e => "KVM_GET_LAPIC",
-        0x4400ae8f => "KVM_SET_LAPIC",
-        0x8004ae98 => "KVM_GET_MP_STATE",
-        0x4004ae99 => "KVM_SET_MP_STATE",
-        0x8040ae9f => "KVM_GET_VCPU_EVENTS",
-        0x4040aea0 => "KVM_SET_VCPU_EVENTS",
-        0x8080aea1 => "KVM_GET_DEBUGREGS",
-        0x4080aea2 => "KVM_SET_DEBUGREGS",
-        0x9000aea4 => "KVM_GET_XSAVE",
-        0x5000aea5 => "KVM_SET_XSAVE",
-        0x9000aecf => "KVM_GET_XSAVE2",
-        0x8188aea6 => "KVM_GET_XCRS",
-        0x4188aea7 => "KVM_SET_XCRS",
-        0xaead => "KVM_KVMCLOCK_CTRL",
-        0x4068aea3 => "KVM_ENABLE_CAP",
-        0xae41 => "KVM_CREATE_VCPU",
-        0x4008ae90 => "KVM_SET_CPUID2",
-        0xc028ae92 => "KVM_TPR_ACCESS_REPORTING",
-        0xaea2 => "KVM_SET_TSC_KHZ",
-        0xaea3 => "KVM_GET_TSC_KHZ",
-        0x8070ae9f => "KVM_GET_PIT2",
-        0x4070aea0 => "KVM_SET_PIT2",
-        0xc208ae62 => "KVM_GET_IRQCHIP",
-        0x8208ae63 => "KVM_SET_IRQCHIP",
-        0xaece => "KVM_GET_STATS_FD",
-        _ if (cmd >> 8) & 0xff == 0xae => return format!("KVM ioctl 0x{cmd:x}"),
-        _ => return format!("ioctl 0x{cmd:x}"),
-    };
-    name.to_string()
+    match KVM_IOCTLS
+        .iter()
+        .chain(KVM_X86_IOCTLS)
+        .find(|&&(number, _)| number == cmd)
+    {
+        Some((_, name)) => name.to_string(),
+        None if (cmd >> 8) & 0xff == KVMIO as u64 => format!("KVM ioctl 0x{cmd:x}"),
+        None => format!("ioctl 0x{cmd:x}"),
+    }
 }
 
 /// The dirty-log ioctls: what a migration pass costs KVM.
 pub fn is_dirty_log(cmd: u64) -> bool {
-    matches!(cmd, 0x4010ae42 | 0xc018aec0 | 0xaec7)
+    [
+        KVM_GET_DIRTY_LOG,
+        KVM_CLEAR_DIRTY_LOG,
+        KVM_RESET_DIRTY_RINGS,
+    ]
+    .contains(&cmd)
 }
 
 /// One series the VMM carried out: its threads and its samples' windows.
@@ -142,10 +203,13 @@ pub struct VmmPass {
     calls: BTreeMap<(usize, u64), Calls>,
     /// (series, system call number) -> the main thread's other system calls.
     main_calls: BTreeMap<(usize, i64), Calls>,
+    /// The trace's system call numbering (its ioctl's number, its calls' names).
+    arch: Arch,
+    sys_ioctl: i64,
 }
 
 impl VmmPass {
-    pub fn new(scopes: Vec<VmmSeriesScope>) -> VmmPass {
+    pub fn new(scopes: Vec<VmmSeriesScope>, arch: Arch) -> VmmPass {
         let mut tasks = HashMap::new();
         for (index, scope) in scopes.iter().enumerate() {
             for &tid in &scope.tids {
@@ -163,6 +227,8 @@ impl VmmPass {
             tasks,
             calls: BTreeMap::new(),
             main_calls: BTreeMap::new(),
+            arch,
+            sys_ioctl: arch.ioctl(),
         }
     }
 
@@ -253,7 +319,7 @@ impl VmmPass {
                     }
                 }
             }
-            EventKind::SysEnter(enter) if enter.id == SYS_IOCTL => {
+            EventKind::SysEnter(enter) if enter.id == self.sys_ioctl => {
                 let Some(series) = self.tasks.get(&event.pid()).map(|t| t.series) else {
                     return;
                 };
@@ -279,7 +345,7 @@ impl VmmPass {
                     task.call = sample.map(|sample| (ts, enter.id, sample));
                 }
             }
-            EventKind::SysExit(exit) if exit.id != SYS_IOCTL => {
+            EventKind::SysExit(exit) if exit.id != self.sys_ioctl => {
                 let Some(series) = self.main_thread_of(event.pid()) else {
                     return;
                 };
@@ -296,7 +362,7 @@ impl VmmPass {
                         .record(end.saturating_sub(entered));
                 }
             }
-            EventKind::SysExit(exit) if exit.id == SYS_IOCTL => {
+            EventKind::SysExit(exit) if exit.id == self.sys_ioctl => {
                 let Some(series) = self.tasks.get(&event.pid()).map(|t| t.series) else {
                     return;
                 };
@@ -356,7 +422,7 @@ impl VmmPass {
         }
         for ((series, id), calls) in self.main_calls {
             out[series].main_thread.push(VmmIoctl {
-                name: crate::syscalls::name(id),
+                name: self.arch.name(id),
                 cmd: id as u64,
                 calls: calls.latency.count(),
                 latency: calls.latency.summary(),
@@ -402,6 +468,73 @@ fn is_vcpu_name(comm: &[u8]) -> bool {
 mod tests {
     use super::*;
 
+    /// The numbers an x86-64 kernel's linux/kvm.h gives (as `strace -e raw=ioctl` shows
+    /// them): the computed ones must be these, size bits and all.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn computed_numbers_are_the_kernels() {
+        let published: &[(u64, &str)] = &[
+            (0xae80, "KVM_RUN"),
+            (0x4020ae46, "KVM_SET_USER_MEMORY_REGION"),
+            (0x40a0ae49, "KVM_SET_USER_MEMORY_REGION2"),
+            (0x4020ae76, "KVM_IRQFD"),
+            (0x4040ae79, "KVM_IOEVENTFD"),
+            (0x4010ae42, "KVM_GET_DIRTY_LOG"),
+            (0xc018aec0, "KVM_CLEAR_DIRTY_LOG"),
+            (0xaec7, "KVM_RESET_DIRTY_RINGS"),
+            (0xae03, "KVM_CHECK_EXTENSION"),
+            (0x4008ae6a, "KVM_SET_GSI_ROUTING"),
+            (0xc008ae67, "KVM_IRQ_LINE_STATUS"),
+            (0x4008ae61, "KVM_IRQ_LINE"),
+            (0x4020aea5, "KVM_SIGNAL_MSI"),
+            (0x8030ae7c, "KVM_GET_CLOCK"),
+            (0x4030ae7b, "KVM_SET_CLOCK"),
+            (0x8090ae81, "KVM_GET_REGS"),
+            (0x4090ae82, "KVM_SET_REGS"),
+            (0x8138ae83, "KVM_GET_SREGS"),
+            (0x8140aecc, "KVM_GET_SREGS2"),
+            (0x4140aecd, "KVM_SET_SREGS2"),
+            (0xc080aebe, "KVM_GET_NESTED_STATE"),
+            (0x4080aebf, "KVM_SET_NESTED_STATE"),
+            (0x4138ae84, "KVM_SET_SREGS"),
+            (0xc008ae88, "KVM_GET_MSRS"),
+            (0x4008ae89, "KVM_SET_MSRS"),
+            (0x81a0ae8c, "KVM_GET_FPU"),
+            (0x41a0ae8d, "KVM_SET_FPU"),
+            (0x8400ae8e, "KVM_GET_LAPIC"),
+            (0x4400ae8f, "KVM_SET_LAPIC"),
+            (0x8004ae98, "KVM_GET_MP_STATE"),
+            (0x4004ae99, "KVM_SET_MP_STATE"),
+            (0x8040ae9f, "KVM_GET_VCPU_EVENTS"),
+            (0x4040aea0, "KVM_SET_VCPU_EVENTS"),
+            (0x8080aea1, "KVM_GET_DEBUGREGS"),
+            (0x4080aea2, "KVM_SET_DEBUGREGS"),
+            (0x9000aea4, "KVM_GET_XSAVE"),
+            (0x5000aea5, "KVM_SET_XSAVE"),
+            (0x9000aecf, "KVM_GET_XSAVE2"),
+            (0x8188aea6, "KVM_GET_XCRS"),
+            (0x4188aea7, "KVM_SET_XCRS"),
+            (0xaead, "KVM_KVMCLOCK_CTRL"),
+            (0x4068aea3, "KVM_ENABLE_CAP"),
+            (0xae41, "KVM_CREATE_VCPU"),
+            (0x4008ae90, "KVM_SET_CPUID2"),
+            (0xc028ae92, "KVM_TPR_ACCESS_REPORTING"),
+            (0xaea2, "KVM_SET_TSC_KHZ"),
+            (0xaea3, "KVM_GET_TSC_KHZ"),
+            (0x8070ae9f, "KVM_GET_PIT2"),
+            (0x4070aea0, "KVM_SET_PIT2"),
+            (0xc208ae62, "KVM_GET_IRQCHIP"),
+            (0x8208ae63, "KVM_SET_IRQCHIP"),
+            (0xaece, "KVM_GET_STATS_FD"),
+        ];
+        let computed = KVM_IOCTLS.len() + KVM_X86_IOCTLS.len();
+        assert_eq!(computed, published.len(), "one name per number");
+        for &(number, name) in published {
+            assert_eq!(ioctl_name(number), name, "0x{number:x}");
+        }
+        assert_eq!(KVM_RUN, 0xae80);
+    }
+
     #[test]
     fn kvm_ioctls_are_named_with_their_size_bits() {
         assert_eq!(ioctl_name(0x4020ae46), "KVM_SET_USER_MEMORY_REGION");
@@ -426,11 +559,14 @@ mod tests {
 
     #[test]
     fn a_call_belongs_to_the_sample_it_entered_in() {
-        let pass = VmmPass::new(vec![VmmSeriesScope {
-            tids: vec![7],
-            windows: vec![(10, 20), (30, 40)],
-            ..VmmSeriesScope::default()
-        }]);
+        let pass = VmmPass::new(
+            vec![VmmSeriesScope {
+                tids: vec![7],
+                windows: vec![(10, 20), (30, 40)],
+                ..VmmSeriesScope::default()
+            }],
+            Arch::X86_64,
+        );
         assert_eq!(pass.sample_at(0, 10), Some(0));
         assert_eq!(pass.sample_at(0, 25), None);
         assert_eq!(pass.sample_at(0, 40), Some(1));

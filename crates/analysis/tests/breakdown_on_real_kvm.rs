@@ -19,7 +19,6 @@ use vmscale_trace::record::recorder::{RecordConfig, Recording};
 use vmscale_trace::record::tracefs;
 
 const REPEAT: usize = 30;
-const IOCTL: i64 = 16;
 /// Brief zap runs recorded at most, until one shows the mmu_lock contended.
 const ATTEMPTS: usize = 5;
 
@@ -179,7 +178,7 @@ fn every_measured_memslot_ioctl_is_split_into_parts_that_add_up() {
         let ioctl = phase
             .operations
             .iter()
-            .find(|o| o.syscall == IOCTL)
+            .find(|o| o.syscall == libc::SYS_ioctl)
             .unwrap_or_else(|| panic!("{}: no ioctl: {phase:#?}", phase.label));
         // One delete and one add per sample, nothing else on this thread is an ioctl.
         assert_eq!(ioctl.count, 2 * REPEAT as u64, "{}", phase.label);

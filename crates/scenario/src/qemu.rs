@@ -62,17 +62,16 @@ impl QemuSweep {
     }
 }
 
-/// The ioctl system call (x86-64): kept from every task, since the threads QEMU creates
-/// mid-run (a migration thread) cannot be named before they exist.
-const SYS_IOCTL: i64 = 16;
-
 /// The tracing every QEMU scenario needs: the measuring thread's system calls (the QMP
 /// round trips) and QEMU's (named once QEMU runs), every ioctl (QEMU's later threads' KVM
 /// calls among them; the analysis keeps QEMU's own), and thread creation, which ties
 /// threads QEMU creates later to it.
 pub fn trace_needs() -> TraceNeeds {
     TraceNeeds {
-        syscalls: Syscalls::MeasuringThreadAnd(vec![SYS_IOCTL]),
+        // The ioctl system call, by this host's numbering (QEMU runs here), kept from every
+        // task: the threads QEMU creates mid-run (a migration thread) cannot be named before
+        // they exist.
+        syscalls: Syscalls::MeasuringThreadAnd(vec![libc::SYS_ioctl]),
         extra_events: vec!["sched:sched_process_fork"],
     }
 }
