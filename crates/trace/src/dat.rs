@@ -47,13 +47,13 @@ pub mod write;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-pub use buffer::{Buffer, CpuData, MAX_CPUS};
-pub use compress::{Algorithm, Compression, METADATA_LIMIT};
+pub use buffer::{Buffer, CpuData};
+pub use compress::{Algorithm, Compression};
 pub use error::DatError;
 pub use extract::{extract_buffer_to_trace_dir, extract_to_trace_dir, Extracted};
 pub use metadata::{FormatFile, Metadata};
-pub use options::{BufferOption, CpuStat, Options, TimeShift, TimeShiftSample, Tsc2Nsec};
-pub use source::Endian;
+pub use options::{BufferOption, CpuStat, Options, TimeShift, TimeShiftSample, Tsc2Nsec, MAX_CPUS};
+pub use source::{Endian, METADATA_LIMIT};
 
 pub(crate) use v7::FLAG_COMPRESSED;
 

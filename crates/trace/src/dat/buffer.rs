@@ -4,25 +4,11 @@ use std::io::{Read, Write};
 
 use super::compress::{self, Algorithm, ChunkReader};
 use super::error::DatError;
+use super::options::check_cpu_count;
 use super::source::{dat_error, Cursor, Endian, Source, SourceRange};
 
 /// Bytes copied per step when writing a CPU's pages out.
 const COPY_BYTES: usize = 256 << 10;
-
-/// More CPUs than any kernel configuration has (NR_CPUS is at most 8192): a larger count
-/// read from a file is corruption, and would otherwise size tables and create files.
-pub const MAX_CPUS: u32 = 8192;
-
-/// Fails unless `count` CPUs (or a CPU numbered `count - 1`) can exist.
-pub fn check_cpu_count(count: u64) -> Result<(), DatError> {
-    if count > MAX_CPUS as u64 {
-        return Err(DatError::TooManyCpus {
-            count,
-            limit: MAX_CPUS,
-        });
-    }
-    Ok(())
-}
 
 /// One CPU's pages in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +49,7 @@ impl Buffer {
         self.cpus.iter().find(|c| c.cpu == cpu)
     }
 
-    /// Sorts CPUs and rejects a CPU listed twice or numbered beyond [`MAX_CPUS`].
+    /// Sorts CPUs and rejects a CPU listed twice or numbered beyond [`MAX_CPUS`](super::options::MAX_CPUS).
     pub(super) fn normalize(&mut self) -> Result<(), DatError> {
         if let Some(highest) = self.cpus.iter().map(|c| c.cpu).max() {
             check_cpu_count(highest as u64 + 1)?;

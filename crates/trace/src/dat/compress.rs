@@ -13,11 +13,7 @@
 use std::io::Read;
 
 use super::error::DatError;
-use super::source::{Cursor, Endian, Source, SourceRange};
-
-/// The largest decompressed metadata section accepted (kallsyms of a large kernel with
-/// modules is tens of MiB).
-pub const METADATA_LIMIT: u64 = 256 << 20;
+use super::source::{Cursor, Endian, Source, SourceRange, METADATA_LIMIT};
 
 /// The largest zstd window accepted. The decoder keeps up to a window of output in memory,
 /// so the frame header would otherwise decide how much; trace-cmd compresses each chunk of a

@@ -8,6 +8,21 @@ use super::error::DatError;
 use super::preamble::Layout;
 use super::source::{option_text, Endian, Slice};
 
+/// More CPUs than any kernel configuration has (NR_CPUS is at most 8192): a larger count
+/// read from a file is corruption, and would otherwise size tables and create files.
+pub const MAX_CPUS: u32 = 8192;
+
+/// Fails unless `count` CPUs (or a CPU numbered `count - 1`) can exist.
+pub fn check_cpu_count(count: u64) -> Result<(), DatError> {
+    if count > MAX_CPUS as u64 {
+        return Err(DatError::TooManyCpus {
+            count,
+            limit: MAX_CPUS,
+        });
+    }
+    Ok(())
+}
+
 pub const DONE: u16 = 0;
 pub const DATE: u16 = 1;
 pub const CPUSTAT: u16 = 2;
@@ -138,7 +153,7 @@ impl Options {
             CPUCOUNT => {
                 let mut slice = Slice::new(data, endian);
                 let count = slice.u32().ok_or(bad("shorter than 4 bytes"))?;
-                super::buffer::check_cpu_count(count as u64)?;
+                check_cpu_count(count as u64)?;
                 self.cpu_count = Some(count);
             }
             TRACEID => {

@@ -9,8 +9,11 @@ use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use super::compress::METADATA_LIMIT;
 use super::error::DatError;
+
+/// The largest metadata section accepted in memory, as stored or decompressed (kallsyms of
+/// a large kernel with modules is tens of MiB).
+pub const METADATA_LIMIT: u64 = 256 << 20;
 
 /// Byte order of the numbers in the file (its first bytes say which).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,7 +23,7 @@ pub fn read(source: &Source, preamble: &Preamble) -> Result<Contents, DatError> 
     metadata.read_printk_formats(&mut cursor)?;
     metadata.read_cmdlines(&mut cursor)?;
     let header_cpus = cursor.u32("cpu count")?;
-    buffer::check_cpu_count(header_cpus as u64)?;
+    options::check_cpu_count(header_cpus as u64)?;
 
     let mut options = Options::default();
     let mut tag = read_tag(&mut cursor)?;
