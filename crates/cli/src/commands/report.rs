@@ -4,11 +4,12 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use vmscale_run::{HostFacts, RunRecord, ToolInfo, TraceSection, SCHEMA_VERSION};
+use vmscale_run::{RunRecord, TraceSection};
 use vmscale_trace::dat::{DatError, DatFile};
 use vmscale_trace::input::Input;
 use vmscale_trace::{DecodeError, Decoder};
 
+use crate::commands::imported::{import_record, ImportedHost};
 use crate::failure::Failure;
 
 pub fn report(
@@ -236,47 +237,4 @@ fn imported_record(
         trace,
         warnings,
     )
-}
-
-/// What a trace from another machine tells of that machine.
-pub(crate) struct ImportedHost {
-    pub hostname: String,
-    pub kernel_release: String,
-    pub kernel_version: String,
-    pub online_cpus: usize,
-}
-
-/// The run record of an imported trace: its host as far as the trace tells, the import's
-/// knobs, no samples, and the analyses' findings.
-pub(crate) fn import_record(
-    host: ImportedHost,
-    knobs: serde_json::Value,
-    trace: TraceSection,
-    warnings: Vec<String>,
-) -> RunRecord {
-    RunRecord {
-        schema_version: SCHEMA_VERSION,
-        verdict: Vec::new(),
-        scaling: Vec::new(),
-        tool: ToolInfo::current(env!("CARGO_PKG_VERSION")),
-        scenario: "import".into(),
-        sweep: "none".into(),
-        command_line: std::env::args().collect(),
-        started_utc: String::new(),
-        finished_utc: String::new(),
-        host: HostFacts {
-            hostname: host.hostname,
-            kernel_release: host.kernel_release,
-            kernel_version: host.kernel_version,
-            cpu_model: "unknown (imported trace)".into(),
-            online_cpus: host.online_cpus,
-            memory_bytes: 0,
-            kvm: None,
-        },
-        knobs,
-        background: None,
-        points: Vec::new(),
-        trace: Some(trace),
-        warnings,
-    }
 }

@@ -18,7 +18,7 @@ use vmscale_run::{RunRecord, TraceSection};
 use vmscale_trace::text::import::TextReader;
 use vmscale_trace::text::trace_dir::{write_trace_dir, DirSink, TextDirSummary};
 
-use crate::commands::report::{import_record, ImportedHost};
+use crate::commands::imported::{import_record, ImportedHost};
 use crate::failure::Failure;
 
 /// How much of a file is looked at to tell whether it is ftrace text.
