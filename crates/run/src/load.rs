@@ -10,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::neighbours::{NeighbourReport, NeighbourWatch};
+use crate::owner::ticks_to_ns;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BackgroundLoad {
@@ -57,12 +58,6 @@ pub struct Watched {
     /// Threads of the other vmscale runs, to leave out of this run's trace analyses; known
     /// even when the load is not.
     pub foreign_tids: Vec<u32>,
-}
-
-pub(crate) fn ticks_to_ns(ticks: u64) -> u64 {
-    // SAFETY: sysconf only reads a system value.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    ticks * 1_000_000_000 / hz
 }
 
 /// Busy ticks summed over all CPUs: the first line of /proc/stat minus idle and iowait.

@@ -7,8 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::load::ticks_to_ns;
-use crate::owner::{process_start_ticks, ProcessStamp};
+use crate::owner::{process_start_ticks, ticks_to_ns, ProcessStamp};
 
 /// A process that shared the host with the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -65,6 +65,13 @@ impl fmt::Display for ProcessStamp {
     }
 }
 
+/// Clock ticks (the unit of /proc's process times and start times) as nanoseconds.
+pub(crate) fn ticks_to_ns(ticks: u64) -> u64 {
+    // SAFETY: sysconf only reads a system value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    ticks * 1_000_000_000 / hz
+}
+
 /// Field 22 of /proc/PID/stat: when the process started, in clock ticks since boot. The
 /// command name (field 2) may hold spaces and parentheses, so fields are counted after its
 /// last closing parenthesis.
