@@ -83,8 +83,7 @@ pub struct Finished {
 
 /// The calling thread's id, for keeping only its system calls in the trace.
 pub fn current_tid() -> u32 {
-    // SAFETY: gettid has no preconditions and cannot fail.
-    unsafe { libc::gettid() as u32 }
+    vmscale_sys::gettid()
 }
 
 fn trace_failure(

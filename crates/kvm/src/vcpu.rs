@@ -381,8 +381,7 @@ fn run_loop(
     immediate_exit: ImmediateExit,
     control: &Control,
 ) -> VcpuFd {
-    // SAFETY: gettid has no preconditions and cannot fail.
-    let tid = unsafe { libc::gettid() };
+    let tid = vmscale_sys::gettid() as libc::pid_t;
     control.tids[index].store(tid, Ordering::Release);
     let mut first_entry = true;
     {

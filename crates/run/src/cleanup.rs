@@ -298,8 +298,7 @@ pub fn ending() -> bool {
 /// and exits with `code`.
 /// Other threads that get here meanwhile wait for the exit.
 pub fn abandon(code: i32, message: &[u8]) -> ! {
-    // SAFETY: gettid has no preconditions.
-    let tid = unsafe { libc::gettid() };
+    let tid = vmscale_sys::gettid() as libc::pid_t;
     if DYING.swap(true, Ordering::AcqRel) {
         if DYING_TID.load(Ordering::Acquire) == tid {
             // The cleanup itself failed to allocate: say so and go, without it.

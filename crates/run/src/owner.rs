@@ -67,9 +67,7 @@ impl fmt::Display for ProcessStamp {
 
 /// Clock ticks (the unit of /proc's process times and start times) as nanoseconds.
 pub(crate) fn ticks_to_ns(ticks: u64) -> u64 {
-    // SAFETY: sysconf only reads a system value.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    ticks * 1_000_000_000 / hz
+    vmscale_sys::ticks_to_ns(ticks)
 }
 
 /// Field 22 of /proc/PID/stat: when the process started, in clock ticks since boot. The

@@ -396,8 +396,7 @@ fn one_point(
                     .stack_size(256 * 1024)
                     .spawn_scoped(scope, move || {
                         let mut out = HolderSamples {
-                            // SAFETY: gettid has no preconditions and cannot fail.
-                            tid: unsafe { libc::gettid() } as u32,
+                            tid: vmscale_sys::gettid(),
                             ..HolderSamples::default()
                         };
                         if let Err(e) = job.run(vm, &mut out) {

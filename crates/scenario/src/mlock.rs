@@ -14,6 +14,7 @@
 //! ipi and csd events inside each mode's measured phase), next to the case's formula,
 //! calls x (CPUs - 1).
 
+use vmscale_kvm::affinity::PinGuard;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
@@ -236,14 +237,14 @@ pub fn run(
             // The caller on CPU 0, siblings on the others: an unmap then really has another
             // CPU running this mm to shoot down, instead of the scheduler stacking both on
             // one CPU.
-            let _pinned = Pinned::to(0);
+            let _pinned = pinned_to(0);
             for i in 0..busy {
                 let stop = &stop;
                 let cpu = 1 + i % host_cpus.saturating_sub(1).max(1);
                 std::thread::Builder::new()
                     .name(format!("busy{i}"))
                     .spawn_scoped(scope, move || {
-                        let _pinned = Pinned::to(cpu);
+                        let _pinned = pinned_to(cpu);
                         spin_until(stop)
                     })
                     .map_err(|e| Error::Usage(format!("cannot start a busy thread: {e}")))?;
@@ -268,38 +269,11 @@ pub fn run(
     Ok(points)
 }
 
-/// Pins the calling thread to one CPU while alive; restores its previous affinity on drop.
-/// Pinning is best effort (a CPU may be offline or forbidden): the run then says nothing
-/// about placement, and the IPI counts show it.
-struct Pinned {
-    previous: Option<libc::cpu_set_t>,
-}
-
-impl Pinned {
-    fn to(cpu: usize) -> Pinned {
-        // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
-        let mut previous: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        // SAFETY: reads this thread's affinity into a set we own.
-        let had = unsafe { libc::sched_getaffinity(0, size, &mut previous) } == 0;
-        // SAFETY: as above for a new set; CPU_SET bounds-checks the index.
-        let mut wanted: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        unsafe { libc::CPU_SET(cpu, &mut wanted) };
-        // SAFETY: sets this thread's affinity from a valid set.
-        let pinned = unsafe { libc::sched_setaffinity(0, size, &wanted) } == 0;
-        Pinned {
-            previous: (had && pinned).then_some(previous),
-        }
-    }
-}
-
-impl Drop for Pinned {
-    fn drop(&mut self) {
-        if let Some(previous) = &self.previous {
-            // SAFETY: restores the set read in `to`, on the same thread.
-            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), previous) };
-        }
-    }
+/// Pins the calling thread to `cpu` while the guard lives. Best effort (a CPU may be
+/// offline or forbidden): the run then says nothing about placement, and the IPI counts
+/// show it.
+fn pinned_to(cpu: usize) -> Option<PinGuard> {
+    PinGuard::enter(&[cpu]).ok()
 }
 
 fn spin_until(stop: &AtomicBool) {

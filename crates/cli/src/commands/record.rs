@@ -179,13 +179,7 @@ struct Target {
 
 /// Clock ticks (of /proc's CPU times) per second.
 fn ticks_per_second() -> u64 {
-    // SAFETY: sysconf only reads a configuration value.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 {
-        ticks as u64
-    } else {
-        100
-    }
+    vmscale_sys::clock_ticks_per_second()
 }
 
 impl Target {

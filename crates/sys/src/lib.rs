@@ -1,0 +1,47 @@
+//! The operating-system facts several of vmscale's crates need, in one place: the calling
+//! thread's id (what the trace calls a pid) and the kernel's clock tick (the unit of
+//! /proc's CPU times). Small on purpose, so that the crates that only need these do not
+//! depend on the run model.
+
+/// The calling thread's id, as the kernel's events name it (`common_pid`).
+pub fn gettid() -> u32 {
+    // SAFETY: gettid has no preconditions and cannot fail.
+    unsafe { libc::gettid() as u32 }
+}
+
+/// Clock ticks per second of /proc's CPU times (`USER_HZ`), 100 when the system does not
+/// say.
+pub fn clock_ticks_per_second() -> u64 {
+    // SAFETY: sysconf only reads a configuration value.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 {
+        ticks as u64
+    } else {
+        100
+    }
+}
+
+/// `ticks` of /proc's CPU times in nanoseconds.
+pub fn ticks_to_ns(ticks: u64) -> u64 {
+    ticks.saturating_mul(1_000_000_000) / clock_ticks_per_second()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_thread_id_is_this_threads_and_ticks_convert() {
+        let main = gettid();
+        assert_eq!(
+            main,
+            std::process::id(),
+            "the main thread's id is the process's"
+        );
+        let other = std::thread::spawn(gettid).join().unwrap();
+        assert_ne!(other, main);
+        let hz = clock_ticks_per_second();
+        assert!(hz > 0);
+        assert_eq!(ticks_to_ns(hz), 1_000_000_000);
+    }
+}
