@@ -670,8 +670,16 @@ impl Recorded {
         // once in a dozen runs, not yet explained: 20% keeps the check on the order of
         // magnitude while that is found.
         let slack = 20_000_000 + charged / 5;
+        // The kernel charges CPU time by the tick, to whichever task is running when it
+        // fires. A task that sleeps most of the time and is woken by interrupts runs right
+        // at the tick an idle CPU programs for the next timer (timerfd-ticks: charged 41 ms
+        // for 11 ms the trace and perf sched saw on a CPU): for such tasks the charge is an
+        // upper bound only, and only the trace's time is checked against it.
+        let asleep = part(&["asleep"]);
+        let lived_ns = subject["total_ns"].as_u64().unwrap();
+        let mostly_asleep = asleep * 10 >= lived_ns * 7;
         assert!(
-            on_cpu <= charged + slack && charged <= at_most_on_cpu + slack,
+            on_cpu <= charged + slack && (mostly_asleep || charged <= at_most_on_cpu + slack),
             "{case}: the trace saw {on_cpu} ns on a CPU ({at_most_on_cpu} with lock waits), the kernel charged {charged} ns\n{subject:#}"
         );
         let tasks = subject["tasks"].as_u64().unwrap();

@@ -168,6 +168,11 @@ impl Aggregation {
         }
         skel.attach()
             .map_err(|e| classify("cannot attach the BPF programs to their tracepoints", e))?;
+        // The programs attach one at a time: an interrupt that began after its entry's
+        // program was attached and ended before its exit's was leaves its CPU's depth at
+        // one for good, and every wakeup on that CPU would read as an interrupt's (no
+        // releaser named, ever). Every program is attached now: the depths start from zero.
+        reset_irq_depth(&skel.maps.irq_depth)?;
         // After loading: the programs' own symbols name their frames in the stacks.
         let target = dir.join("kallsyms");
         std::fs::copy("/proc/kallsyms", &target).map_err(io_error(&target))?;
@@ -580,4 +585,13 @@ mod tests {
         );
         assert!(from_bytes::<types::part_key>(&bytes[..8]).is_none());
     }
+}
+
+/// Zeroes every CPU's interrupt nesting depth (`irq_depth`, a one-element per-CPU array).
+fn reset_irq_depth(map: &dyn MapCore) -> Result<(), AggregateError> {
+    let cpus = libbpf_rs::num_possible_cpus()
+        .map_err(|e| classify("cannot count the possible CPUs", e))?;
+    let zeros: Vec<Vec<u8>> = vec![0u32.to_ne_bytes().to_vec(); cpus];
+    map.update_percpu(&0u32.to_ne_bytes(), &zeros, MapFlags::ANY)
+        .map_err(|e| classify("cannot reset the interrupt depths", e))
 }
