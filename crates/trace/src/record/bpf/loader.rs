@@ -551,6 +551,15 @@ fn entries<K: Plain, V: Plain>(map: &libbpf_rs::MapMut) -> Result<Vec<(K, V)>, A
     Ok(out)
 }
 
+/// Zeroes every CPU's interrupt nesting depth (`irq_depth`, a one-element per-CPU array).
+fn reset_irq_depth(map: &dyn MapCore) -> Result<(), AggregateError> {
+    let cpus = libbpf_rs::num_possible_cpus()
+        .map_err(|e| classify("cannot count the possible CPUs", e))?;
+    let zeros: Vec<Vec<u8>> = vec![0u32.to_ne_bytes().to_vec(); cpus];
+    map.update_percpu(&0u32.to_ne_bytes(), &zeros, MapFlags::ANY)
+        .map_err(|e| classify("cannot reset the interrupt depths", e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -585,13 +594,4 @@ mod tests {
         );
         assert!(from_bytes::<types::part_key>(&bytes[..8]).is_none());
     }
-}
-
-/// Zeroes every CPU's interrupt nesting depth (`irq_depth`, a one-element per-CPU array).
-fn reset_irq_depth(map: &dyn MapCore) -> Result<(), AggregateError> {
-    let cpus = libbpf_rs::num_possible_cpus()
-        .map_err(|e| classify("cannot count the possible CPUs", e))?;
-    let zeros: Vec<Vec<u8>> = vec![0u32.to_ne_bytes().to_vec(); cpus];
-    map.update_percpu(&0u32.to_ne_bytes(), &zeros, MapFlags::ANY)
-        .map_err(|e| classify("cannot reset the interrupt depths", e))
 }
