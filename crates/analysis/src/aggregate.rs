@@ -14,8 +14,8 @@ use std::path::Path;
 use foldhash::{HashMap, HashMapExt};
 
 use vmscale_run::findings::{
-    ActivityShare, AggregateFacts, ComponentKind, HeldAcrossSleep, Holder, HolderActivity,
-    LockHolders, ModeWaits, SleepWaker, SpinLockWaits, SubjectPart, SubjectTime, TaskTime,
+    AggregateFacts, ComponentKind, HeldAcrossSleep, Holder, HolderActivity, LockHolders, ModeWaits,
+    SleepWaker, SpinLockWaits, SubjectPart, SubjectTime, TaskTime,
 };
 use vmscale_run::{IpiPhase, IpiSender, IpiSite, LockContention, TraceSection};
 use vmscale_stats::Summary;
@@ -420,25 +420,6 @@ fn spin_fills_gaps(lock_split: &mut HashMap<(HolderActivity, String), u64>, spun
         .or_default() += taken;
 }
 
-fn shares(split: HashMap<(HolderActivity, String), u64>) -> Vec<ActivityShare> {
-    let mut out: Vec<ActivityShare> = split
-        .into_iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|((activity, detail), wait_ns)| ActivityShare {
-            activity,
-            detail,
-            wait_ns,
-        })
-        .collect();
-    out.sort_by(|a, b| {
-        b.wait_ns
-            .cmp(&a.wait_ns)
-            .then(a.activity.cmp(&b.activity))
-            .then(a.detail.cmp(&b.detail))
-    });
-    out
-}
-
 #[allow(clippy::too_many_arguments)]
 fn holders(
     dump: &AggregateDump,
@@ -527,7 +508,7 @@ fn holders(
                     holds: counts.map_or(0, |c| c.holds),
                     shared_holds: counts.map_or(0, |c| c.shared),
                     waited_behind_ns: behind,
-                    activity: shares(split),
+                    activity: crate::holders::activity_shares(split),
                     ipis_sent: counts.map_or(0, |c| c.ipis),
                 }
             })
@@ -559,7 +540,7 @@ fn holders(
             waiter_count: waiter_map.len() as u64,
             waiters: top_waiters(&waiter_map, comm),
             holders,
-            activity: shares(lock_split),
+            activity: crate::holders::activity_shares(lock_split),
             held_across_sleep: held_across_sleep(dump, addr, stacks, symbols, excluded, comm),
             exact_holds: false,
         });

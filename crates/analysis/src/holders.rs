@@ -1107,22 +1107,7 @@ impl HoldersPass {
         for (&piece, &n) in split {
             *merged.entry(self.share(piece, symbols, names)).or_default() += n;
         }
-        let mut shares: Vec<ActivityShare> = merged
-            .into_iter()
-            .filter(|(_, n)| *n > 0)
-            .map(|((activity, detail), wait_ns)| ActivityShare {
-                activity,
-                detail,
-                wait_ns,
-            })
-            .collect();
-        shares.sort_by(|a, b| {
-            b.wait_ns
-                .cmp(&a.wait_ns)
-                .then(a.activity.cmp(&b.activity))
-                .then(a.detail.cmp(&b.detail))
-        });
-        shares
+        activity_shares(merged)
     }
 
     fn describe(
@@ -1244,6 +1229,27 @@ impl HoldersPass {
         out.truncate(TOP_SLEEPS);
         out
     }
+}
+
+/// Waiting time by holder activity as the findings list it: none empty, most first, in
+/// the same order every run. The streamed pass and the aggregate maps both end here.
+pub(crate) fn activity_shares(split: HashMap<(HolderActivity, String), u64>) -> Vec<ActivityShare> {
+    let mut shares: Vec<ActivityShare> = split
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|((activity, detail), wait_ns)| ActivityShare {
+            activity,
+            detail,
+            wait_ns,
+        })
+        .collect();
+    shares.sort_by(|a, b| {
+        b.wait_ns
+            .cmp(&a.wait_ns)
+            .then(a.activity.cmp(&b.activity))
+            .then(a.detail.cmp(&b.detail))
+    });
+    shares
 }
 
 /// Where a sleeping stack slept ([`crate::waits::sleep_site`]).
