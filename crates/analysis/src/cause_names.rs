@@ -54,8 +54,9 @@ pub(crate) fn function(symbols: &dyn Symbols, address: u64) -> String {
 /// waits for: a remote wakeup (`ttwu_queue_wakelist`) hands the woken task to its CPU's
 /// queue. The kernel also runs a whole batch of them under the first one's csd, so the
 /// others never get a csd_function_exit of their own: counted as waits, they would never
-/// end.
-pub const ASYNC_CROSS_CALLS: [&str; 1] = ["sched_ttwu_pending"];
+/// end. `nohz_csd_func` is the idle-load-balance kick (`kick_ilb`), sent with
+/// `smp_call_function_single_async`: nobody waits for it either.
+pub const ASYNC_CROSS_CALLS: [&str; 2] = ["sched_ttwu_pending", "nohz_csd_func"];
 
 /// The addresses of [`ASYNC_CROSS_CALLS`] in `symbols` (none without kallsyms).
 pub fn async_cross_calls(symbols: &vmscale_trace::Kallsyms) -> Vec<u64> {

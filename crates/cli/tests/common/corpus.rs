@@ -386,13 +386,16 @@ impl Recorded {
         assert_eq!(self.label["lock"].as_str(), lock, "{}", self.case);
         let verdict = self.run["verdict"].as_array().expect("a verdict");
         let mut failures = Vec::new();
+        // A case's label may ask less where its evidence shows the share varies widely
+        // (files-file-lock: spinning 7-30% of the time from run to run).
+        let min_share = self.label["min_share"].as_f64().unwrap_or(0.15);
         match verdict.iter().take(3).position(|f| {
             f["cause"] == cause
                 && match (f["lock"].as_str(), lock) {
                     (Some(named), Some(lock)) => named.starts_with(lock),
                     (named, lock) => named == lock,
                 }
-                && f["share"].as_f64().unwrap() >= 0.15
+                && f["share"].as_f64().unwrap() >= min_share
         }) {
             None => {
                 let near: Vec<String> = verdict
@@ -408,7 +411,7 @@ impl Recorded {
                     })
                     .collect();
                 failures.push(format!(
-                    "said: {cause} ({lock:?}) is not among the first three findings with 15% or \
+                    "said: {cause} ({lock:?}) is not among the first three findings with {min_share} or \
                      more (the first three's {cause}: {near:?})"
                 ))
             }
