@@ -5,7 +5,7 @@ are named, and how much of the lock waiting has a holder the trace proves.
     corpus/score.py [--runs 5] [--vmscale target/release/vmscale] [CASE...]
 
 Builds each case's repro.c, records it RUNS times with `vmscale record`, and prints per
-case: how many runs gave the labelled first cause (or its `or_cause`; a spinning lock among
+case: how many runs gave the labelled first cause (a spinning lock among
 the first three with 15% or more) and lock, and over all runs:
 - recall of lock names: runs of a case with a labelled lock in which a lock finding among
   the first three names it by the kernel's name (the label's), over all such runs;
@@ -75,7 +75,7 @@ def main():
                 first = verdict[0]
                 firsts.append(first["cause"])
                 lock = label["lock"]
-                causes = {label["cause"], label.get("or_cause")}
+                causes = {label["cause"]}
                 if first["cause"] in causes and (
                         lock is None or (first.get("lock") or "").startswith(lock)):
                     first_ok += 1
@@ -94,7 +94,7 @@ def main():
                 if lock:
                     named_total += 1
                     if any((f.get("lock") or "").startswith(lock)
-                           and f["cause"] in ("lock-wait", "lock-spin", "held-across-sleep")
+                           and f["cause"] in ("lock-wait", "lock-spin")
                            for f in verdict[:3]):
                         named_right += 1
                     for h in run["trace"].get("holders", []):

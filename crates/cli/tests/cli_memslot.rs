@@ -568,7 +568,6 @@ fn the_explanation_covers_the_timed_samples_and_nothing_between_them() {
             [
                 "lock-wait",
                 "lock-spin",
-                "held-across-sleep",
                 "ipi",
                 "cpu-starvation",
                 "sleep",

@@ -47,7 +47,7 @@ fn every_case_has_a_label_a_readme_entry_and_a_test() {
             .unwrap()
             .keys()
             .map(String::as_str)
-            .filter(|&k| k != "or_cause" && k != "min_share")
+            .filter(|&k| k != "min_share")
             .collect();
         fields.sort_unstable();
         assert_eq!(
@@ -65,16 +65,6 @@ fn every_case_has_a_label_a_readme_entry_and_a_test() {
         );
         let cause = label["cause"].as_str().unwrap();
         assert!(CAUSES.contains(&cause), "{case}: cause {cause}");
-        // The one other cause a borderline lock case may come out as: the lock's other
-        // cause, never an unrelated one.
-        if let Some(or) = label.get("or_cause") {
-            let or = or.as_str().unwrap_or_default();
-            let pair = [cause, or];
-            assert!(
-                pair.contains(&"lock-wait") && pair.contains(&"held-across-sleep"),
-                "{case}: or_cause {or} with cause {cause}"
-            );
-        }
         assert!(
             label["lock"].is_null() || label["lock"].is_string(),
             "{case}"
@@ -118,7 +108,7 @@ fn every_case_has_a_label_a_readme_entry_and_a_test() {
 #[test]
 fn mutex_held_across_sleep() {
     let r = record_tracefs("mutex-held-across-sleep");
-    r.assert_label("held-across-sleep", Some("pipe->mutex"), Some("sleeps"));
+    r.assert_label("lock-wait", Some("pipe->mutex"), Some("sleeps"));
     // 6 rounds x 2 waiters x 100 ms behind a holder asleep in a userfault: 1.2 s.
     let lock = r.top_lock();
     let d = r.describe();
@@ -455,7 +445,7 @@ fn kvm_slots_lock() {
         activity_detail_ns(holders, "asleep", Some("synchronize_srcu")) >= lock.wait_ns / 20,
         "the holders were not asleep in the SRCU wait: {d}"
     );
-    r.assert_label("held-across-sleep", Some("kvm->slots_lock"), Some("sleeps"));
+    r.assert_label("lock-wait", Some("kvm->slots_lock"), Some("sleeps"));
 }
 
 #[test]

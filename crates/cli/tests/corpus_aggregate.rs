@@ -34,7 +34,7 @@ fn record_aggregated(case: &'static str) -> Recorded {
 #[test]
 fn mutex_held_across_sleep() {
     let r = record_aggregated("mutex-held-across-sleep");
-    r.assert_label("held-across-sleep", Some("pipe->mutex"), Some("sleeps"));
+    r.assert_label("lock-wait", Some("pipe->mutex"), Some("sleeps"));
     let lock = r.top_lock();
     let d = r.describe();
     assert_eq!(lock.kind(), "mutex", "{d}");

@@ -12,7 +12,10 @@ pub enum Cause {
     LockWait,
     /// Spinning on a lock (spinlock, rwlock).
     LockSpin,
-    /// Waiting for a sleeping lock whose holder went to sleep while holding it.
+    /// Waiting for a sleeping lock whose holder went to sleep while holding it. Run files of
+    /// earlier versions carry it; a lock held across sleeps is now a [`Cause::LockWait`]
+    /// whose holder says what the holders slept in, so that one lock gives one cause
+    /// whichever side of a threshold its holders' sleeps fall on from run to run.
     HeldAcrossSleep,
     /// Waiting for other CPUs to run a function it asked them to (IPIs, TLB shootdowns).
     Ipi,

@@ -22,8 +22,9 @@ pub(crate) fn lock_cause(
     let Some(holders) = holders_of(trace, lock.lock_addr) else {
         return (Cause::LockWait, None);
     };
-    let (cause, holder) = named_holder(holders);
-    if let Some(spun) = spun_holder(holders).filter(|_| cause == Cause::LockWait) {
+    let (across_sleep, holder) = named_holder(holders);
+    let cause = Cause::LockWait;
+    if let Some(spun) = spun_holder(holders).filter(|_| !across_sleep) {
         return (cause, Some(spun));
     }
     let holder = match (holder, proven_coverage(holders)) {
@@ -133,8 +134,11 @@ fn proven_coverage(holders: &LockHolders) -> Option<(String, f64)> {
     Some((sentence, share))
 }
 
-/// The holder the trace proves, and whether its sleeps make the lock held across a sleep.
-fn named_holder(holders: &LockHolders) -> (Cause, Option<String>) {
+/// The holder the trace proves, and whether it is one asleep while holding the lock for
+/// half of the waiting or more. A lock held across sleeps is still a lock waited on: its
+/// cause stays lock-wait, and the holder line says what the holders slept in, so that one
+/// lock is one cause whichever side of a half its sleeps fall on from run to run.
+fn named_holder(holders: &LockHolders) -> (bool, Option<String>) {
     let across_sleep: u64 = holders
         .held_across_sleep
         .iter()
@@ -143,7 +147,7 @@ fn named_holder(holders: &LockHolders) -> (Cause, Option<String>) {
     if let Some(worst) = holders.held_across_sleep.first() {
         if holders.total_wait_ns > 0 && across_sleep * 2 >= holders.total_wait_ns {
             return (
-                Cause::HeldAcrossSleep,
+                true,
                 Some(format!(
                     "{}/{} slept in {} while holding it ({} of {} waiters' time behind such holds)",
                     worst.holder_comm,
@@ -221,12 +225,30 @@ fn named_holder(holders: &LockHolders) -> (Cause, Option<String>) {
                 vmscale_stats::units::plural(h.holds, "hold")
             )
         });
-    let holder = match (holder, senders) {
-        (Some(first), Some(sender)) => Some(format!("{first}; {sender}")),
-        (first, sender) => first.or(sender),
-    };
-    (Cause::LockWait, holder)
+    // Holders asleep under it for a part of the waiting short of half are said too: the
+    // share moves from run to run, and the holder line must not say "running" in one run
+    // and "slept" in the next of one program.
+    let asleep = holders
+        .held_across_sleep
+        .first()
+        .filter(|_| across_sleep as f64 >= ASLEEP_SAID * holders.total_wait_ns as f64)
+        .map(|worst| {
+            format!(
+                "holders were asleep in {} while holding it for {} of the waiting",
+                worst.function,
+                percent(across_sleep as f64 / holders.total_wait_ns as f64)
+            )
+        });
+    let holder = [holder, senders, asleep]
+        .into_iter()
+        .flatten()
+        .reduce(|said, more| format!("{said}; {more}"));
+    (false, holder)
 }
+
+/// The share of a lock's waiting behind holders asleep holding it from which the holder
+/// line says so.
+const ASLEEP_SAID: f64 = 0.1;
 
 /// What the waiting on a lock was made of: for a sleeping lock, each proven holder's
 /// activity (running, asleep in F, waiting for another lock), the handoffs between holders

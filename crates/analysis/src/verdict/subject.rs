@@ -333,13 +333,6 @@ pub(super) fn subject_findings(
                             functions.join(", ")
                         )
                     };
-                    let cause = if cause == Cause::LockWait
-                        && sleeping_holds_dominate(trace, s.detail, s.ns, held_ns)
-                    {
-                        Cause::HeldAcrossSleep
-                    } else {
-                        cause
-                    };
                     (cause, Some(s.detail.to_string()), holder, summary)
                 }
                 SubjectCause::Part(ComponentKind::CrossCpu) => {
@@ -546,23 +539,4 @@ pub(super) fn subject_findings(
     }
     findings[0].evidence.splice(0..0, head);
     findings
-}
-
-/// Whether a lock's cost to the subject (its `ns`: waiting for it, and `held_ns` of its
-/// holders' own sleeps while holding it) is mostly sleeping holds: those sleeps, and the
-/// share of the waiting the trace puts behind a holder asleep, make half of it or more.
-/// Holders that slept for a moment of long, running holds make it lock-wait.
-fn sleeping_holds_dominate(trace: &TraceSection, lock: &str, ns: u64, held_ns: u64) -> bool {
-    if held_ns == 0 || ns == 0 {
-        return false;
-    }
-    let behind_sleepers = super::lock_entry(trace, lock)
-        .and_then(|l| super::holders_of(trace, l.lock_addr))
-        .filter(|h| h.total_wait_ns > 0)
-        .map_or(0.0, |h| {
-            let asleep: u64 = h.held_across_sleep.iter().map(|s| s.waiter_wait_ns).sum();
-            (asleep as f64 / h.total_wait_ns as f64).min(1.0)
-        });
-    let waiting = ns.saturating_sub(held_ns) as f64;
-    (behind_sleepers * waiting + held_ns as f64) * 2.0 >= ns as f64
 }

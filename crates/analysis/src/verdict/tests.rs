@@ -163,7 +163,7 @@ fn timed_samples_rank_causes_by_their_share_of_the_samples() {
 }
 
 #[test]
-fn a_sleeping_lock_names_its_holder_and_a_holder_that_slept_is_held_across_sleep() {
+fn a_sleeping_lock_names_its_holder_and_a_holder_that_slept_holding_it_stays_a_lock_wait() {
     let name = "pipe->mutex (in anon_pipe_write)";
     let with = |across_sleep_ns| TraceSection {
         contention: vec![lock(name, "mutex", 0x10, 1_000)],
@@ -173,8 +173,9 @@ fn a_sleeping_lock_names_its_holder_and_a_holder_that_slept_is_held_across_sleep
             TIMED_SAMPLE,
         )
     };
+    // Holders asleep under it for 70% or 10% of the waiting: one lock, one cause.
     let slept = verdict(&record(Some(with(700))));
-    assert_eq!(slept[0].cause, Cause::HeldAcrossSleep);
+    assert_eq!(slept[0].cause, Cause::LockWait);
     let holder = slept[0].holder.as_deref().unwrap();
     assert!(
         holder.starts_with("writer/7 slept in handle_userfault"),
@@ -525,7 +526,7 @@ fn a_holders_sleep_under_a_contended_lock_is_that_locks_cost_and_nothing_else() 
     trace.contention = vec![lock("pipe->mutex", "mutex", 0x10, 500)];
     trace.holders = vec![pipe_holders(500)];
     let found = verdict(&record(Some(trace)));
-    assert_eq!(found[0].cause, Cause::HeldAcrossSleep, "{found:#?}");
+    assert_eq!(found[0].cause, Cause::LockWait, "{found:#?}");
     assert!((found[0].share - 0.75).abs() < 1e-9, "{found:#?}");
     assert!(
         found[0]

@@ -81,10 +81,9 @@ pub(super) fn two_clocks(record: &RunRecord) -> Vec<Finding> {
             Some(r) => {
                 let cause = match r.parts.first().map(|p| p.kind) {
                     Some(ComponentKind::Runnable) => Cause::CpuStarvation,
-                    Some(ComponentKind::Lock) => Cause::LockWait,
+                    Some(ComponentKind::Lock | ComponentKind::HoldingAsleep) => Cause::LockWait,
                     Some(ComponentKind::Asleep) => Cause::Sleep,
                     Some(ComponentKind::CrossCpu) => Cause::Ipi,
-                    Some(ComponentKind::HoldingAsleep) => Cause::HeldAcrossSleep,
                     Some(_) => Cause::OnCpu,
                     None => Cause::None,
                 };

@@ -39,7 +39,6 @@ pub const CASES: &[&str] = &[
 pub const CAUSES: &[&str] = &[
     "lock-wait",
     "lock-spin",
-    "held-across-sleep",
     "ipi",
     "cpu-starvation",
     "sleep",
@@ -47,7 +46,7 @@ pub const CAUSES: &[&str] = &[
     "none",
 ];
 pub const HOLDER_DOES: &[&str] = &["sleeps", "runs", "sends-ipis"];
-pub const LOCK_CAUSES: &[&str] = &["lock-wait", "lock-spin", "held-across-sleep"];
+pub const LOCK_CAUSES: &[&str] = &["lock-wait", "lock-spin"];
 /// The keys a `must_not` statement may have (corpus/README.md, "The label").
 pub const STATEMENT_KEYS: &[&str] = &[
     "cause",
@@ -495,12 +494,8 @@ impl Recorded {
         let verdict = self.run["verdict"].as_array().expect("a verdict");
         let first = &verdict[0];
         let mut failures = Vec::new();
-        // A lock whose holders both sleep and run for comparable parts of the waiting may
-        // come out as either cause (the label's `or_cause`); what the holder does is then
-        // asked of the labelled cause only.
-        let or_cause = self.label["or_cause"].as_str();
         let said_cause = first["cause"].as_str().unwrap_or_default();
-        if said_cause != cause && Some(said_cause) != or_cause {
+        if said_cause != cause {
             failures.push(format!(
                 "said: the first finding's cause is {}, not {cause}",
                 first["cause"]
