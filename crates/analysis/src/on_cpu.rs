@@ -144,7 +144,11 @@ pub fn path_function(path: &str) -> &str {
 /// called), a page fault, an interrupt, or for a kernel thread its outermost function.
 pub fn entry(names: &[String]) -> Option<String> {
     if let Some(at) = names.iter().position(|n| n.starts_with("do_syscall_64")) {
-        let call = at.checked_sub(1).map(|i| names[i].as_str())?;
+        // Sampled in do_syscall_64 itself: the way in and out of every system call (its
+        // checks, the work it does on return), no call's own code.
+        let Some(call) = at.checked_sub(1).map(|i| names[i].as_str()) else {
+            return Some(format!("{} (entering and leaving system calls)", names[at]));
+        };
         let call = call
             .trim_start_matches("__x64_sys_")
             .trim_start_matches("__arm64_sys_")
@@ -287,5 +291,17 @@ mod tests {
             "__handle_mm_fault"
         );
         assert_eq!(kernel_path(&[]), None);
+    }
+
+    #[test]
+    fn a_system_call_is_named_by_the_frame_under_do_syscall_64_and_its_own_code_as_such() {
+        assert_eq!(
+            entry(&names(&["alloc_fd", "__x64_sys_dup", "do_syscall_64"])).as_deref(),
+            Some("dup (system call)")
+        );
+        assert_eq!(
+            entry(&names(&["do_syscall_64", "entry_SYSCALL_64_after_hwframe"])).as_deref(),
+            Some("do_syscall_64 (entering and leaving system calls)")
+        );
     }
 }

@@ -589,6 +589,36 @@ impl Lookup<'_> {
     }
 }
 
+impl Lookup<'_> {
+    /// A per-system-call enter event's arguments as one array: the fields after
+    /// `__syscall_nr`, which the kernel lays out as consecutive 8-byte slots (one per
+    /// argument register, whatever the declared type), as raw_syscalls' `args` holds them.
+    /// A format that does not is not read.
+    fn syscall_args(&mut self) -> FieldRef {
+        let fields = &self.format.fields;
+        let args: Vec<&crate::decode::format::Field> = fields
+            .iter()
+            .skip_while(|f| f.name != "__syscall_nr")
+            .skip(1)
+            .collect();
+        let start = args.first().map_or(0, |f| f.offset);
+        let consecutive = args.iter().enumerate().all(|(index, f)| {
+            f.size == 8 && f.layout == FieldLayout::Scalar && f.offset == start + index * 8
+        });
+        if !consecutive {
+            self.ok = false;
+        }
+        let size = if consecutive { args.len() * 8 } else { 0 };
+        self.min_len = self.min_len.max(start + size);
+        FieldRef {
+            offset: start,
+            size,
+            signed: false,
+            layout: FieldLayout::Array { len: args.len() },
+        }
+    }
+}
+
 impl ViewLayout {
     /// The view for `system:format.name`, with its fields looked up; `Other` when the event
     /// has no view or its format lacks what the view reads. Also returns the record length
@@ -680,6 +710,17 @@ impl ViewLayout {
             },
             ("raw_syscalls", "sys_exit") => ViewLayout::SysExit {
                 id: l.get("id", Int),
+                ret: l.get("ret", Int),
+            },
+            // One system call's own events (syscalls:sys_enter_ioctl, ...): the same views.
+            // Recording ioctl this way costs other tasks' system calls nothing, where
+            // raw_syscalls filtered to one id still writes and discards an event for each.
+            ("syscalls", name) if name.starts_with("sys_enter_") => ViewLayout::SysEnter {
+                id: l.get("__syscall_nr", Int),
+                args: l.syscall_args(),
+            },
+            ("syscalls", name) if name.starts_with("sys_exit_") => ViewLayout::SysExit {
+                id: l.get("__syscall_nr", Int),
                 ret: l.get("ret", Int),
             },
             ("ftrace", "kernel_stack") => ViewLayout::KernelStack {
