@@ -94,9 +94,50 @@ fn spinning(names: &[String]) -> bool {
     })
 }
 
+/// What a kernel stack (leaf first) shows of the kernel's tracing at work (writing an
+/// event, taking a stack for it, running a BPF program on it): the recording's own cost,
+/// named by its event where a frame tells it, never the subject's code path.
+fn tracing(names: &[String]) -> Option<String> {
+    const MACHINERY: &[&str] = &[
+        "trace_event_buffer_",
+        "trace_event_raw_event_",
+        "trace_buffer_lock_reserve",
+        // Not "rb_": the ring buffer's inner functions sit under ring_buffer_*, and
+        // rb_insert_color, rb_erase are the red-black trees every subsystem uses.
+        "ring_buffer_",
+        "__ftrace_trace_stack",
+        "__trace_stack",
+        "event_triggers_call",
+        "stacktrace_trigger",
+        "perf_trace_",
+        "__bpf_trace_",
+        "bpf_trace_run",
+        "bpf_prog_",
+    ];
+    let traced = names
+        .iter()
+        .take(24)
+        .any(|n| MACHINERY.iter().any(|m| n.starts_with(m)));
+    if !traced {
+        return None;
+    }
+    let event = names.iter().find_map(|n| {
+        ["trace_event_raw_event_", "perf_trace_", "__bpf_trace_"]
+            .iter()
+            .find_map(|p| n.strip_prefix(p))
+    });
+    Some(match event {
+        Some(event) => format!("the recording's tracing of {event}"),
+        None => "the recording's tracing".into(),
+    })
+}
+
 /// The path a kernel stack (function names, leaf first) is named by.
 pub fn kernel_path(names: &[String]) -> Option<String> {
     let leaf = names.first()?;
+    if let Some(tracing) = tracing(names) {
+        return Some(tracing);
+    }
     let owner = names.iter().find(|n| !is_routine(n));
     if spinning(names) {
         return Some(match owner {
@@ -146,7 +187,10 @@ pub fn entry(names: &[String]) -> Option<String> {
     if let Some(at) = names.iter().position(|n| n.starts_with("do_syscall_64")) {
         // Sampled in do_syscall_64 itself: the way in and out of every system call (its
         // checks, the work it does on return), no call's own code.
-        let Some(call) = at.checked_sub(1).map(|i| names[i].as_str()) else {
+        // The work on the way in or out (syscall_trace_enter, syscall_exit_work) names no
+        // call either.
+        let call = at.checked_sub(1).map(|i| names[i].as_str());
+        let Some(call) = call.filter(|c| !c.starts_with("syscall_")) else {
             return Some(format!("{} (entering and leaving system calls)", names[at]));
         };
         let call = call
@@ -302,6 +346,35 @@ mod tests {
         assert_eq!(
             entry(&names(&["do_syscall_64", "entry_SYSCALL_64_after_hwframe"])).as_deref(),
             Some("do_syscall_64 (entering and leaving system calls)")
+        );
+        assert_eq!(
+            entry(&names(&["syscall_trace_enter", "do_syscall_64"])).as_deref(),
+            Some("do_syscall_64 (entering and leaving system calls)")
+        );
+    }
+
+    #[test]
+    fn a_sample_in_the_kernels_tracing_is_the_recordings_cost_named_by_its_event() {
+        let stack = names(&[
+            "unwind_next_frame",
+            "arch_stack_walk",
+            "stack_trace_save",
+            "__ftrace_trace_stack",
+            "event_triggers_call",
+            "trace_event_buffer_commit",
+            "trace_event_raw_event_contention_begin",
+            "queued_spin_lock_slowpath",
+            "_raw_spin_lock",
+            "alloc_fd",
+        ]);
+        assert_eq!(
+            kernel_path(&stack).as_deref(),
+            Some("the recording's tracing of contention_begin")
+        );
+        // A red-black tree's function is not the ring buffer's.
+        assert_eq!(
+            kernel_path(&names(&["rb_insert_color", "timerqueue_add"])).as_deref(),
+            Some("rb_insert_color")
         );
     }
 }
