@@ -335,17 +335,19 @@ fn teardown_refuses_devices_not_bound_to_vfio_pci_and_touches_nothing() {
     assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none());
 }
 
-/// Releasing irqfds by deassign sleeps in a flush of the kvm-irqfd-cleanup workqueue: the
-/// verdict names that wait by the worker that ended it and the work it ran, never as a
-/// bare sleep (issue: sleeps by what ended them).
+/// Releasing irqfds by deassign walks the VM's irqfd list under kvm->irqfds.lock and then
+/// sleeps in a flush of the kvm-irqfd-cleanup workqueue: at 20,000 the verdict names the
+/// walk under that lock among its on-CPU paths and the wait by the worker that ended it and
+/// the work it ran, never as a bare sleep; and each of its first three on-CPU, sleep and
+/// runnable findings says what makes up most of its time.
 #[test]
-fn an_irqfd_deassign_waits_for_the_irqfd_cleanup_worker_and_says_so() {
+fn an_irqfd_deassign_walks_the_list_under_its_lock_and_waits_for_the_cleanup_worker() {
     let run = json_run(
         &[
             "run",
             "irqfd",
             "--total",
-            "3000",
+            "20000",
             "--threads",
             "2",
             "--release",
@@ -378,4 +380,38 @@ fn an_irqfd_deassign_waits_for_the_irqfd_cleanup_worker_and_says_so() {
         .map(|e| e["share"].as_f64().unwrap())
         .sum();
     assert!(shares > 0.5 && shares <= 1.0 + 1e-9, "{shares}: {sleep:#}");
+    let on_cpu = verdict
+        .iter()
+        .find(|f| f["cause"] == "on-cpu")
+        .unwrap_or_else(|| panic!("no on-CPU finding: {verdict:#?}"));
+    let walk = on_cpu["explained_by"]
+        .as_array()
+        .unwrap_or_else(|| panic!("the on-CPU time names no path: {on_cpu:#}"))
+        .iter()
+        .chain(std::iter::once(on_cpu))
+        .any(|e| {
+            let said = e["what"]
+                .as_str()
+                .or(e["summary"].as_str())
+                .unwrap_or_default();
+            said.contains("kvm_irqfd") && said.contains("kvm->irqfds.lock")
+        });
+    assert!(
+        walk,
+        "the list walk under kvm->irqfds.lock is not named: {on_cpu:#}"
+    );
+    for finding in verdict
+        .iter()
+        .take(3)
+        .filter(|f| ["on-cpu", "sleep", "cpu-starvation"].contains(&f["cause"].as_str().unwrap()))
+    {
+        let made_of: f64 = finding["explained_by"]
+            .as_array()
+            .map(|parts| parts.iter().map(|e| e["share"].as_f64().unwrap()).sum())
+            .unwrap_or(0.0);
+        assert!(
+            made_of >= 0.7,
+            "only {made_of:.2} of a first finding's time is made of named parts: {finding:#}"
+        );
+    }
 }

@@ -780,9 +780,28 @@ pub fn takes(name: &str, kind: LockKind, function: &str) -> bool {
     })
 }
 
+/// The one spinning lock the table says `function` takes, where no narrowing (primitive,
+/// caller, ioctl) is needed to tell it: what a sample of `function` with interrupts off
+/// was holding when it was taken with them off.
+pub fn only_spinlock_of(function: &str) -> Option<&'static str> {
+    let mut found = KNOWN_LOCKS.iter().filter(|known| {
+        known.kinds.iter().any(|k| matches!(k, Spinlock | Rwlock))
+            && known.takers.iter().any(|p| matches(p, function))
+    });
+    let first = found.next()?;
+    let plain = first.via.is_none() && first.callers.is_empty() && first.ioctls.is_empty();
+    (plain && found.next().is_none()).then_some(first.name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_function_taking_one_known_spinlock_names_it() {
+        assert_eq!(only_spinlock_of("kvm_irqfd"), Some("kvm->irqfds.lock"));
+        assert_eq!(only_spinlock_of("no_such_function_here"), None);
+    }
 
     #[test]
     fn patterns_are_exact_prefix_or_suffix() {

@@ -41,6 +41,14 @@ fn describe(trace: &TraceSection, path: &CodePath) -> String {
         Some(lock) if !path.path.starts_with("spinning") => {
             format!("{}, which takes {lock} (contended)", path.path)
         }
+        // A sample with interrupts off is inside a section a spin_lock_irq opened: in a
+        // function that takes one known spinlock, that lock's hold, contended or not.
+        _ if path.path.contains(" with interrupts off") => {
+            match crate::naming::known::only_spinlock_of(crate::on_cpu::path_function(&path.path)) {
+                Some(lock) => format!("{}, holding {lock}", path.path),
+                None => path.path.clone(),
+            }
+        }
         _ => path.path.clone(),
     }
 }
