@@ -127,7 +127,9 @@ fn tracing(names: &[String]) -> Option<String> {
             .find_map(|p| n.strip_prefix(p))
     });
     Some(match event {
-        Some(event) => format!("the recording's tracing of {event}"),
+        // The function is the event class's ("mmap_lock" writes all three mmap_lock
+        // events), so the class is what is named.
+        Some(event) => format!("the recording's tracing ({event} events)"),
         None => "the recording's tracing".into(),
     })
 }
@@ -369,7 +371,7 @@ mod tests {
         ]);
         assert_eq!(
             kernel_path(&stack).as_deref(),
-            Some("the recording's tracing of contention_begin")
+            Some("the recording's tracing (contention_begin events)")
         );
         // A red-black tree's function is not the ring buffer's.
         assert_eq!(
