@@ -20,6 +20,7 @@ use vmscale_run::{RunRecord, Series};
 use crate::document::Figure;
 use crate::grid;
 use crate::render;
+pub use crate::render::html::escape;
 use crate::sections::verdict::{self, Depth};
 use crate::sections::{context, counters, growth, latency, phases, trace, vmm};
 use crate::{scaling, units};
@@ -64,7 +65,8 @@ pub fn render_html(record: &RunRecord) -> String {
         grid::sweep_header(record)
     );
     let mut body = format!("<h1>{}</h1>\n", escape(&title));
-    let section = |section: &crate::document::Section| render::html::section(record, section);
+    let figures = |f: &Figure| draw(record, f);
+    let section = |section: &crate::document::Section| render::html::section(&figures, section);
     body.extend(verdict::section(record, Depth::Full).as_ref().map(section));
     body.push_str(&section(&context::section(record)));
     body.extend(
@@ -123,7 +125,8 @@ pub fn render_tour_html(runs: &[(&RunRecord, String)], banner: Option<&str>) -> 
             escape(&record.scenario),
             escape(link)
         ));
-        let section = |s: &crate::document::Section| render::html::section(record, s);
+        let figures = |f: &Figure| draw(record, f);
+        let section = |s: &crate::document::Section| render::html::section(&figures, s);
         body.extend(verdict::section(record, Depth::Brief).as_ref().map(section));
         body.extend(
             crate::sections::scaling::section(record, None)
@@ -142,23 +145,6 @@ pub fn render_tour_html(runs: &[(&RunRecord, String)], banner: Option<&str>) -> 
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
          <title>vmscale tour</title>\n<style>{STYLE}</style>\n</head>\n<body>\n{body}</body>\n</html>\n"
     )
-}
-
-/// `text` with the characters that HTML gives meaning to replaced by entities, safe both
-/// as element content and inside a quoted attribute.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(c),
-        }
-    }
-    out
 }
 
 /// A figure of a section built from `record`, drawn.
@@ -544,7 +530,7 @@ fn growth_sections(record: &RunRecord) -> String {
     );
     for section in &sections {
         out.push_str("<div class=\"growth\">\n");
-        out.push_str(&render::html::titled(record, section, 3));
+        out.push_str(&render::html::titled(&|f| draw(record, f), section, 3));
         out.push_str("</div>\n");
     }
     out.push_str("</div>\n");
@@ -625,7 +611,7 @@ pub fn render_compare_html(
     let names = grid::series_names(a);
     let mut body = format!("<h1>{}</h1>\n", escape(&title));
     for section in crate::compare::sections(comparison) {
-        body.push_str(&render::html::section(a, &section));
+        body.push_str(&render::html::section(&|f| draw(a, f), &section));
     }
 
     let mut p50_lines = Vec::new();

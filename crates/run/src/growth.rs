@@ -3,32 +3,29 @@
 //! --format json` and every rendering carry the same claims. Recomputed from the raw
 //! samples whenever a run is loaded or concluded, as the summaries are.
 
-use serde::{Deserialize, Serialize};
 use vmscale_stats::compare::Statistic;
-use vmscale_stats::growth::{growth, Growth, Options, PointSamples, Unjudged};
+use vmscale_stats::growth::{growth, Options, PointSamples};
 
 use crate::runs::run_samples;
-use crate::schema::Point;
+use crate::schema::{Point, RunRecord};
+pub use crate::schema::{SeriesGrowth, UnjudgedStatistic};
 
 /// The statistics whose growth is judged, in the order they are printed.
 pub const STATISTICS: [Statistic; 2] = [Statistic::P50, Statistic::P99];
 
-/// One series' growth over the sweep, per statistic.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SeriesGrowth {
-    pub series: String,
-    /// One per statistic judged: {statistic, claim, ratio, exponent, model, fits, ...}.
-    pub growth: Vec<Growth>,
-    /// The statistics that could not be judged, and why.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub unjudged: Vec<UnjudgedStatistic>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct UnjudgedStatistic {
-    pub statistic: Statistic,
-    #[serde(flatten)]
-    pub why: Unjudged,
+impl RunRecord {
+    /// Judges how each series grows ([`judge`]) with `margin` (a fraction) for flat;
+    /// without one, with the margin the record was judged with before, else the default.
+    pub fn judge_growth(&mut self, margin: Option<f64>) {
+        let margin = margin
+            .or_else(|| self.growth_margin())
+            .unwrap_or(vmscale_stats::growth::DEFAULT_MARGIN);
+        let options = Options {
+            margin,
+            ..Options::default()
+        };
+        self.scaling = judge(&self.points, options);
+    }
 }
 
 /// Every series measured at two or more points, in first-seen order, judged with

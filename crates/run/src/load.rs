@@ -153,4 +153,57 @@ mod tests {
         assert!(load.host_busy_ns >= load.own_ns / 2);
         assert!((0.0..=1.0).contains(&load.other_busy_fraction));
     }
+
+    #[test]
+    fn a_busy_child_is_ours_and_a_busy_stranger_is_named() {
+        // Neighbours are named through the host watch a run uses, so they are those its
+        // load carries. A child spinning is part of the run (like a holder or a recorded command).
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .unwrap();
+        // A stranger: a process whose parent is not us (setsid's child, via a grandchild
+        // that the shell leaves behind).
+        let stranger_pid_file =
+            std::env::temp_dir().join(format!("vmscale-nb-{}", std::process::id()));
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "(exec sh -c 'while :; do :; done') & echo $! > {}",
+                stranger_pid_file.display()
+            ))
+            .status()
+            .unwrap();
+        let stranger: u32 = std::fs::read_to_string(&stranger_pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // Through the host watch a run uses, so the neighbours are those its load carries.
+        let watch = HostWatch::start();
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        let report = watch
+            .finish(crate::host::online_cpus())
+            .background
+            .expect("/proc/stat is readable");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // SAFETY: the stranger is a process this test started; only a signal is sent.
+        unsafe { libc::kill(stranger as i32, libc::SIGKILL) };
+        let _ = std::fs::remove_file(&stranger_pid_file);
+        assert!(
+            !report.neighbours.iter().any(|n| n.pid == child.id()),
+            "our own child was named: {:?}",
+            report.neighbours
+        );
+        let named = report.neighbours.iter().find(|n| n.pid == stranger);
+        assert!(
+            named.is_some_and(|n| n.cpus_used >= crate::neighbours::HEAVY_CPUS && !n.vmscale),
+            "the spinning stranger {stranger} was not named: {:?}",
+            report.neighbours
+        );
+        assert!(crate::neighbours::warnings(&report.neighbours)
+            .iter()
+            .any(|w| w.contains(&format!("pid {stranger}"))));
+    }
 }

@@ -55,7 +55,7 @@ pub struct RunRecord {
     /// ratio, exponent and fits; recomputed from the samples whenever the run is loaded or
     /// concluded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub scaling: Vec<crate::growth::SeriesGrowth>,
+    pub scaling: Vec<SeriesGrowth>,
     /// The kernel trace recorded during the measured phases, when tracing was on.
     #[serde(default)]
     pub trace: Option<crate::findings::TraceSection>,
@@ -207,20 +207,6 @@ impl RunRecord {
         self.judge_growth(None);
     }
 
-    /// Judges how each series grows ([`crate::growth`]) with `margin` (a fraction) for
-    /// flat; without one, with the margin the record was judged with before, else the
-    /// default.
-    pub fn judge_growth(&mut self, margin: Option<f64>) {
-        let margin = margin
-            .or_else(|| self.growth_margin())
-            .unwrap_or(vmscale_stats::growth::DEFAULT_MARGIN);
-        let options = vmscale_stats::growth::Options {
-            margin,
-            ..vmscale_stats::growth::Options::default()
-        };
-        self.scaling = crate::growth::judge(&self.points, options);
-    }
-
     /// The margin the record's growth claims were judged with, if it has any.
     pub fn growth_margin(&self) -> Option<f64> {
         self.scaling
@@ -229,4 +215,22 @@ impl RunRecord {
             .map(|g| g.margin)
             .next()
     }
+}
+
+/// One series' growth over the sweep, per statistic.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeriesGrowth {
+    pub series: String,
+    /// One per statistic judged: {statistic, claim, ratio, exponent, model, fits, ...}.
+    pub growth: Vec<vmscale_stats::growth::Growth>,
+    /// The statistics that could not be judged, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unjudged: Vec<UnjudgedStatistic>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct UnjudgedStatistic {
+    pub statistic: vmscale_stats::Statistic,
+    #[serde(flatten)]
+    pub why: vmscale_stats::growth::Unjudged,
 }

@@ -28,9 +28,10 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use crate::growth::Interval;
 use crate::quantile;
 use crate::special::{normal_sf, t_cdf, t_quantile};
+use crate::Interval;
+pub use crate::Statistic;
 
 /// The result of a Mann-Whitney U test of A against B.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -81,34 +82,6 @@ pub fn mann_whitney(a: &[u64], b: &[u64]) -> Option<MannWhitney> {
     let z = (u - mean - 0.5 * (u - mean).signum()) / variance.sqrt();
     let p = (2.0 * normal_sf(z.abs())).min(1.0);
     Some(MannWhitney { u, z, p })
-}
-
-/// Which statistic a change is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Statistic {
-    P50,
-    P99,
-    Mean,
-}
-
-impl Statistic {
-    pub fn name(self) -> &'static str {
-        match self {
-            Statistic::P50 => "p50",
-            Statistic::P99 => "p99",
-            Statistic::Mean => "mean",
-        }
-    }
-
-    /// The statistic of `sorted` (ascending, not empty).
-    pub fn of(self, sorted: &[u64]) -> f64 {
-        match self {
-            Statistic::P50 => quantile(sorted, 0.50),
-            Statistic::P99 => quantile(sorted, 0.99),
-            Statistic::Mean => sorted.iter().map(|&v| v as f64).sum::<f64>() / sorted.len() as f64,
-        }
-    }
 }
 
 /// B's statistic relative to A's, with a bootstrap interval.

@@ -25,8 +25,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::growth::Interval;
 use crate::special::{chi_square_sf, normal_quantile};
+use crate::Interval;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -52,10 +52,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::compare::Statistic;
 use crate::fit::{self, Fit, Model, WeightedPoint};
 use crate::knee::{self, Knee};
 use crate::special::{binomial_cdf, normal_quantile, t_quantile};
+pub use crate::Interval;
+use crate::Statistic;
 
 /// How far every point may stay from the smallest N's value for the cost to be called
 /// flat: +-20%.
@@ -76,23 +77,15 @@ pub const MODEL_TOLERANCE: f64 = 0.05;
 /// A flat stretch at the start of a sweep is named from this many points on.
 const FLAT_STRETCH: usize = 3;
 
-/// An estimate with the ends of its interval.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Interval {
-    pub estimate: f64,
-    pub low: f64,
-    pub high: f64,
-}
-
-impl Interval {
-    fn ln(self) -> LogInterval {
-        let at = |v: f64| v.max(1.0).ln();
-        let centre = at(self.estimate);
-        LogInterval {
-            centre,
-            below: (centre - at(self.low)).max(MIN_LOG_HALF_WIDTH),
-            above: (at(self.high) - centre).max(MIN_LOG_HALF_WIDTH),
-        }
+/// An interval on the log scale of `value`, with ends at least [`MIN_LOG_HALF_WIDTH`] from
+/// its centre.
+fn log_interval(value: Interval) -> LogInterval {
+    let at = |v: f64| v.max(1.0).ln();
+    let centre = at(value.estimate);
+    LogInterval {
+        centre,
+        below: (centre - at(value.low)).max(MIN_LOG_HALF_WIDTH),
+        above: (at(value.high) - centre).max(MIN_LOG_HALF_WIDTH),
     }
 }
 
@@ -402,7 +395,7 @@ pub fn estimate_point(
 
 /// The ratio of `b`'s statistic to `a`'s with its interval (MOVER on the log scale).
 pub fn ratio_between(a: &PointEstimate, b: &PointEstimate) -> Interval {
-    let (a, b) = (a.value.ln(), b.value.ln());
+    let (a, b) = (log_interval(a.value), log_interval(b.value));
     let d = b.centre - a.centre;
     Interval {
         estimate: d.exp(),
@@ -477,7 +470,7 @@ pub fn judge(statistic: Statistic, points: Vec<PointEstimate>, options: Options)
     let weighted: Vec<WeightedPoint> = points
         .iter()
         .map(|p| {
-            let l = p.value.ln();
+            let l = log_interval(p.value);
             let y = p.value.estimate.max(1.0);
             WeightedPoint {
                 n: p.n,
@@ -591,7 +584,7 @@ fn exponent(points: &[PointEstimate], ratio: &Interval, confidence: f64) -> Inte
     let rows: Vec<(f64, f64, f64)> = points
         .iter()
         .map(|p| {
-            let l = p.value.ln();
+            let l = log_interval(p.value);
             let se = (l.below + l.above) / (2.0 * z);
             (p.n.ln(), l.centre, se.powi(-2))
         })

@@ -32,6 +32,42 @@ const HIGHEST_TRACKABLE_NS: u64 = 3_600 * 1_000_000_000;
 /// Three significant digits: 0.1% relative error on every percentile.
 const SIGNIFICANT_DIGITS: u8 = 3;
 
+/// An estimate with the ends of its interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    pub estimate: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+/// Which statistic a change is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Statistic {
+    P50,
+    P99,
+    Mean,
+}
+
+impl Statistic {
+    pub fn name(self) -> &'static str {
+        match self {
+            Statistic::P50 => "p50",
+            Statistic::P99 => "p99",
+            Statistic::Mean => "mean",
+        }
+    }
+
+    /// The statistic of `sorted` (ascending, not empty).
+    pub fn of(self, sorted: &[u64]) -> f64 {
+        match self {
+            Statistic::P50 => quantile(sorted, 0.50),
+            Statistic::P99 => quantile(sorted, 0.99),
+            Statistic::Mean => sorted.iter().map(|&v| v as f64).sum::<f64>() / sorted.len() as f64,
+        }
+    }
+}
+
 /// The seed of every bootstrap ("vmscale" in ASCII), so the same run always prints the
 /// same intervals.
 pub const BOOTSTRAP_SEED: u64 = 0x0076_6d73_6361_6c65;

@@ -131,9 +131,8 @@ fn none(summary: &str, evidence: Vec<String>) -> Finding {
     }
 }
 
-fn percent(share: f64) -> String {
-    vmscale_stats::units::share(share)
-}
+/// Shares in the verdict's words: whole percents, finer below 1%.
+use vmscale_stats::units::share as percent;
 
 /// The contention entry of a lock named `name` in the breakdown (which drops the address
 /// suffix of per-CPU locks).

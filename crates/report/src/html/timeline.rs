@@ -11,7 +11,7 @@ use std::fmt::Write;
 
 use vmscale_run::findings::{LockRole, TaskState, TimelineExcerpt};
 
-use crate::html::escape;
+use crate::render::html::escape;
 use crate::units::duration;
 
 const WIDTH: f64 = 1160.0;

@@ -1,16 +1,35 @@
 //! Sections as HTML: a top-level section in a `<section>` under an `<h2>`, lines and
 //! findings as lists, tables with right-aligned numbers, stacks in `<pre>`, the timeline
-//! and the charts as inline SVG, drawn from the record the sections were built from. Every
-//! piece of text from the record is escaped.
+//! and the charts as inline SVG, drawn by the page (`html`) that hands its drawer in: the
+//! page assembles sections and these render them, and neither module needs the other's
+//! insides. Every piece of text from the record is escaped.
 
-use vmscale_run::RunRecord;
-
-use crate::document::{capitalized, Block, Entry, Ranked, Section, Span, Text};
+use crate::document::{capitalized, Block, Entry, Figure, Ranked, Section, Span, Text};
 use crate::grid::Grid;
-use crate::html::{draw, escape};
 
-/// A top-level section of `record`'s page.
-pub(crate) fn section(record: &RunRecord, section: &Section) -> String {
+/// What draws a section's figures, as SVG: the page's charts from the record the sections
+/// were built from.
+pub(crate) type Figures<'a> = &'a dyn Fn(&Figure) -> String;
+
+/// `text` with the characters that HTML gives meaning to replaced by entities, safe both
+/// as element content and inside a quoted attribute.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// A top-level section of a page.
+pub(crate) fn section(figures: Figures, section: &Section) -> String {
     let class = if section.id.is_empty() {
         String::new()
     } else {
@@ -18,15 +37,15 @@ pub(crate) fn section(record: &RunRecord, section: &Section) -> String {
     };
     format!(
         "<section{class}>\n{}</section>\n",
-        titled(record, section, 2)
+        titled(figures, section, 2)
     )
 }
 
 /// The heading at `level` (2 for `<h2>`), the aside, then the blocks; an untitled section
 /// (the run's context) is its blocks alone.
-pub(crate) fn titled(record: &RunRecord, section: &Section, level: usize) -> String {
+pub(crate) fn titled(figures: Figures, section: &Section, level: usize) -> String {
     if section.title.is_empty() {
-        return blocks(record, &section.blocks, level);
+        return blocks(figures, &section.blocks, level);
     }
     let heading = section.heading.as_deref().unwrap_or(&section.title);
     let id = if section.id.is_empty() {
@@ -44,15 +63,15 @@ pub(crate) fn titled(record: &RunRecord, section: &Section, level: usize) -> Str
             escape(&capitalized(aside))
         ));
     }
-    out.push_str(&blocks(record, &section.blocks, level));
+    out.push_str(&blocks(figures, &section.blocks, level));
     out
 }
 
-fn blocks(record: &RunRecord, blocks: &[Block], level: usize) -> String {
-    blocks.iter().map(|b| block(record, b, level)).collect()
+fn blocks(figures: Figures, blocks: &[Block], level: usize) -> String {
+    blocks.iter().map(|b| block(figures, b, level)).collect()
 }
 
-fn block(record: &RunRecord, block: &Block, level: usize) -> String {
+fn block(figures: Figures, block: &Block, level: usize) -> String {
     match block {
         Block::Lines(lines) => format!("<ul class=\"lines\">\n{}</ul>\n", items(lines)),
         Block::Ranked(found) => ranked(found),
@@ -73,9 +92,9 @@ fn block(record: &RunRecord, block: &Block, level: usize) -> String {
             escape(detail),
             escape(&lines.join("\n"))
         ),
-        Block::Entry(entry) => self::entry(record, entry, level + 1),
-        Block::Section(inner) => titled(record, inner, level + 1),
-        Block::Figure(figure) => draw(record, figure),
+        Block::Entry(entry) => self::entry(figures, entry, level + 1),
+        Block::Section(inner) => titled(figures, inner, level + 1),
+        Block::Figure(figure) => figures(figure),
         Block::Facts(facts) => {
             let rows: String = facts
                 .iter()
@@ -127,13 +146,13 @@ fn ranked(found: &[Ranked]) -> String {
     out
 }
 
-fn entry(record: &RunRecord, entry: &Entry, level: usize) -> String {
+fn entry(figures: Figures, entry: &Entry, level: usize) -> String {
     let mut out = format!(
         "<h{level}>{}. {}</h{level}>\n",
         entry.rank,
         inline(&entry.title)
     );
-    out.push_str(&blocks(record, &entry.blocks, level));
+    out.push_str(&blocks(figures, &entry.blocks, level));
     out
 }
 
