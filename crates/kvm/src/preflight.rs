@@ -4,7 +4,7 @@
 //! more file descriptors than the process may open) should fail in a millisecond with one
 //! line saying why, not half-way through building a VM with a confusing errno.
 
-use vmscale_run::host::host_memory;
+use vmscale_sys::host::host_memory;
 
 use crate::Error;
 
@@ -71,7 +71,7 @@ pub fn check_vm_request(vcpus: usize, guest_bytes: u64, max_vcpus: usize) -> Res
             )));
         }
     }
-    if let Some(limit) = vmscale_run::cleanup::address_space_limit() {
+    if let Some(limit) = vmscale_sys::cleanup::address_space_limit() {
         let needed = guest_bytes
             .saturating_add(VCPU_THREAD_BYTES * vcpus as u64)
             .saturating_add(PROCESS_BYTES);

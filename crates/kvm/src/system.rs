@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use kvm_ioctls::Kvm;
-use vmscale_run::KvmFacts;
+use vmscale_sys::host::KvmFacts;
 
 use crate::Error;
 

@@ -1,6 +1,7 @@
 //! Facts about the host, recorded in every run so two runs can be compared honestly.
 
 use serde::{Deserialize, Serialize};
+pub use vmscale_sys::host::{host_memory, HostMemory, KvmFacts};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HostFacts {
@@ -12,40 +13,6 @@ pub struct HostFacts {
     pub memory_bytes: u64,
     /// None when /dev/kvm could not be opened (e.g. a run that only re-renders).
     pub kvm: Option<KvmFacts>,
-}
-
-/// What a run records about the KVM it ran on, since the same scenario behaves differently
-/// on another backend (shadow paging under PVM versus the TDP MMU on VMX/SVM hosts).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct KvmFacts {
-    pub api_version: i32,
-    pub max_vcpus: usize,
-    pub recommended_vcpus: usize,
-    /// `kvm_intel` (vmx), `kvm_amd` (svm), `kvm_pvm` (pvm), or `unknown`.
-    pub backend: String,
-    /// `/sys/module/kvm/parameters/tdp_mmu`, when the kernel has it.
-    pub tdp_mmu: Option<bool>,
-    pub halt_poll_ns: Option<u64>,
-}
-
-/// Host memory as /proc/meminfo reports it.
-#[derive(Debug, Clone, Copy)]
-pub struct HostMemory {
-    pub total_bytes: u64,
-    pub available_bytes: u64,
-}
-
-pub fn host_memory() -> Option<HostMemory> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let field = |name: &str| -> Option<u64> {
-        let line = text.lines().find(|l| l.starts_with(name))?;
-        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        Some(kib * 1024)
-    };
-    Some(HostMemory {
-        total_bytes: field("MemTotal:")?,
-        available_bytes: field("MemAvailable:")?,
-    })
 }
 
 impl HostFacts {

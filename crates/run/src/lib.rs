@@ -15,16 +15,14 @@
 //! - [`owner`]: which process made a run directory or tracefs instance, to tell a killed
 //!   run's leftovers from a live run's work.
 
-pub mod bounded;
-pub mod cleanup;
+/// The operating-system helpers live in vmscale-sys; their old paths stay.
+pub use vmscale_sys::{bounded, cleanup, output, owner};
 pub mod dir;
 pub mod findings;
 pub mod growth;
 pub mod host;
 pub mod load;
 pub mod neighbours;
-pub mod output;
-pub mod owner;
 pub mod runs;
 pub mod schema;
 pub mod verdict;
@@ -37,15 +35,4 @@ pub use load::{BackgroundLoad, HostWatch, Watched};
 pub use owner::ProcessStamp;
 pub use schema::{Phase, Point, RunPart, RunRecord, Series, ToolInfo, SCHEMA_VERSION};
 
-/// CLOCK_MONOTONIC in nanoseconds: the clock every vmscale timestamp uses, and the one the
-/// tracefs instance is set to (`trace_clock=mono`), so samples and kernel events share a
-/// timeline.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use vmscale_sys::monotonic_ns;

@@ -7,7 +7,8 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::owner::{process_start_ticks, ticks_to_ns, ProcessStamp};
+use crate::owner::{process_start_ticks, ProcessStamp};
+use vmscale_sys::ticks_to_ns;
 
 /// A process that shared the host with the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,7 +1,31 @@
-//! The operating-system facts several of vmscale's crates need, in one place: the calling
-//! thread's id (what the trace calls a pid) and the kernel's clock tick (the unit of
-//! /proc's CPU times). Small on purpose, so that the crates that only need these do not
-//! depend on the run model.
+//! The operating-system facts and helpers several of vmscale's crates need, in one place:
+//! the calling thread's id (what the trace calls a pid), the kernel's clock tick (the unit
+//! of /proc's CPU times), reads bounded in size ([`bounded`]), what vmscale leaves on the
+//! system while it runs and its removal on every exit ([`cleanup`]), outputs that never
+//! destroy what is at their path ([`output`]), which process made something ([`owner`]),
+//! and the host's memory and KVM ([`host`]). The crates that only need these (the tracer,
+//! the KVM wrappers) do not depend on the run model.
+
+pub mod bounded;
+pub mod cleanup;
+pub mod host;
+pub mod output;
+pub mod owner;
+
+pub use owner::ProcessStamp;
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock every vmscale timestamp uses, and the one the
+/// tracefs instance is set to (`trace_clock=mono`), so samples and kernel events share a
+/// timeline.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
 
 /// The calling thread's id, as the kernel's events name it (`common_pid`).
 pub fn gettid() -> u32 {

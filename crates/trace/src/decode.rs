@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use vmscale_run::bounded;
+use vmscale_sys::bounded;
 
 use serde::Deserialize;
 

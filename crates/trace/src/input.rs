@@ -1,22 +1,13 @@
-//! What is this file? The inputs `vmscale report` takes, told apart by their content, not
-//! their names: a run directory, a trace directory, a run.json, a trace-cmd .dat file, or
-//! ftrace text.
-
-use std::io::Read;
-use std::path::Path;
+//! What is this file? The files `vmscale report` takes, told apart by their content, not
+//! their names: a run.json, a trace-cmd .dat file, or ftrace text. (Directories, run or
+//! trace directories, are told apart by the files they hold, where they are opened.)
 
 /// How much of a file is looked at.
-const HEAD_BYTES: u64 = 64 << 10;
+pub const HEAD_BYTES: u64 = 64 << 10;
 
-/// What a path holds, as far as its first bytes tell.
+/// What a file holds, as far as its first bytes tell.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Input {
-    /// A directory with a run.json.
-    RunDir,
-    /// A directory laid out as docs/trace-dir.md says (header_page, cpu<N>.raw, ...).
-    TraceDir,
-    /// Some other directory.
-    OtherDir,
     /// A file that starts with trace-cmd's magic (whether or not the rest holds together).
     Dat,
     /// A JSON object: a run.json, or something that will say why it is not one.
@@ -33,9 +24,6 @@ impl Input {
     /// What the input is called in messages.
     pub fn describe(&self) -> &'static str {
         match self {
-            Input::RunDir => "a run directory",
-            Input::TraceDir => "a trace directory",
-            Input::OtherDir => "a directory without run.json",
             Input::Dat => "a trace-cmd .dat file",
             Input::Json => "a JSON file",
             Input::Text => "ftrace text",
@@ -45,33 +33,7 @@ impl Input {
     }
 }
 
-/// Looks at `path` and says what it holds. Fails when it cannot be read, and for what is
-/// neither a directory nor a regular file (a FIFO would block the read).
-pub fn sniff(path: &Path) -> std::io::Result<Input> {
-    let metadata = std::fs::metadata(path)?;
-    if !metadata.is_dir() && !metadata.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "neither a directory nor a regular file",
-        ));
-    }
-    if metadata.is_dir() {
-        return Ok(if path.join(vmscale_run::dir::RUN_FILE).is_file() {
-            Input::RunDir
-        } else if path.join("header_page").is_file() {
-            Input::TraceDir
-        } else {
-            Input::OtherDir
-        });
-    }
-    let mut head = Vec::new();
-    std::fs::File::open(path)?
-        .take(HEAD_BYTES)
-        .read_to_end(&mut head)?;
-    Ok(sniff_bytes(&head))
-}
-
-/// [`sniff`] for the first bytes of a file (up to 64 KiB are looked at).
+/// What a file holds, from its first bytes ([`HEAD_BYTES`] are enough to tell).
 pub fn sniff_bytes(head: &[u8]) -> Input {
     if head.is_empty() {
         return Input::Empty;
@@ -176,21 +138,5 @@ mod tests {
                 starts_with: "bytes de ad be ef".into()
             }
         );
-    }
-
-    #[test]
-    fn directories_by_what_they_hold() {
-        let dir = std::env::temp_dir().join(format!("vmscale-sniff-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        assert_eq!(sniff(&dir).unwrap(), Input::OtherDir);
-        std::fs::write(dir.join("header_page"), "").unwrap();
-        assert_eq!(sniff(&dir).unwrap(), Input::TraceDir);
-        std::fs::write(dir.join("run.json"), "{}").unwrap();
-        assert_eq!(sniff(&dir).unwrap(), Input::RunDir);
-        assert_eq!(sniff(&dir.join("run.json")).unwrap(), Input::Json);
-        assert!(sniff(&dir.join("missing")).is_err());
-        assert!(sniff(Path::new("/dev/null")).is_err());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -203,7 +203,7 @@ fn record(name: &str, args: &[&str], second_instance: Option<&str>) -> Recorded 
     let dat = dir.join(format!("{name}.dat"));
     let _ = std::fs::remove_file(&dat);
     let _serial = RECORDING.lock().unwrap_or_else(|e| e.into_inner());
-    let mono_before = vmscale_run::monotonic_ns();
+    let mono_before = vmscale_sys::monotonic_ns();
     let mut command = Command::new("bash");
     command.arg(RECORD_SCRIPT).arg(&dat).args(args);
     if let Some(events) = second_instance {
@@ -212,7 +212,7 @@ fn record(name: &str, args: &[&str], second_instance: Option<&str>) -> Recorded 
     let output = command
         .output()
         .unwrap_or_else(|e| panic!("cannot run {RECORD_SCRIPT}: {e}"));
-    let mono_after = vmscale_run::monotonic_ns();
+    let mono_after = vmscale_sys::monotonic_ns();
     assert!(
         output.status.success(),
         "recording {name} failed ({}): trace-cmd and root are needed\nstdout:\n{}\nstderr:\n{}",

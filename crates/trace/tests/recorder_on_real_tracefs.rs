@@ -129,7 +129,7 @@ fn recording_writes_the_trace_directory_and_leaves_nothing_behind() {
     //    including one whose pid now belongs to a live process (ours, started at another
     //    time); instances of live vmscale processes are not. Creating an instance removes
     //    nothing by itself: the caller removes and says so.
-    let me = vmscale_run::ProcessStamp::current();
+    let me = vmscale_sys::ProcessStamp::current();
     let reused = mount.join(format!(
         "instances/vmscale-{}-{}-0",
         me.pid,

@@ -20,7 +20,7 @@ fn markers_land_within_ten_microseconds_of_the_userspace_clock() {
     rec.set_on(true).unwrap();
     const MARKERS: usize = 200;
     for _ in 0..MARKERS {
-        rec.mark(&format!("align {}", vmscale_run::monotonic_ns()))
+        rec.mark(&format!("align {}", vmscale_sys::monotonic_ns()))
             .unwrap();
     }
     rec.finish().unwrap();

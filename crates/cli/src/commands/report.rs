@@ -82,8 +82,8 @@ fn check_input_file(path: &Path) -> Result<Input, Failure> {
         }
         _ => Failure::runtime(format!("{shown}: {e}")),
     })?;
-    let mut head = Vec::with_capacity(64 << 10);
-    file.take(64 << 10)
+    let mut head = Vec::with_capacity(vmscale_trace::input::HEAD_BYTES as usize);
+    file.take(vmscale_trace::input::HEAD_BYTES)
         .read_to_end(&mut head)
         .map_err(|e| Failure::runtime(format!("{shown}: {e}")))?;
     match vmscale_trace::input::sniff_bytes(&head) {

@@ -104,19 +104,19 @@ pub enum DatWriteError {
     TooManyCpus(u32),
     /// The output path: refused (not a regular file) or not writable.
     #[error(transparent)]
-    Output(#[from] vmscale_run::output::OutputError),
+    Output(#[from] vmscale_sys::output::OutputError),
 }
 
 /// Writes the trace directory `dir` as a .dat file at `out`, which must be absent or a
 /// regular file. The file appears only when it is complete: it is written beside `out`
 /// under a temporary name that no exit leaves behind, and renamed
-/// ([`vmscale_run::output::OutputFile`]).
+/// ([`vmscale_sys::output::OutputFile`]).
 pub fn write_dat(
     dir: &Path,
     out: &Path,
     options: &DatWriteOptions,
 ) -> Result<Written, DatWriteError> {
-    let (output, file) = vmscale_run::output::OutputFile::create(out)?;
+    let (output, file) = vmscale_sys::output::OutputFile::create(out)?;
     let mut sink = BufWriter::with_capacity(1 << 20, file);
     let written = write_dat_to(dir, &mut sink, options).map_err(|e| match e {
         // Name the file the user asked for, not the temporary one.
@@ -296,7 +296,7 @@ fn read_lost(dir: &Path) -> Result<BTreeMap<String, LostEvents>, DatWriteError> 
 /// A file of at most `limit` bytes; its size is checked before anything is allocated, and
 /// the read stops at the limit even if the file grows meanwhile.
 fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, DatWriteError> {
-    let file = vmscale_run::bounded::open_regular(path).map_err(read_error(path))?;
+    let file = vmscale_sys::bounded::open_regular(path).map_err(read_error(path))?;
     let size = file.metadata().map_err(read_error(path))?.len();
     let too_large = |size| DatWriteError::TooLarge {
         what: path.display().to_string(),
@@ -676,7 +676,7 @@ impl<'w, W: Write + Seek> Sections<'w, W> {
         for &cpu in cpus {
             self.pad_to_page(page_size)?;
             let path = dir.join(format!("cpu{cpu}.raw"));
-            let file = vmscale_run::bounded::open_regular(&path).map_err(read_error(&path))?;
+            let file = vmscale_sys::bounded::open_regular(&path).map_err(read_error(&path))?;
             let size = file.metadata().map_err(read_error(&path))?.len();
             if size % page_size != 0 {
                 return Err(DatWriteError::PartialPage {

@@ -1,7 +1,7 @@
 //! The event types a trace can contain, by the id its records carry in `common_type`.
 
 use std::path::Path;
-use vmscale_run::bounded;
+use vmscale_sys::bounded;
 
 use crate::decode::field::FieldRef;
 use crate::decode::format::{EventFormat, FormatError};

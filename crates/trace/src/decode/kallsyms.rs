@@ -6,7 +6,7 @@
 
 use std::fmt;
 use std::path::Path;
-use vmscale_run::bounded;
+use vmscale_sys::bounded;
 
 /// A kallsyms file that does not parse.
 #[derive(Debug, thiserror::Error)]

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use vmscale_sys::monotonic_ns;
 
 use serde::{Deserialize, Serialize};
 
@@ -201,18 +202,6 @@ impl TraceMeta {
             })
             .collect()
     }
-}
-
-/// CLOCK_MONOTONIC in ns, the instance's `mono` trace clock (the same reading as
-/// `vmscale_run::monotonic_ns`, which this crate does not depend on).
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn page_size() -> usize {

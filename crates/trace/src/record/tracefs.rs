@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use vmscale_run::ProcessStamp;
+use vmscale_sys::ProcessStamp;
 
 /// Where tracefs is mounted when vmscale has to mount it itself.
 pub const DEFAULT_MOUNT: &str = "/sys/kernel/tracing";
@@ -313,7 +313,7 @@ pub struct Instance {
     /// The kernel's events, listed once: they do not change while vmscale traces.
     events: std::sync::OnceLock<Vec<(String, String)>>,
     /// The instance, for an exit that skips `Drop` (an allocation failure).
-    registered: Option<vmscale_run::cleanup::Registered>,
+    registered: Option<vmscale_sys::cleanup::Registered>,
 }
 
 impl Instance {
@@ -329,7 +329,7 @@ impl Instance {
         );
         let path = mount.join("instances").join(&name);
         let ((), registered) =
-            vmscale_run::cleanup::create(vmscale_run::cleanup::Kind::TraceInstance, &path, |p| {
+            vmscale_sys::cleanup::create(vmscale_sys::cleanup::Kind::TraceInstance, &path, |p| {
                 std::fs::create_dir(p)
             })
             .map_err(|e| match e.kind() {
@@ -519,11 +519,11 @@ impl Instance {
     /// enabled events and triggers with it.
     fn remove(&mut self) -> Result<(), Error> {
         // Descriptors may be what ran out: switching tracing off opens a file.
-        vmscale_run::cleanup::release_fds();
+        vmscale_sys::cleanup::release_fds();
         let path = &self.path;
         match self.registered.take() {
             Some(registered) => {
-                vmscale_run::cleanup::settle(registered, || remove_instance_dir(path))
+                vmscale_sys::cleanup::settle(registered, || remove_instance_dir(path))
             }
             None => remove_instance_dir(path),
         }

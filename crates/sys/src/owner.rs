@@ -65,11 +65,6 @@ impl fmt::Display for ProcessStamp {
     }
 }
 
-/// Clock ticks (the unit of /proc's process times and start times) as nanoseconds.
-pub(crate) fn ticks_to_ns(ticks: u64) -> u64 {
-    vmscale_sys::ticks_to_ns(ticks)
-}
-
 /// Field 22 of /proc/PID/stat: when the process started, in clock ticks since boot. The
 /// command name (field 2) may hold spaces and parentheses, so fields are counted after its
 /// last closing parenthesis.

@@ -2,7 +2,7 @@
 //!
 //! Everything temporary vmscale puts on the system is registered here while it exists: a
 //! file written beside its final name ([`crate::output`]), a run directory under its hidden
-//! name ([`crate::RunDir`]), a scratch directory, a tracefs instance. Its owner removes it on
+//! name (run directory (`vmscale_run::RunDir`)), a scratch directory, a tracefs instance. Its owner removes it on
 //! every ordinary path: drop on an error, unwinding from a panic, a cooperative stop after a
 //! signal. The registry serves the exits that skip owners:
 //!
@@ -298,7 +298,7 @@ pub fn ending() -> bool {
 /// and exits with `code`.
 /// Other threads that get here meanwhile wait for the exit.
 pub fn abandon(code: i32, message: &[u8]) -> ! {
-    let tid = vmscale_sys::gettid() as libc::pid_t;
+    let tid = crate::gettid() as libc::pid_t;
     if DYING.swap(true, Ordering::AcqRel) {
         if DYING_TID.load(Ordering::Acquire) == tid {
             // The cleanup itself failed to allocate: say so and go, without it.
