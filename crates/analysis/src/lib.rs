@@ -10,6 +10,7 @@ mod cause_names;
 pub mod contention;
 pub mod excerpt;
 pub mod holders;
+pub mod import;
 mod integrity;
 pub use integrity::file_warnings as trace_file_warnings;
 pub mod ipi;

@@ -4,10 +4,8 @@
 pub mod compare;
 pub mod doctor;
 pub mod export;
-pub mod imported;
 pub mod list;
 pub mod record;
 pub mod report;
-pub mod report_text;
 pub mod run;
 pub mod tour;

@@ -1,4 +1,4 @@
-//! `vmscale report FILE.txt`: trace text (a pasted `trace` or `trace_pipe`, `trace-cmd
+//! Trace text (a pasted `trace` or `trace_pipe`, `trace-cmd
 //! report` in any of its forms, events, function tracer or function_graph output, quoted in
 //! a mail or not) analysed like a recording.
 //!
@@ -18,8 +18,7 @@ use vmscale_run::{RunRecord, TraceSection};
 use vmscale_trace::text::import::TextReader;
 use vmscale_trace::text::trace_dir::{write_trace_dir, DirSink, TextDirSummary};
 
-use crate::commands::imported::{import_record, ImportedHost};
-use crate::failure::Failure;
+use super::{import_record, ImportError, ImportedHost};
 
 /// How much of a file is looked at to tell whether it is ftrace text.
 const HEAD: usize = 64 * 1024;
@@ -58,36 +57,29 @@ fn header_facts(path: &Path) -> (Option<String>, Option<usize>) {
     (release, cpus)
 }
 
-/// Converts the text into a scratch trace directory, analyses it, removes the directory
-/// and prints the report.
-pub fn import_text(
-    path: &Path,
-    format: vmscale_report::Format,
-    options: &vmscale_report::Options,
-) -> Result<(), Failure> {
-    let scratch = vmscale_run::output::ScratchDir::create()
-        .map_err(|e| Failure::runtime(format!("cannot create a scratch directory: {e}")))?;
-    let result = analyse(path, &scratch.path().join("trace"));
-    drop(scratch);
-    crate::console::out!("{}", vmscale_report::render_with(&result?, format, options))?;
-    Ok(())
+/// Converts the text into a scratch trace directory, analyses it and removes the
+/// directory.
+pub fn import(path: &Path) -> Result<RunRecord, ImportError> {
+    let scratch = vmscale_sys::output::ScratchDir::create()
+        .map_err(|e| ImportError::Failed(format!("cannot create a scratch directory: {e}")))?;
+    analyse(path, &scratch.path().join("trace"))
 }
 
-fn analyse(path: &Path, scratch: &Path) -> Result<RunRecord, Failure> {
+fn analyse(path: &Path, scratch: &Path) -> Result<RunRecord, ImportError> {
     let shown = path.display();
-    let file = File::open(path).map_err(|e| Failure::runtime(format!("{shown}: {e}")))?;
+    let file = File::open(path).map_err(|e| ImportError::Failed(format!("{shown}: {e}")))?;
     let mut reader = TextReader::new(BufReader::with_capacity(1 << 16, file));
-    let mut sink = DirSink::new(scratch).map_err(|e| Failure::runtime(e.to_string()))?;
+    let mut sink = DirSink::new(scratch).map_err(|e| ImportError::Failed(e.to_string()))?;
     let summary =
-        write_trace_dir(&mut reader, &mut sink).map_err(|e| Failure::runtime(e.to_string()))?;
+        write_trace_dir(&mut reader, &mut sink).map_err(|e| ImportError::Failed(e.to_string()))?;
     if let Some(e) = reader.take_error() {
-        return Err(Failure::runtime(format!(
+        return Err(ImportError::Failed(format!(
             "{shown}: read failed after line {}: {e}",
             reader.lines_read()
         )));
     }
     if summary.is_empty() {
-        return Err(Failure::runtime(format!(
+        return Err(ImportError::Failed(format!(
             "{shown}: nothing vmscale can analyse: {}",
             summary.nothing_to_analyse(reader.forms())
         )));
@@ -119,9 +111,9 @@ fn analyse(path: &Path, scratch: &Path) -> Result<RunRecord, Failure> {
             .collect(),
         ..TraceSection::default()
     };
-    vmscale_analysis::run_section::reanalyse(scratch, &mut section, &[], &mut warnings);
+    crate::run_section::reanalyse(scratch, &mut section, &[], &mut warnings);
     warnings.extend(summary.call_notes());
-    Ok(vmscale_analysis::run_section::concluded(imported_record(
+    Ok(crate::run_section::concluded(imported_record(
         path, &reader, &summary, section, warnings,
     )))
 }

@@ -1,10 +1,25 @@
-//! The run record of a trace imported from a file (.dat or ftrace text), which both
-//! `report` readers build: its own file, so that neither reader imports the other.
+//! Traces recorded elsewhere, made run records: a trace-cmd .dat file ([`dat`]) or ftrace
+//! text ([`text`]), analysed like a recording of every task they show. `vmscale report`
+//! prints them; anything else that reads traces from other hosts (an export, a fleet
+//! table) gets the same record.
+
+pub mod dat;
+pub mod text;
 
 use vmscale_run::{HostFacts, RunRecord, ToolInfo, TraceSection, SCHEMA_VERSION};
 
+/// Why a file could not be imported, in one line that names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// A .dat file with several buffers that hold events, none of them named.
+    #[error("{0}")]
+    AmbiguousBuffer(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// What a trace from another machine tells of that machine.
-pub(crate) struct ImportedHost {
+struct ImportedHost {
     pub hostname: String,
     pub kernel_release: String,
     pub kernel_version: String,
@@ -13,7 +28,7 @@ pub(crate) struct ImportedHost {
 
 /// The run record of an imported trace: its host as far as the trace tells, the import's
 /// knobs, no samples, and the analyses' findings.
-pub(crate) fn import_record(
+fn import_record(
     host: ImportedHost,
     knobs: serde_json::Value,
     trace: TraceSection,
