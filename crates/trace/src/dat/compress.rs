@@ -12,6 +12,8 @@
 
 use std::io::Read;
 
+use zstd::zstd_safe::zstd_sys::ZSTD_ErrorCode as ZstdCode;
+
 use super::error::DatError;
 use super::source::{Cursor, Endian, Source, SourceRange, METADATA_LIMIT};
 
@@ -425,7 +427,9 @@ impl<'s> ChunkReader<'s> {
         if n as u64 != chunk.size {
             return Err(DatError::DecompressedSize {
                 what: WHAT,
-                found: n as u64,
+                // `whole` may have room for more than the byte past the stated size; say
+                // what the other paths say, where a byte more is where reading stops.
+                found: (n as u64).min(chunk.size + 1),
                 expected: chunk.size,
             });
         }
@@ -440,8 +444,6 @@ enum Output<'b> {
     /// `ChunkReader::whole`.
     Whole,
 }
-
-use zstd::zstd_safe::zstd_sys::ZSTD_ErrorCode as ZstdCode;
 
 /// Whether libzstd's error `code` is `error`: libzstd returns an error as the negated
 /// `ZSTD_ErrorCode`, whose values zstd_errors.h pins down.
