@@ -196,7 +196,7 @@ impl Chunks<'_> {
                 .max(READ_AHEAD)
                 .min(self.end.saturating_sub(at))
                 .max(len);
-            self.ahead.clear();
+            // Only what the buffer grows by is zeroed: the read overwrites the rest.
             self.ahead.resize(n as usize, 0);
             self.ahead_at = at;
             if let Err(error) = self
