@@ -4,13 +4,15 @@
 //! * a compressed section: `u32 compressed size, u32 uncompressed size, data` — one block;
 //! * compressed trace data: `u32 chunk count`, then per chunk the same three fields.
 //!
-//! Each block is one zlib stream (zlib's `compress2`) or one zstd frame. Decompression is
-//! streamed from the file and stops at the size the file claims, so a corrupt size cannot
-//! make it allocate more than the data really expands to, and metadata sections are capped.
+//! Each block is one zlib stream (zlib's `compress2`) or one zstd frame, decompressed by
+//! zlib (flate2) and libzstd. Decompression stops at the size the file claims, so a
+//! corrupt size cannot make it hand out more than that, and metadata sections are capped.
 //! Trace data is decompressed a chunk at a time as it is read ([`ChunkReader`]), so memory
 //! does not grow with a CPU's data.
 
 use std::io::Read;
+
+use zstd::zstd_safe::zstd_sys::ZSTD_ErrorCode as ZstdCode;
 
 use super::error::DatError;
 use super::source::{Cursor, Endian, Source, SourceRange, METADATA_LIMIT};
@@ -114,7 +116,16 @@ pub struct Chunks<'s> {
     cursor: Cursor<'s>,
     left: u32,
     end: u64,
+    /// The file's bytes from `ahead_at`, read [`READ_AHEAD`] at a time: chunk headers and
+    /// the compressed bytes of the chunks after them come from here. trace-cmd's chunks
+    /// compress to a few KiB, and a read per header and per chunk cost a tenth of a
+    /// decode.
+    ahead: Vec<u8>,
+    ahead_at: u64,
 }
+
+/// Bytes of compressed data read from the file at a time by [`Chunks`].
+const READ_AHEAD: u64 = 64 << 10;
 
 const CHUNKS: &str = "compressed cpu data";
 
@@ -126,17 +137,21 @@ pub fn chunks(
     endian: Endian,
 ) -> Result<Chunks<'_>, DatError> {
     let mut cursor = Cursor::new(source, offset, endian);
+    let mut chunks = Chunks {
+        cursor: Cursor::new(source, offset, endian),
+        left: 0,
+        end: offset,
+        ahead: Vec::new(),
+        ahead_at: offset,
+    };
     if stored_size == 0 {
-        return Ok(Chunks {
-            cursor,
-            left: 0,
-            end: offset,
-        });
+        return Ok(chunks);
     }
     source.check(CHUNKS, offset, stored_size)?;
-    let end = (offset + stored_size).saturating_add(4).min(source.len());
-    let left = cursor.u32(CHUNKS)?;
-    Ok(Chunks { cursor, left, end })
+    chunks.end = (offset + stored_size).saturating_add(4).min(source.len());
+    chunks.left = cursor.u32(CHUNKS)?;
+    chunks.cursor = cursor;
+    Ok(chunks)
 }
 
 impl Chunks<'_> {
@@ -150,9 +165,8 @@ impl Chunks<'_> {
                 end: self.end,
             });
         }
-        let mut header = [0u8; 8];
-        self.cursor.source.read_exact_at(CHUNKS, at, &mut header)?;
-        let mut sizes = super::source::Slice::new(&header, self.cursor.endian);
+        let endian = self.cursor.endian;
+        let mut sizes = super::source::Slice::new(self.bytes_at(at, 8)?, endian);
         // Both present: the slice holds exactly 8 bytes.
         let compressed_size = sizes.u32().unwrap_or(0) as u64;
         let size = sizes.u32().unwrap_or(0) as u64;
@@ -171,6 +185,36 @@ impl Chunks<'_> {
             compressed_size,
             size,
         })
+    }
+
+    /// The `len` bytes at `at`, which lie inside the data (the caller checked), read
+    /// ahead with those after them up to [`READ_AHEAD`].
+    fn bytes_at(&mut self, at: u64, len: u64) -> Result<&[u8], DatError> {
+        let held = self.ahead_at..self.ahead_at + self.ahead.len() as u64;
+        if !(held.contains(&at) && at + len <= held.end) {
+            let n = len
+                .max(READ_AHEAD)
+                .min(self.end.saturating_sub(at))
+                .max(len);
+            // Only what the buffer grows by is zeroed: the read overwrites the rest.
+            self.ahead.resize(n as usize, 0);
+            self.ahead_at = at;
+            if let Err(error) = self
+                .cursor
+                .source
+                .read_exact_at(CHUNKS, at, &mut self.ahead)
+            {
+                self.ahead.clear();
+                return Err(error);
+            }
+        }
+        let start = (at - self.ahead_at) as usize;
+        Ok(&self.ahead[start..start + len as usize])
+    }
+
+    /// The compressed bytes of `chunk`, one of these chunks.
+    fn data(&mut self, chunk: Chunk) -> Result<&[u8], DatError> {
+        self.bytes_at(chunk.offset, chunk.compressed_size)
     }
 }
 
@@ -206,7 +250,8 @@ pub fn chunks_size(chunks: Chunks<'_>) -> u64 {
 /// out: a damaged one is then skipped as a whole, and the bytes given out are only ever
 /// pages that decompressed completely (corrupt input can decompress to wrong bytes before
 /// the decoder notices). trace-cmd's chunks are a few pages; a larger chunk is streamed,
-/// and damage to it ends the stream.
+/// and damage to it ends the stream. A zstd chunk's output buffer is sized by its stated
+/// size, so this also bounds what a damaged header can make the reader allocate.
 pub const WHOLE_CHUNK_LIMIT: u64 = 16 << 20;
 
 /// One CPU's compressed trace data as a byte stream, decompressed a chunk at a time as it
@@ -225,6 +270,9 @@ pub struct ChunkReader<'s> {
     /// The chunk decompressed whole, and how much of it was handed out.
     whole: Vec<u8>,
     whole_at: usize,
+    /// Made at the first zstd chunk and kept: making one costs more than decompressing a
+    /// chunk of a few pages.
+    zstd: Option<zstd::zstd_safe::DCtx<'static>>,
 }
 
 impl<'s> ChunkReader<'s> {
@@ -236,6 +284,7 @@ impl<'s> ChunkReader<'s> {
             current: None,
             whole: Vec::new(),
             whole_at: 0,
+            zstd: None,
         }
     }
 
@@ -268,32 +317,47 @@ impl<'s> ChunkReader<'s> {
             }
             self.whole.clear();
             self.whole_at = 0;
-            if let Err(reason) = self.decompress_whole(chunk) {
-                self.whole.clear();
-                if matches!(reason, DatError::Io { .. }) {
-                    return Err(reason);
-                }
-                let reason = match reason {
-                    DatError::Decompress { algorithm, .. } => {
-                        format!("corrupt {algorithm} data")
-                    }
-                    DatError::Checksum { frame, output, .. } => format!(
-                        "zstd checksum mismatch (the frame says {frame:08x}, its data is {output:08x})"
-                    ),
-                    other => other.to_string(),
-                };
-                return Err(DatError::DamagedChunk {
-                    // Where the chunk's header starts, as a dump of the file shows it.
-                    offset: chunk.offset.saturating_sub(8),
-                    size: chunk.size,
-                    reason,
-                });
+            // A zstd chunk that fits the caller's buffer with a byte to spare (the spare
+            // byte reveals output past the stated size) is decompressed straight into it:
+            // no copy through `whole`. Bytes written there before a failure are never
+            // counted as read.
+            let direct = self.algorithm == Algorithm::Zstd && (buf.len() as u64) > chunk.size;
+            let done = if direct {
+                self.decompress_zstd(chunk, Output::Caller(buf))
+            } else {
+                self.decompress_whole(chunk).map(|()| 0)
+            };
+            let reason = match done {
+                // In `whole` (or an empty chunk): handed out from there.
+                Ok(0) => continue,
+                Ok(n) => return Ok(n),
+                Err(reason) => reason,
+            };
+            self.whole.clear();
+            if matches!(reason, DatError::Io { .. }) {
+                return Err(reason);
             }
+            let reason = match reason {
+                DatError::Decompress { algorithm, .. } => {
+                    format!("corrupt {algorithm} data")
+                }
+                DatError::Checksum { .. } => "zstd checksum mismatch".to_string(),
+                other => other.to_string(),
+            };
+            return Err(DatError::DamagedChunk {
+                // Where the chunk's header starts, as a dump of the file shows it.
+                offset: chunk.offset.saturating_sub(8),
+                size: chunk.size,
+                reason,
+            });
         }
     }
 
     /// Decompresses `chunk` into `self.whole`, which comes to exactly its stated size.
     fn decompress_whole(&mut self, chunk: Chunk) -> Result<(), DatError> {
+        if self.algorithm == Algorithm::Zstd {
+            return self.decompress_zstd(chunk, Output::Whole).map(|_| ());
+        }
         let mut block = Block::open(self.source, chunk, self.algorithm, "compressed chunk")?;
         // Grows with what the data really expands to (Block stops one byte past the stated
         // size), never with the size a damaged header claims.
@@ -305,6 +369,95 @@ impl<'s> ChunkReader<'s> {
             }
             self.whole.extend_from_slice(&scratch[..n]);
         }
+    }
+
+    /// Decompresses the zstd `chunk` in one call into `output`, which it must fill to
+    /// exactly its stated size; returns that size.
+    ///
+    /// One call on the whole frame, with its compressed bytes in memory: libzstd's
+    /// streaming interface would copy every byte through its window, and reading the
+    /// frame piece by piece costs a system call per piece.
+    fn decompress_zstd(&mut self, chunk: Chunk, output: Output<'_>) -> Result<usize, DatError> {
+        const WHAT: &str = "compressed chunk";
+        // Only a damaged header puts more compressed bytes than this in front of a chunk
+        // small enough to be decompressed whole; the bytes are in the file either way, but
+        // are not read into memory for nothing.
+        let most = zstd::zstd_safe::compress_bound(WHOLE_CHUNK_LIMIT as usize) as u64;
+        if chunk.compressed_size > most {
+            return Err(failed(self.algorithm, WHAT, chunk.offset));
+        }
+        let packed = self.chunks.data(chunk)?;
+        if let Some(window) = zstd_window(packed).filter(|&w| w > ZSTD_WINDOW_LIMIT) {
+            return Err(DatError::WindowTooLarge {
+                what: WHAT,
+                window,
+                limit: ZSTD_WINDOW_LIMIT,
+            });
+        }
+        let dctx = match &mut self.zstd {
+            Some(dctx) => dctx,
+            None => {
+                let made = zstd::zstd_safe::DCtx::try_create();
+                self.zstd
+                    .insert(made.ok_or_else(|| failed(Algorithm::Zstd, WHAT, chunk.offset))?)
+            }
+        };
+        // One byte of room past the stated size, so that longer output shows as such.
+        let room = chunk.size as usize + 1;
+        let result = match output {
+            Output::Caller(buf) => dctx.decompress(&mut buf[..room], packed),
+            Output::Whole => {
+                self.whole.clear();
+                self.whole.reserve_exact(room);
+                dctx.decompress(&mut self.whole, packed)
+            }
+        };
+        let n = result.map_err(|code| {
+            if is_zstd_error(code, ZstdCode::ZSTD_error_dstSize_tooSmall) {
+                // The output ran past the byte of room beyond its stated size.
+                DatError::DecompressedSize {
+                    what: WHAT,
+                    found: chunk.size + 1,
+                    expected: chunk.size,
+                }
+            } else {
+                zstd_error(code, WHAT, chunk.offset)
+            }
+        })?;
+        if n as u64 != chunk.size {
+            return Err(DatError::DecompressedSize {
+                what: WHAT,
+                // `whole` may have room for more than the byte past the stated size; say
+                // what the other paths say, where a byte more is where reading stops.
+                found: (n as u64).min(chunk.size + 1),
+                expected: chunk.size,
+            });
+        }
+        Ok(n)
+    }
+}
+
+/// Where [`ChunkReader::decompress_zstd`] puts a chunk.
+enum Output<'b> {
+    /// The reader's buffer, longer than the chunk's stated size.
+    Caller(&'b mut [u8]),
+    /// `ChunkReader::whole`.
+    Whole,
+}
+
+/// Whether libzstd's error `code` is `error`: libzstd returns an error as the negated
+/// `ZSTD_ErrorCode`, whose values zstd_errors.h pins down.
+fn is_zstd_error(code: usize, error: ZstdCode) -> bool {
+    code == 0usize.wrapping_sub(error as usize)
+}
+
+/// libzstd's error `code` for the frame at `offset`: a checksum that disagrees is told
+/// apart, since the data then decompressed but to other bytes.
+fn zstd_error(code: usize, what: &'static str, offset: u64) -> DatError {
+    if is_zstd_error(code, ZstdCode::ZSTD_error_checksum_wrong) {
+        DatError::Checksum { what, offset }
+    } else {
+        failed(Algorithm::Zstd, what, offset)
     }
 }
 
@@ -321,13 +474,11 @@ impl Read for ChunkReader<'_> {
     }
 }
 
-/// A block's decoder. zstd's is kept by type so that its frame checksum can be checked
-/// once the frame is read (a damaged frame can decompress to the right number of wrong
-/// bytes; only the checksum tells).
+/// A block's decoder.
 enum Decoder<'s> {
     Zlib(flate2::read::ZlibDecoder<SourceRange<'s>>),
-    // Boxed: the frame decoder's state is most of a kilobyte, the zlib one a tenth of it.
-    Zstd(Box<ruzstd::decoding::StreamingDecoder<SourceRange<'s>, ruzstd::decoding::FrameDecoder>>),
+    // Boxed: its input buffer and libzstd's context are large beside the zlib decoder.
+    Zstd(Box<ZstdStream<'s>>),
 }
 
 impl Decoder<'_> {
@@ -337,22 +488,98 @@ impl Decoder<'_> {
             Decoder::Zstd(d) => d.read(buf),
         }
     }
+}
 
-    /// The checksum the frame carries and the one its output has, when it carries one and
-    /// they differ (zlib's Adler-32 is checked by its decoder).
-    fn checksum_mismatch(&self) -> Option<(u32, u32)> {
-        let Decoder::Zstd(d) = self else {
-            return None;
-        };
-        let frame = d.decoder.get_checksum_from_data()?;
-        let output = d.decoder.get_calculated_checksum()?;
-        (frame != output).then_some((frame, output))
+/// Compressed bytes read from the file at a time by [`ZstdStream`].
+const ZSTD_INPUT: usize = 64 << 10;
+
+/// One zstd frame decompressed as it is read, through libzstd's streaming interface: for
+/// blocks too large to decompress whole. It ends at the end of the frame; bytes after it
+/// are not looked at. libzstd checks the frame's checksum when it reaches it, so damaged
+/// data that decompresses to the right number of bytes still ends in an error.
+struct ZstdStream<'s> {
+    dctx: zstd::zstd_safe::DCtx<'static>,
+    input: SourceRange<'s>,
+    buf: Vec<u8>,
+    /// `buf[at..filled]` is read from the file and not yet decompressed.
+    at: usize,
+    filled: usize,
+    /// The frame is complete.
+    done: bool,
+    what: &'static str,
+    offset: u64,
+}
+
+impl<'s> ZstdStream<'s> {
+    fn new(
+        input: SourceRange<'s>,
+        what: &'static str,
+        offset: u64,
+    ) -> Result<ZstdStream<'s>, DatError> {
+        let fail = || failed(Algorithm::Zstd, what, offset);
+        let mut dctx = zstd::zstd_safe::DCtx::try_create().ok_or_else(fail)?;
+        // The frame header was checked against the same limit; this makes libzstd hold
+        // to it too.
+        let window_log = ZSTD_WINDOW_LIMIT.trailing_zeros();
+        dctx.set_parameter(zstd::zstd_safe::DParameter::WindowLogMax(window_log))
+            .map_err(|_| fail())?;
+        let capacity = (input.left() as usize).min(ZSTD_INPUT);
+        Ok(ZstdStream {
+            dctx,
+            input,
+            buf: vec![0; capacity],
+            at: 0,
+            filled: 0,
+            done: false,
+            what,
+            offset,
+        })
+    }
+
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        use zstd::zstd_safe::{InBuffer, OutBuffer};
+        if self.done || out.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            if self.at == self.filled && self.input.left() > 0 {
+                let n = self.input.read(&mut self.buf)?;
+                self.at = 0;
+                self.filled = n;
+            }
+            let mut input = InBuffer::around(&self.buf[self.at..self.filled]);
+            let mut output = OutBuffer::around(&mut *out);
+            let hint = self
+                .dctx
+                .decompress_stream(&mut output, &mut input)
+                .map_err(|code| std::io::Error::other(zstd_error(code, self.what, self.offset)))?;
+            let took = input.pos();
+            self.at += took;
+            let written = output.pos();
+            // 0: the frame is complete and all of it is handed out.
+            if hint == 0 {
+                self.done = true;
+            }
+            if written > 0 || self.done {
+                return Ok(written);
+            }
+            // The file's bytes of the block ended inside the frame, or (never seen, but a
+            // loop must not depend on it) libzstd took nothing and gave nothing.
+            let ended = self.at == self.filled && self.input.left() == 0;
+            if ended || (took == 0 && self.at < self.filled) {
+                return Err(std::io::Error::other(failed(
+                    Algorithm::Zstd,
+                    self.what,
+                    self.offset,
+                )));
+            }
+        }
     }
 }
 
 /// One compressed block (a metadata section or a chunk of trace data) as a byte stream
 /// that must come to exactly the size the file states, and, for a zstd frame with a
-/// checksum, to the bytes the checksum says.
+/// checksum, to the bytes the checksum says (libzstd checks it).
 pub struct Block<'s> {
     reader: Decoder<'s>,
     algorithm: Algorithm,
@@ -375,9 +602,7 @@ impl<'s> Block<'s> {
             Algorithm::Zlib => Decoder::Zlib(flate2::read::ZlibDecoder::new(input)),
             Algorithm::Zstd => {
                 check_zstd_window(source, chunk, what)?;
-                let decoder = ruzstd::decoding::StreamingDecoder::new(input)
-                    .map_err(|_| failed(algorithm, what, chunk.offset))?;
-                Decoder::Zstd(Box::new(decoder))
+                Decoder::Zstd(Box::new(ZstdStream::new(input, what, chunk.offset)?))
             }
         };
         Ok(Block {
@@ -417,16 +642,6 @@ impl<'s> Block<'s> {
                 found: self.done,
                 expected: self.size,
             });
-        }
-        if n == 0 {
-            if let Some((frame, output)) = self.reader.checksum_mismatch() {
-                return Err(DatError::Checksum {
-                    what: self.what,
-                    offset: self.offset,
-                    frame,
-                    output,
-                });
-            }
         }
         Ok(n)
     }
@@ -500,17 +715,44 @@ mod tests {
         out
     }
 
+    /// `u32 count`, then per chunk `u32 compressed size, u32 stated size, zstd frame` (with
+    /// a checksum).
+    fn zstd_chunks(chunks: &[(&[u8], u32)]) -> Vec<u8> {
+        let mut out = (chunks.len() as u32).to_le_bytes().to_vec();
+        for (data, stated) in chunks {
+            let packed = ruzstd::encoding::compress_to_vec(
+                *data,
+                ruzstd::encoding::CompressionLevel::Fastest,
+            );
+            out.extend_from_slice(&(packed.len() as u32).to_le_bytes());
+            out.extend_from_slice(&stated.to_le_bytes());
+            out.extend_from_slice(&packed);
+        }
+        out
+    }
+
     /// Everything the reader hands out, and the errors it reported on the way: a damaged
     /// chunk is reported and reading goes on; any other error ends the stream.
     fn read_all(bytes: Vec<u8>) -> (Vec<u8>, Vec<DatError>) {
+        // Small reads: chunk boundaries fall inside them.
+        read_all_with(bytes, Algorithm::Zlib, 7)
+    }
+
+    /// [`read_all`] with reads of `read` bytes. A zstd chunk shorter than a read is
+    /// decompressed straight into the reader's buffer; a longer one through the reader's
+    /// own, as every zlib chunk is.
+    fn read_all_with(
+        bytes: Vec<u8>,
+        algorithm: Algorithm,
+        read: usize,
+    ) -> (Vec<u8>, Vec<DatError>) {
         let len = bytes.len() as u64;
         let source = Source::Memory(bytes);
         let chunks = chunks(&source, 0, len, Endian::Little).unwrap();
-        let mut reader = ChunkReader::new(&source, Algorithm::Zlib, chunks);
+        let mut reader = ChunkReader::new(&source, algorithm, chunks);
         let mut out = Vec::new();
         let mut errors = Vec::new();
-        // Small reads: chunk boundaries fall inside them.
-        let mut buf = [0u8; 7];
+        let mut buf = vec![0u8; read];
         loop {
             match reader.read(&mut buf) {
                 Ok(0) => return (out, errors),
@@ -526,6 +768,109 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// The reason of each damaged chunk among `errors`, with where its header starts.
+    fn damage(errors: &[DatError]) -> Vec<(u64, String)> {
+        errors
+            .iter()
+            .map(|error| match error {
+                DatError::DamagedChunk { offset, reason, .. } => (*offset, reason.clone()),
+                other => panic!("not a damaged chunk: {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn zstd_chunks_read_the_same_into_any_buffer() {
+        let first = b"lock:contention_begin ".repeat(300);
+        let second = b"sched_switch".repeat(7);
+        let bytes = zstd_chunks(&[
+            (&first[..], first.len() as u32),
+            (b"", 0),
+            (&second[..], second.len() as u32),
+        ]);
+        let whole = [&first[..], &second[..]].concat();
+        // Into the caller's buffer (every chunk fits), through the reader's own (none
+        // does), and a mix with chunk boundaries inside reads.
+        for read in [64 << 10, first.len() + 1, first.len(), 7, 1] {
+            let (out, errors) = read_all_with(bytes.clone(), Algorithm::Zstd, read);
+            assert!(errors.is_empty(), "{read}: {errors:?}");
+            assert_eq!(out, whole, "{read}");
+        }
+    }
+
+    #[test]
+    fn a_zstd_chunk_that_is_not_its_stated_size_is_skipped_whole() {
+        let first = b"first chunk ".repeat(50);
+        let size = first.len() as u32;
+        for stated in [size - 1, size + 1, 0] {
+            for read in [64 << 10, 7] {
+                let bytes = zstd_chunks(&[(&first[..], stated), (b"second", 6)]);
+                let (out, errors) = read_all_with(bytes, Algorithm::Zstd, read);
+                assert_eq!(out, b"second", "{stated} {read}");
+                let found = (size as u64).min(stated as u64 + 1);
+                let reason = format!(
+                    "compressed chunk: decompressed to {found} bytes, the file says {stated}"
+                );
+                assert_eq!(damage(&errors), [(4, reason)], "{stated} {read}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_damaged_zstd_chunk_costs_only_itself() {
+        let first = b"lock:contention_begin ".repeat(300);
+        let size = first.len() as u32;
+        let clean = zstd_chunks(&[(&first[..], size), (b"second", 6)]);
+        let packed = u32::from_le_bytes(clean[4..8].try_into().unwrap()) as usize;
+        let frame = 12..12 + packed;
+        // The checksum (the frame's last 4 bytes), the magic number, a cut through the
+        // middle (the bytes after it read as a frame of their own), and zeros.
+        let mut checksum = clean.clone();
+        checksum[frame.end - 1] ^= 0x5a;
+        let mut magic = clean.clone();
+        magic[frame.start] ^= 0xff;
+        let mut zeros = clean.clone();
+        zeros[frame.start + 8..frame.end - 4].fill(0);
+        let mut cut = clean[..frame.start + packed / 2].to_vec();
+        cut.extend_from_slice(&clean[frame.end..]);
+        let half = (packed / 2) as u32;
+        cut[4..8].copy_from_slice(&half.to_le_bytes());
+        for (name, bytes, reason) in [
+            ("checksum", checksum, "zstd checksum mismatch"),
+            ("magic", magic, "corrupt zstd data"),
+            ("zeros", zeros, ""),
+            ("cut", cut, "corrupt zstd data"),
+        ] {
+            for read in [64 << 10, 7] {
+                let (out, errors) = read_all_with(bytes.clone(), Algorithm::Zstd, read);
+                assert_eq!(out, b"second", "{name} {read}");
+                let found = damage(&errors);
+                assert_eq!(found.len(), 1, "{name} {read}: {errors:?}");
+                assert_eq!(found[0].0, 4, "{name} {read}");
+                assert!(found[0].1.contains(reason), "{name} {read}: {}", found[0].1);
+            }
+        }
+    }
+
+    #[test]
+    fn a_zstd_chunk_claiming_more_compressed_bytes_than_any_chunk_needs_is_refused() {
+        let first = b"first chunk ".repeat(50);
+        let bytes = zstd_chunks(&[(&first[..], first.len() as u32)]);
+        let source = Source::Memory(bytes);
+        let chunks = chunks(&source, 0, source.len(), Endian::Little).unwrap();
+        let mut reader = ChunkReader::new(&source, Algorithm::Zstd, chunks);
+        let huge = Chunk {
+            offset: 12,
+            compressed_size: 1 << 40,
+            size: 4096,
+        };
+        let mut buf = vec![0u8; 8192];
+        match reader.decompress_zstd(huge, Output::Caller(&mut buf)) {
+            Err(DatError::Decompress { offset: 12, .. }) => {}
+            other => panic!("{other:?}"),
         }
     }
 
@@ -597,6 +942,27 @@ mod tests {
         assert_eq!(zstd_window(&dict), Some(200));
         assert_eq!(zstd_window(&magic[..]), None);
         assert_eq!(zstd_window(b"not zstd at all"), None);
+    }
+
+    #[test]
+    fn a_streamed_zstd_block_cut_short_is_an_error() {
+        let data = b"sched_switch prev_comm=dd ".repeat(2000);
+        let frame = ruzstd::encoding::compress_to_vec(
+            &data[..],
+            ruzstd::encoding::CompressionLevel::Fastest,
+        );
+        for len in [0, 3, 6, frame.len() / 2, frame.len() - 1] {
+            let cut = &frame[..len];
+            let mut bytes = (cut.len() as u32).to_le_bytes().to_vec();
+            bytes.extend_from_slice(&(data.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(cut);
+            let source = Source::Memory(bytes);
+            let mut cursor = Cursor::new(&source, 0, Endian::Little);
+            match read_block(&mut cursor, Algorithm::Zstd, "section") {
+                Err(DatError::Decompress { offset: 8, .. }) => {}
+                other => panic!("{len}: {other:?}"),
+            }
+        }
     }
 
     #[test]

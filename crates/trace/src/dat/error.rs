@@ -60,13 +60,8 @@ pub enum DatError {
         source: std::io::Error,
     },
     /// A zstd frame whose output does not match the checksum it carries.
-    #[error("{what} at offset {offset}: zstd checksum mismatch (the frame says {frame:08x}, its data is {output:08x}): the data is damaged")]
-    Checksum {
-        what: &'static str,
-        offset: u64,
-        frame: u32,
-        output: u32,
-    },
+    #[error("{what} at offset {offset}: zstd checksum mismatch: the data is damaged")]
+    Checksum { what: &'static str, offset: u64 },
     /// Something wrong inside a compressed section, at an offset of its decompressed
     /// bytes: the file offset is where the section's compressed data starts.
     #[error("{inner} (offset in the section decompressed from file offset {section})")]

@@ -97,16 +97,9 @@ fn shift(e: DatError, base: u64) -> DatError {
             algorithm,
             offset: offset + base,
         },
-        DatError::Checksum {
-            what,
-            offset,
-            frame,
-            output,
-        } => DatError::Checksum {
+        DatError::Checksum { what, offset } => DatError::Checksum {
             what,
             offset: offset + base,
-            frame,
-            output,
         },
         other => other,
     }
