@@ -10,7 +10,7 @@ use ::parquet::basic::Compression;
 use ::parquet::file::metadata::KeyValue;
 use ::parquet::file::properties::WriterProperties;
 use arrow_array::RecordBatch;
-use vmscale_run::output::{OutputError, OutputFile};
+use vmscale_run::output::{commit_together, OutputError, OutputFile};
 
 use super::{ParquetExportError, RUN_KEY, SCHEMA_VERSION, TABLE_KEY, VERSION_KEY};
 
@@ -20,11 +20,10 @@ pub(super) struct Pending {
     file: File,
 }
 
-impl Pending {
-    /// Renames it into place.
-    pub(super) fn commit(self) -> Result<PathBuf, OutputError> {
-        self.output.commit(self.file)
-    }
+/// Renames a run's table files into place together: a signal meanwhile leaves all of them
+/// or none, never part of a run.
+pub(super) fn commit(files: Vec<Pending>) -> Result<Vec<PathBuf>, OutputError> {
+    commit_together(files.into_iter().map(|p| (p.output, p.file)).collect())
 }
 
 pub(super) fn write(

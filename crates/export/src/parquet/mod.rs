@@ -80,8 +80,8 @@ pub struct TableWritten {
 }
 
 /// Writes every table of `record` (whose id is `id`, see [`run_id`]) under `out`. The
-/// files appear under their final names together once all are written; an error, or a
-/// signal, leaves none of this run's files behind (earlier runs' stay).
+/// files are renamed into place together once all are written, so an error or a signal
+/// leaves all of this run's tables or none, and no temporary (earlier runs' tables stay).
 pub fn write_run(
     out: &Path,
     id: &str,
@@ -90,6 +90,7 @@ pub fn write_run(
     partition::check_out_dir(out)?;
     let keys = partition::Keys::of(record);
     let mut pending = Vec::with_capacity(TABLES.len());
+    let mut counts = Vec::with_capacity(TABLES.len());
     for table in TABLES {
         let dir = out.join(table.name).join(keys.relative_dir());
         partition::ensure_dir(out, &dir)?;
@@ -99,13 +100,13 @@ pub fn write_run(
             source,
         })?;
         let rows = batch.num_rows();
-        let written = file::write(&path, table.name, id, batch)?;
-        pending.push((written, table.name, rows));
+        pending.push(file::write(&path, table.name, id, batch)?);
+        counts.push((table.name, rows));
     }
-    let mut done = Vec::with_capacity(pending.len());
-    for (written, table, rows) in pending {
-        let path = written.commit()?;
-        done.push(TableWritten { table, path, rows });
-    }
-    Ok(done)
+    let paths = file::commit(pending)?;
+    Ok(counts
+        .into_iter()
+        .zip(paths)
+        .map(|((table, rows), path)| TableWritten { table, path, rows })
+        .collect())
 }
