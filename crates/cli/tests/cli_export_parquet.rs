@@ -267,8 +267,24 @@ fn bad_requests_are_one_line_and_write_nothing() {
     assert_eq!(stderr(&o).trim_end().lines().count(), 1, "{}", stderr(&o));
     assert!(!pq.exists(), "something was written");
 
-    // The checked-in run exports on its own (no KVM needed).
+    // The checked-in run exports on its own (no KVM needed), also named as a bare
+    // `run.json` in its directory: the id is the directory's name either way.
     let o = export(&["--parquet", GOLDEN, "-o", pq.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(walk(&pq).len(), TABLES.len());
+    let o = vmscale()
+        .current_dir(Path::new(GOLDEN).parent().unwrap())
+        .args(["export", "--parquet", "run.json", "-o"])
+        .arg(&pq)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let files = walk(&pq);
+    assert_eq!(files.len(), TABLES.len(), "{files:?}");
+    assert!(
+        files
+            .iter()
+            .all(|f| f.ends_with("/golden@testhost.parquet")),
+        "{files:?}"
+    );
 }

@@ -54,9 +54,12 @@ pub fn export_parquet(runs: &[PathBuf], out: Option<PathBuf>) -> Result<(), Fail
 /// The run directory's name: given RUN_DIR/run.json, its directory's.
 fn dir_name(run: &Path) -> Result<String, Failure> {
     let dir = if run.is_dir() {
-        run.to_path_buf()
+        run
     } else {
-        run.parent().unwrap_or(Path::new(".")).to_path_buf()
+        // `run.json` alone has the empty path as its parent.
+        run.parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
     };
     let dir = dir
         .canonicalize()
