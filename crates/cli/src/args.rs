@@ -67,7 +67,7 @@ pub enum Command {
         html: Option<PathBuf>,
     },
     /// Export a run's kernel trace or samples for other tools (one of --perfetto, --dat,
-    /// --pprof, --folded)
+    /// --pprof, --folded), or runs as Parquet tables (--parquet RUN_DIR... -o DIR)
     Export {
         /// Write a Perfetto trace (protobuf) to open in ui.perfetto.dev
         #[arg(long)]
@@ -83,12 +83,20 @@ pub enum Command {
         /// first), for flamegraph.pl and speedscope
         #[arg(long)]
         folded: bool,
+        /// Write runs as Parquet tables (runs, samples, summaries, growth, findings,
+        /// lock_waits, holds, ipis, stacks) under -o DIR, partitioned by kernel, host and
+        /// date (docs/parquet.md); takes several runs
+        #[arg(long)]
+        parquet: bool,
         /// With --dat: none or zstd
         #[arg(long, value_name = "ALGORITHM")]
         compression: Option<String>,
-        run: PathBuf,
+        /// The run (RUN_DIR or RUN_DIR/run.json); several with --parquet
+        #[arg(value_name = "RUN_DIR", required = true)]
+        runs: Vec<PathBuf>,
         /// Output file (default RUN_DIR/trace.perfetto-trace, RUN_DIR/trace.dat,
-        /// RUN_DIR/profile.pb.gz or RUN_DIR/stacks.folded)
+        /// RUN_DIR/profile.pb.gz or RUN_DIR/stacks.folded); with --parquet, the directory
+        /// of the tables (required)
         #[arg(long, short)]
         output: Option<PathBuf>,
     },

@@ -45,8 +45,9 @@ fn main() {
             dat,
             pprof,
             folded,
+            parquet,
             compression,
-            run,
+            runs,
             output,
         } => commands::export::export(
             commands::export::Formats {
@@ -54,9 +55,10 @@ fn main() {
                 dat,
                 pprof,
                 folded,
+                parquet,
             },
             compression.as_deref(),
-            &run,
+            &runs,
             output,
         ),
         Command::Report {

@@ -86,7 +86,7 @@ fn a_recorded_run_exports_to_a_dat_file_that_trace_cmd_reports() {
     for (args, needle) in [
         (
             &["export"][..],
-            "exactly one of --perfetto, --dat, --pprof and --folded",
+            "exactly one of --perfetto, --dat, --pprof, --folded and --parquet",
         ),
         (&["export", "--dat", "--perfetto"][..], "exactly one"),
         (&["export", "--dat", "--compression", "zlib"][..], "zlib"),

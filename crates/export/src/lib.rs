@@ -6,9 +6,14 @@
 //! - [`pprof`]: the on-CPU samples as a pprof profile (gzipped protobuf), for `go tool
 //!   pprof`, speedscope and Pyroscope; [`vmscale_sample::Profile::write_folded`] writes
 //!   them as folded stacks.
+//! - [`parquet`]: runs as Parquet tables (runs, samples, summaries, growth, findings,
+//!   lock_waits, holds, ipis, stacks), partitioned by kernel, host and date, for engines
+//!   that query many runs at once.
 //!
-//! All read the raw trace directory a run recorded, never the rendered reports.
+//! The trace exports read the raw trace directory a run recorded; the Parquet tables read
+//! run.json. None reads a rendered report.
 
 pub mod dat;
+pub mod parquet;
 pub mod perfetto;
 pub mod pprof;

@@ -135,6 +135,25 @@ pub fn settle_on_success<T, E>(
     result
 }
 
+/// [`settle_on_success`] for paths that belong together (one run's table files): `finish(i)`
+/// makes the `i`th permanent, all under one hold of the registry's lock, so an exit path
+/// finds every one of them still registered or none. On the first failure the rest stay
+/// registered, for their owners to remove.
+pub fn settle_all_on_success<E>(
+    registered: &mut [Option<Registered>],
+    mut finish: impl FnMut(usize) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut entries = lock();
+    for (i, slot) in registered.iter_mut().enumerate() {
+        finish(i)?;
+        if let Some(done) = slot.take() {
+            entries.retain(|e| e.id != done.id);
+            std::mem::forget(done);
+        }
+    }
+    Ok(())
+}
+
 /// Removes everything registered, for a process about to exit without running its owners'
 /// cleanup (a signal in a command that does not stop cooperatively). The registry stays
 /// locked: nothing can be created or renamed into place until the process is gone. Returns

@@ -185,6 +185,44 @@ impl OutputFile {
     }
 }
 
+/// Commits outputs that belong together, as [`OutputFile::commit`] does each, but renamed
+/// under one hold of the cleanup registry: a signal's cleanup, which takes the registry
+/// first, finds all of them under their final names or none (their temporaries removed).
+/// A rename that fails leaves the ones before it in place and removes the rest.
+pub fn commit_together(outputs: Vec<(OutputFile, File)>) -> Result<Vec<PathBuf>, OutputError> {
+    let mut pending = Vec::with_capacity(outputs.len());
+    for (output, file) in outputs {
+        let io = |source| OutputError::Io {
+            path: output.target.clone(),
+            source,
+        };
+        file.sync_all().map_err(io)?;
+        drop(file);
+        check_target(&output.target)?;
+        pending.push(output);
+    }
+    let names: Vec<(PathBuf, PathBuf)> = pending
+        .iter()
+        .map(|o| (o.temp.clone(), o.target.clone()))
+        .collect();
+    let mut registered: Vec<Option<Registered>> =
+        pending.iter_mut().map(|o| o.registered.take()).collect();
+    let renamed = cleanup::settle_all_on_success(&mut registered, |i| {
+        let (temp, target) = &names[i];
+        std::fs::rename(temp, target).map_err(|source| OutputError::Io {
+            path: target.clone(),
+            source,
+        })
+    });
+    // What stayed registered (after a failed rename) goes back to its owner, whose drop
+    // removes it.
+    for (output, slot) in pending.iter_mut().zip(registered) {
+        output.registered = slot;
+    }
+    renamed?;
+    Ok(names.into_iter().map(|(_, target)| target).collect())
+}
+
 impl Drop for OutputFile {
     fn drop(&mut self) {
         if let Some(registered) = self.registered.take() {
@@ -387,6 +425,43 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    #[test]
+    fn outputs_committed_together_all_appear_and_leave_no_temporary() {
+        let dir = scratch("together");
+        let mut outputs = Vec::new();
+        for name in ["a", "b", "c"] {
+            let (output, mut file) = OutputFile::create(&dir.join(name)).unwrap();
+            file.write_all(name.as_bytes()).unwrap();
+            outputs.push((output, file));
+        }
+        let written = commit_together(outputs).unwrap();
+        assert_eq!(written.len(), 3);
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["a", "b", "c"]);
+        assert_eq!(std::fs::read(dir.join("b")).unwrap(), b"b");
+
+        // A target replaced by a directory while the others were written: nothing of the
+        // set is renamed, and no temporary stays.
+        let mut outputs = Vec::new();
+        for name in ["d", "e"] {
+            outputs.push(OutputFile::create(&dir.join(name)).unwrap());
+        }
+        std::fs::create_dir(dir.join("e")).unwrap();
+        let refused = commit_together(outputs).unwrap_err();
+        assert!(refused.is_refusal(), "{refused}");
+        assert!(!dir.join("d").exists());
+        let left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(TEMP_MARK))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
     }
 
     #[test]

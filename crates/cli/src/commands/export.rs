@@ -5,7 +5,8 @@
 //! * `--dat`: a trace-cmd .dat file (version 7), for `trace-cmd report` and KernelShark;
 //! * `--pprof`: the on-CPU samples as a gzipped pprof profile (`go tool pprof`, speedscope,
 //!   Pyroscope);
-//! * `--folded`: the on-CPU samples as folded stacks (flamegraph.pl, speedscope).
+//! * `--folded`: the on-CPU samples as folded stacks (flamegraph.pl, speedscope);
+//! * `--parquet`: runs as Parquet tables for SQL engines (`export_parquet`).
 
 use std::path::{Path, PathBuf};
 
@@ -22,13 +23,14 @@ pub struct Formats {
     pub dat: bool,
     pub pprof: bool,
     pub folded: bool,
+    pub parquet: bool,
 }
 
 /// Dispatches on the format flags: exactly one of them.
 pub fn export(
     formats: Formats,
     compression: Option<&str>,
-    run: &Path,
+    runs: &[PathBuf],
     out: Option<PathBuf>,
 ) -> Result<(), Failure> {
     let Formats {
@@ -36,14 +38,15 @@ pub fn export(
         dat,
         pprof,
         folded,
+        parquet,
     } = formats;
-    let chosen = [perfetto, dat, pprof, folded]
+    let chosen = [perfetto, dat, pprof, folded, parquet]
         .iter()
         .filter(|&&f| f)
         .count();
     if chosen != 1 {
         return Err(Failure::usage(
-            "export needs exactly one of --perfetto, --dat, --pprof and --folded",
+            "export needs exactly one of --perfetto, --dat, --pprof, --folded and --parquet",
         ));
     }
     if compression.is_some() && !dat {
@@ -51,6 +54,15 @@ pub fn export(
             "--compression applies to --dat only (the other formats are not compressed that way)",
         ));
     }
+    if parquet {
+        return super::export_parquet::export_parquet(runs, out);
+    }
+    let [run] = runs else {
+        return Err(Failure::usage(
+            "this format exports one run at a time (only --parquet takes several)",
+        ));
+    };
+    let run = run.as_path();
     if perfetto {
         export_perfetto(run, out)
     } else if dat {

@@ -4,6 +4,7 @@
 pub mod compare;
 pub mod doctor;
 pub mod export;
+pub mod export_parquet;
 pub mod list;
 pub mod record;
 pub mod report;
