@@ -21,8 +21,12 @@ fn main() {
     // default actions.
     if !matches!(cli.command, Command::TeardownHolder(_)) {
         interrupt::install();
-        // Under `ulimit -v`, room for the cleanup after an allocation fails.
-        vmscale_run::cleanup::reserve_memory();
+        // Under `ulimit -v`, room for the cleanup after an allocation fails; without it,
+        // nothing may start.
+        if let Err(why) = vmscale_run::cleanup::reserve_memory() {
+            eprintln!("vmscale: error: {why}");
+            std::process::exit(2);
+        }
     }
     let outcome = match cli.command {
         Command::Tour(args) => commands::tour::tour(&args),

@@ -249,49 +249,75 @@ pub fn address_space_limit() -> Option<u64> {
     (rc == 0 && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
 }
 
-/// Under an address-space limit, maps (without touching) [`MEMORY_RESERVE`] bytes that
-/// [`abandon`] unmaps first, so the cleanup after an allocation failure has room. Without a
-/// limit there is nothing to hold back for.
-pub fn reserve_memory() {
-    if address_space_limit().is_none() || !MEMORY.load(Ordering::Acquire).is_null() {
-        return;
+/// The smallest reserve worth holding: a cleanup removes a run directory and a tracefs
+/// instance with a few pages; below this, a limit that tight leaves vmscale no room to run.
+const MIN_MEMORY_RESERVE: usize = 2 << 20;
+
+/// The size of the reserve mapped at [`MEMORY`].
+static MEMORY_LEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Under an address-space limit, maps (without touching) up to [`MEMORY_RESERVE`] bytes
+/// that [`abandon`] unmaps first, so the cleanup after an allocation failure has room: the
+/// largest of 16, 8, 4 and 2 MiB that fits. Without a limit there is nothing to hold back
+/// for. Fails when not even [`MIN_MEMORY_RESERVE`] fits, before anything is created: a
+/// failure then could not be cleaned up.
+pub fn reserve_memory() -> Result<(), String> {
+    let Some(limit) = address_space_limit() else {
+        return Ok(());
+    };
+    if !MEMORY.load(Ordering::Acquire).is_null() {
+        return Ok(());
     }
     // Each of glibc's per-thread arenas reserves 64 MiB of address space; with one per
     // thread up to 8 per CPU they alone exhaust a limit of a few hundred MiB. Under a limit,
     // two are enough.
     // SAFETY: mallopt only sets a tunable of the allocator.
     unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
-    // SAFETY: a fresh anonymous mapping with no access; nothing else refers to it.
-    let region = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            MEMORY_RESERVE,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if region != libc::MAP_FAILED {
-        if let Err(other) = MEMORY.compare_exchange(
-            std::ptr::null_mut(),
-            region,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            let _ = other;
-            // SAFETY: our own mapping, which lost the race to be the reserve; unused.
-            unsafe { libc::munmap(region, MEMORY_RESERVE) };
+    let mut len = MEMORY_RESERVE;
+    while len >= MIN_MEMORY_RESERVE {
+        // SAFETY: a fresh anonymous mapping with no access; nothing else refers to it.
+        let region = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if region != libc::MAP_FAILED {
+            MEMORY_LEN.store(len, Ordering::Release);
+            if MEMORY
+                .compare_exchange(
+                    std::ptr::null_mut(),
+                    region,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_err()
+            {
+                // SAFETY: our own mapping, which lost the race to be the reserve; unused.
+                unsafe { libc::munmap(region, len) };
+            }
+            return Ok(());
         }
+        len /= 2;
     }
+    Err(format!(
+        "the address-space limit of {} KiB (ulimit -v) leaves no room for vmscale to run and \
+         clean up after itself: raise it",
+        limit >> 10
+    ))
 }
 
 fn release_memory() {
     let region = MEMORY.swap(std::ptr::null_mut(), Ordering::AcqRel);
     if !region.is_null() {
-        // SAFETY: the mapping made by reserve_memory, never accessed, unmapped once (the
-        // swap above hands it to one caller).
-        unsafe { libc::munmap(region, MEMORY_RESERVE) };
+        // SAFETY: the mapping made by reserve_memory, of the size it stored before
+        // publishing it, never accessed, unmapped once (the swap above hands it to one
+        // caller).
+        unsafe { libc::munmap(region, MEMORY_LEN.load(Ordering::Acquire)) };
     }
 }
 
@@ -469,6 +495,21 @@ pub fn out_of_memory(size: usize) -> ! {
     abandon(if limit.is_some() { 2 } else { 1 }, &bytes[..len])
 }
 
+/// Once the process is ending ([`abandon`]), every thread but the one cleaning up stops at
+/// its next allocation until the exit: the room the reserve gave back is the cleanup's.
+/// Without this, the other threads (trace readers, the sampler) took it back within
+/// microseconds, and removing the run directory failed half way for want of a page.
+#[inline]
+fn park_unless_cleaning() {
+    if DYING.load(Ordering::Acquire) && DYING_TID.load(Ordering::Acquire) != crate::gettid() as i32
+    {
+        loop {
+            // Sleeping allocates nothing; the process exits under this thread.
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+}
+
 /// The system allocator, except that a failed allocation ends the process through
 /// [`out_of_memory`] (cleanup, one line, exit 2 or 1) instead of Rust's abort, which would
 /// leave the run's directory and tracefs instance behind. Install it in the binary:
@@ -480,6 +521,7 @@ pub struct GuardedAlloc;
 // pointer of the requested layout.
 unsafe impl GlobalAlloc for GuardedAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        park_unless_cleaning();
         // SAFETY: forwarded as received.
         let p = unsafe { System.alloc(layout) };
         if p.is_null() {
@@ -489,6 +531,7 @@ unsafe impl GlobalAlloc for GuardedAlloc {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        park_unless_cleaning();
         // SAFETY: forwarded as received.
         let p = unsafe { System.alloc_zeroed(layout) };
         if p.is_null() {
@@ -503,6 +546,7 @@ unsafe impl GlobalAlloc for GuardedAlloc {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        park_unless_cleaning();
         // SAFETY: forwarded as received.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if p.is_null() {
