@@ -39,7 +39,10 @@ fn what_if(trace: &TraceSection, kind: ComponentKind, detail: &str) -> Option<Fi
 }
 
 /// Who ended a sleep of the timed samples, as parts of it: "woken by kworker/0:1/42,
-/// running cross-CPU call F", at most five, most sleep first.
+/// running cross-CPU call F", the five that ended most of it by name, and the rest
+/// together by what they were doing ("woken by 11 more tasks (vcpu2, vcpu1, vcpu3),
+/// running"): a sleep ended by each of a VM's many vCPU threads in turn is still said in
+/// full.
 fn woken_by(
     wakers: Option<&HashMap<(i32, String, String), u64>>,
     sleep_ns: u64,
@@ -49,20 +52,58 @@ fn woken_by(
     };
     let mut wakers: Vec<(&(i32, String, String), &u64)> = wakers.iter().collect();
     wakers.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-    wakers
-        .into_iter()
-        .take(5)
-        .map(|((pid, comm, doing), &ns)| ExplainedBy {
+    let share = |ns: u64| (ns as f64 / sleep_ns.max(1) as f64).min(1.0);
+    let mut out: Vec<ExplainedBy> = wakers
+        .iter()
+        .take(NAMED_WAKERS)
+        .map(|&((pid, comm, doing), &ns)| ExplainedBy {
             what: if *pid == 0 {
                 "woken by an interrupt or timer (no task)".to_string()
             } else {
                 format!("woken by {comm}/{pid}, {doing}")
             },
-            share: (ns as f64 / sleep_ns.max(1) as f64).min(1.0),
+            share: share(ns),
         })
-        .filter(|e| e.share >= 0.005)
-        .collect()
+        .collect();
+    // The rest, by what the wakers were doing.
+    let mut rest: HashMap<&str, RestOfWakers> = HashMap::new();
+    for &((_, comm, doing), &ns) in wakers.iter().skip(NAMED_WAKERS) {
+        let group = rest.entry(doing.as_str()).or_default();
+        group.0 += ns;
+        group.1 += 1;
+        if !comm.is_empty() && group.2.len() < 3 && !group.2.contains(&comm.as_str()) {
+            group.2.push(comm);
+        }
+    }
+    let mut rest: Vec<(&str, RestOfWakers)> = rest.into_iter().collect();
+    rest.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(b.0)));
+    out.extend(
+        rest.into_iter()
+            .map(|(doing, (ns, tasks, names))| ExplainedBy {
+                what: match names.is_empty() {
+                    true => format!(
+                        "woken by {}, {doing}",
+                        vmscale_stats::units::plural(tasks, "more waker")
+                    ),
+                    false => format!(
+                        "woken by {} ({}), {doing}",
+                        vmscale_stats::units::plural(tasks, "more task"),
+                        names.join(", ")
+                    ),
+                },
+                share: share(ns),
+            }),
+    );
+    out.retain(|e| e.share >= 0.005);
+    out
 }
+
+/// Wakers of a timed sleep named one by one; the rest are said by what they did.
+const NAMED_WAKERS: usize = 5;
+
+/// Wakers past the named ones that did one thing: the sleep they ended, how many they
+/// are, and the first few of their names.
+type RestOfWakers<'a> = (u64, u64, Vec<&'a str>);
 
 pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Finding> {
     let mut total = 0u64;
@@ -233,4 +274,28 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
         first.evidence.splice(0..0, head);
     }
     findings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wakers_past_the_fifth_are_said_together_by_what_they_did() {
+        // Twelve vCPU threads each ended a twelfth of the sleep, all running.
+        let wakers: HashMap<(i32, String, String), u64> = (0..12)
+            .map(|i| ((100 + i, format!("vcpu{i}"), "running".to_string()), 10))
+            .collect();
+        let parts = woken_by(Some(&wakers), 120);
+        assert_eq!(parts.len(), 6, "{parts:#?}");
+        let said: f64 = parts.iter().map(|p| p.share).sum();
+        assert!((said - 1.0).abs() < 1e-9, "{parts:#?}");
+        let rest = &parts[5];
+        assert!(
+            rest.what.starts_with("woken by 7 more tasks ("),
+            "{}",
+            rest.what
+        );
+        assert!(rest.what.ends_with("), running"), "{}", rest.what);
+    }
 }
