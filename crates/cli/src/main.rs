@@ -20,13 +20,13 @@ fn main() {
     // The teardown holder is vmscale's own child, ended by its parent; it keeps the
     // default actions.
     if !matches!(cli.command, Command::TeardownHolder(_)) {
-        interrupt::install();
-        // Under `ulimit -v`, room for the cleanup after an allocation fails; without it,
-        // nothing may start.
+        // Under `ulimit -v`, room for the cleanup after an allocation fails, and for the
+        // signal thread beside it; without them, nothing may start.
         if let Err(why) = vmscale_run::cleanup::reserve_memory() {
             eprintln!("vmscale: error: {why}");
             std::process::exit(2);
         }
+        interrupt::install();
     }
     let outcome = match cli.command {
         Command::Tour(args) => commands::tour::tour(&args),

@@ -119,9 +119,13 @@ fn compare_finds_no_change_against_itself_and_gates_a_known_regression() {
         (stat_b - stat_a - shift as f64).abs() <= 1.0,
         "{p50} vs a shift of {shift}"
     );
+    // The relative change printed is the one decided on: the median of the log ratios of
+    // B's block medians to A's, which an additive shift makes differ from block to block,
+    // so it is near the shift over A's centre, not equal to it (1.5% apart in one CI run,
+    // for a 2.6x change).
     assert!(
         (p50["relative"].as_f64().unwrap() - shift as f64 / stat_a).abs()
-            < 0.01 * shift as f64 / stat_a,
+            < 0.05 * shift as f64 / stat_a,
         "{p50} vs {shift} / {stat_a}"
     );
     assert!(p50["low"].as_f64().unwrap() > 0.2, "{p50}");

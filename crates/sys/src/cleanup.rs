@@ -253,6 +253,10 @@ pub fn address_space_limit() -> Option<u64> {
 /// instance with a few pages; below this, a limit that tight leaves vmscale no room to run.
 const MIN_MEMORY_RESERVE: usize = 2 << 20;
 
+/// Room left beside the reserve for the first threads (the signal thread's 2 MiB stack,
+/// guard and signal stack).
+const THREAD_ROOM: usize = 4 << 20;
+
 /// The size of the reserve mapped at [`MEMORY`].
 static MEMORY_LEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
@@ -273,10 +277,9 @@ pub fn reserve_memory() -> Result<(), String> {
     // two are enough.
     // SAFETY: mallopt only sets a tunable of the allocator.
     unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
-    let mut len = MEMORY_RESERVE;
-    while len >= MIN_MEMORY_RESERVE {
+    let map = |len: usize| {
         // SAFETY: a fresh anonymous mapping with no access; nothing else refers to it.
-        let region = unsafe {
+        unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
@@ -285,7 +288,21 @@ pub fn reserve_memory() -> Result<(), String> {
                 -1,
                 0,
             )
-        };
+        }
+    };
+    let mut len = MEMORY_RESERVE;
+    while len >= MIN_MEMORY_RESERVE {
+        // The reserve only where the first threads fit beside it: their stacks are mapped
+        // outside the allocator, and std panics in a thread whose signal stack finds no
+        // room.
+        let probe = map(len + THREAD_ROOM);
+        if probe == libc::MAP_FAILED {
+            len /= 2;
+            continue;
+        }
+        // SAFETY: the probe just mapped, never accessed.
+        unsafe { libc::munmap(probe, len + THREAD_ROOM) };
+        let region = map(len);
         if region != libc::MAP_FAILED {
             MEMORY_LEN.store(len, Ordering::Release);
             if MEMORY
