@@ -37,8 +37,11 @@ impl OutputError {
     }
 }
 
-fn what_it_is(kind: std::fs::FileType) -> &'static str {
-    if kind.is_dir() {
+/// What a file type is, in words for an error ("a FIFO").
+pub fn what_it_is(kind: std::fs::FileType) -> &'static str {
+    if kind.is_file() {
+        "a regular file"
+    } else if kind.is_dir() {
         "a directory"
     } else if kind.is_fifo() {
         "a FIFO"

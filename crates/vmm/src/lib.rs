@@ -85,15 +85,7 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// CLOCK_MONOTONIC in ns, the clock of every vmscale sample and of the kernel trace.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use vmscale_sys::monotonic_ns;
 
 #[cfg(test)]
 mod tests {

@@ -89,30 +89,13 @@ pub(super) fn file_name(run_id: &str) -> String {
     format!("{}.parquet", percent_encode(run_id, b"@"))
 }
 
-fn what_it_is(kind: std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if kind.is_file() {
-        "a regular file"
-    } else if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_char_device() {
-        "a character device"
-    } else if kind.is_block_device() {
-        "a block device"
-    } else if kind.is_socket() {
-        "a socket"
-    } else {
-        "something else"
-    }
-}
-
 /// The output directory must be a directory (or a link to one) or not exist yet.
 pub(super) fn check_out_dir(out: &Path) -> Result<(), ParquetExportError> {
     match std::fs::metadata(out) {
         Ok(meta) if meta.is_dir() => Ok(()),
         Ok(meta) => Err(ParquetExportError::NotADirectory {
             path: out.to_path_buf(),
-            what: what_it_is(meta.file_type()),
+            what: vmscale_run::output::what_it_is(meta.file_type()),
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(source) => Err(ParquetExportError::Dir {
@@ -133,7 +116,7 @@ pub(super) fn ensure_dir(out: &Path, dir: &Path) -> Result<(), ParquetExportErro
             if !meta.is_dir() {
                 return Err(ParquetExportError::NotADirectory {
                     path: ancestor.to_path_buf(),
-                    what: what_it_is(meta.file_type()),
+                    what: vmscale_run::output::what_it_is(meta.file_type()),
                 });
             }
         }
