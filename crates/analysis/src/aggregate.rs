@@ -749,6 +749,7 @@ fn subject(
                                     comm(pid)
                                 },
                                 pid,
+                                tasks: 0,
                                 ns,
                                 ran: Vec::new(),
                                 // The maps keep who ended a sleep, not what the waker did
@@ -758,8 +759,7 @@ fn subject(
                             .collect()
                     })
                     .unwrap_or_default();
-                woken_by.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.pid.cmp(&b.pid)));
-                woken_by.truncate(TOP_WAKERS);
+                let woken_by = crate::waker_groups::fold(woken_by, TOP_WAKERS);
                 (waits_for, woken_by)
             } else {
                 (String::new(), Vec::new())

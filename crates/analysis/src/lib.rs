@@ -30,6 +30,7 @@ mod timeline;
 pub mod verdict;
 pub mod vmm;
 pub mod waits;
+mod waker_groups;
 mod what_if;
 mod workers;
 

@@ -966,14 +966,13 @@ impl SubjectPass {
                         self.comm(pid)
                     },
                     pid,
+                    tasks: 0,
                     ns,
                     ran,
                 }
             })
             .collect();
-        wakers.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.pid.cmp(&b.pid)));
-        wakers.truncate(TOP_WAKERS);
-        wakers
+        crate::waker_groups::fold(wakers, TOP_WAKERS)
     }
 
     /// What a waker did meanwhile, merged as the findings name parts, most time first.

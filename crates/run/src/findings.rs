@@ -303,12 +303,12 @@ pub struct SubjectTime {
     /// parts stay in `parts` for the details.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub every_task: bool,
-    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub asleep_left_out_ns: u64,
     /// Samples carried out by several threads (teardown's holders): time their threads spent
     /// asleep from before a sample began until woken in it, left out of `total_ns` (threads
     /// with nothing to do until their turn).
-    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub asleep_from_before_ns: u64,
 }
 
@@ -347,8 +347,14 @@ pub struct SubjectPart {
 /// A task that ended subject tasks' sleeps (pid 0: an interrupt or a timer, no task).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SleepWaker {
+    /// The task's name, or for several wakers said as one ("3 kvm-irqfd-cleanup workers
+    /// (kworker/0:1, ...)", "4 more tasks (...)") what they are.
     pub comm: String,
+    /// -2 for several wakers said as one.
     pub pid: i32,
+    /// How many tasks this entry stands for, where it is more than one.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tasks: u64,
     /// The sleeps it ended, in all.
     pub ns: u64,
     /// Work items the waker (a kernel worker) ran during those sleeps, most time first.
@@ -876,7 +882,7 @@ pub struct OnCpuPaths {
     /// Samples in the kernel (with kernel frames), in user space only, and in a guest.
     pub kernel_samples: u64,
     pub user_samples: u64,
-    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub guest_samples: u64,
     /// Most samples first.
     pub kernel: Vec<CodePath>,
@@ -961,10 +967,6 @@ pub struct ModeWaits {
 }
 
 fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-fn is_zero_u64(n: &u64) -> bool {
     *n == 0
 }
 

@@ -25,10 +25,11 @@ pub(super) fn summary(part: &SubjectPart) -> String {
         ));
         if let Some(ran) = first.ran.first() {
             out.push_str(&format!(
-                ", running {}{} for {} of the sleeps it ended",
+                ", running {}{} for {} of the sleeps {} ended",
                 ran.function,
                 on_queue(&ran.workqueue),
-                percent((ran.ns as f64 / first.ns.max(1) as f64).min(1.0))
+                percent((ran.ns as f64 / first.ns.max(1) as f64).min(1.0)),
+                if first.tasks > 1 { "they" } else { "it" }
             ));
         }
         out.push_str(&itself_asleep(first));
@@ -86,7 +87,9 @@ fn on_queue(workqueue: &str) -> String {
 }
 
 fn who(waker: &SleepWaker) -> String {
-    if waker.pid == 0 {
+    if waker.tasks > 1 {
+        waker.comm.clone()
+    } else if waker.pid == 0 {
         "an interrupt or timer (no task)".to_string()
     } else {
         format!("{}/{}", waker.comm, waker.pid)
