@@ -738,7 +738,7 @@ fn subject(
                             .map(|(kind, _)| kind.to_string())
                     })
                     .unwrap_or_default();
-                let mut woken_by: Vec<SleepWaker> = wakers
+                let woken_by: Vec<SleepWaker> = wakers
                     .get(&detail)
                     .map(|w| {
                         w.iter()

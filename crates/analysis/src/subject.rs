@@ -125,12 +125,18 @@ type PartKey = (ComponentKind, String, String);
 /// what the sleep waited for.
 #[derive(Default)]
 struct SleepParts {
-    wakers: HashMap<i32, (u64, HashMap<u64, u64>)>,
+    /// waker -> (the sleep it ended, work function -> (time the waker ran it, of which
+    /// on items other tasks queued, by queuer)).
+    wakers: HashMap<i32, (u64, HashMap<u64, WorkTime>)>,
     /// waker -> its own part -> time of this sleep it overlapped.
     waker_did: HashMap<i32, HashMap<Part, u64>>,
     kinds: HashMap<&'static str, u64>,
     waits_for: &'static str,
 }
+
+/// Time in one work function, and of it, per task other than the sleeper, the time on
+/// items that task queued.
+type WorkTime = (u64, HashMap<i32, u64>);
 
 /// Wakers named per sleep.
 const TOP_WAKERS: usize = 5;
@@ -183,7 +189,9 @@ pub struct SubjectPass {
     /// (sleep, waker) -> the sleeps it ended; (sleep, waker, work function) -> what the
     /// waker ran meanwhile.
     wakers: HashMap<(Part, i32), u64>,
-    waker_work: HashMap<(Part, i32, u64), u64>,
+    /// (sleep, waker, work function, queued by another task than the sleeper: its pid,
+    /// else 0) -> the time of the sleep the waker spent in that work.
+    waker_work: HashMap<(Part, i32, u64, i32), u64>,
     /// (sleep, waker, the waker's own part) -> how much of the sleep the part overlapped.
     waker_did: HashMap<(Part, i32, Part), u64>,
     /// Calls timed one window each (not whole processes'): each window's parts, for the
@@ -422,8 +430,16 @@ impl SubjectPass {
         if let (true, Part::Asleep(_), Some(waker)) = (woke, old, self.waking_by) {
             *self.wakers.entry((old, waker)).or_default() += counted;
             if waker > 0 {
-                for (function, ran) in self.work.ran(waker, since, ts) {
-                    *self.waker_work.entry((old, waker, function)).or_default() += ran.min(counted);
+                for ran in self.work.ran(waker, since, ts) {
+                    let other = if ran.queued_by == pid {
+                        0
+                    } else {
+                        ran.queued_by
+                    };
+                    *self
+                        .waker_work
+                        .entry((old, waker, ran.function, other))
+                        .or_default() += ran.ns.min(counted);
                 }
                 // What the waker did while this task slept, as far as its kept parts
                 // reach back; the part it is in now runs up to the wakeup.
@@ -918,10 +934,14 @@ impl SubjectPass {
                     .or_default() += ns;
             }
         }
-        for (&(part, waker, function), &ns) in &self.waker_work {
+        for (&(part, waker, function, other), &ns) in &self.waker_work {
             let key = self.describe(part, symbols, names);
             if let Some(w) = out.get_mut(&key).and_then(|e| e.wakers.get_mut(&waker)) {
-                *w.1.entry(function).or_default() += ns;
+                let work = w.1.entry(function).or_default();
+                work.0 += ns;
+                if other != 0 {
+                    *work.1.entry(other).or_default() += ns;
+                }
             }
         }
         for entry in out.values_mut() {
@@ -942,17 +962,27 @@ impl SubjectPass {
         names: &HashMap<u64, &str>,
     ) -> Vec<SleepWaker> {
         let mut waker_did = std::mem::take(&mut sleep.waker_did);
-        let mut wakers: Vec<SleepWaker> = sleep
+        let wakers: Vec<SleepWaker> = sleep
             .wakers
             .into_iter()
             .filter(|(_, (ns, _))| *ns > 0)
             .map(|(pid, (ns, work))| {
                 let mut ran: Vec<WorkRan> = work
                     .into_iter()
-                    .map(|(function, ns)| WorkRan {
-                        function: cause_names::function(symbols, function),
-                        workqueue: self.work.queue_of(function).unwrap_or("").to_string(),
-                        ns,
+                    .map(|(function, (ns, others))| {
+                        let mut queuers: Vec<(i32, u64)> = others.into_iter().collect();
+                        queuers.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+                        WorkRan {
+                            function: cause_names::function(symbols, function),
+                            workqueue: self.work.queue_of(function).unwrap_or("").to_string(),
+                            ns,
+                            queued_by_others_ns: queuers.iter().map(|q| q.1).sum(),
+                            queued_by_others: queuers
+                                .iter()
+                                .take(3)
+                                .map(|&(pid, _)| format!("{}/{pid}", self.comm(pid)))
+                                .collect(),
+                        }
                     })
                     .collect();
                 ran.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.function.cmp(&b.function)));

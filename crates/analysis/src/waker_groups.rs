@@ -69,7 +69,7 @@ fn merge(group: Vec<SleepWaker>, label: String) -> SleepWaker {
     } else {
         format!("{label} ({})", names.join(", "))
     };
-    let mut ran: HashMap<(String, String), u64> = HashMap::new();
+    let mut ran: HashMap<(String, String), WorkRan> = HashMap::new();
     let mut meanwhile: HashMap<(vmscale_run::findings::ComponentKind, String, String), u64> =
         HashMap::new();
     let (mut ns, mut count) = (0, 0);
@@ -77,8 +77,22 @@ fn merge(group: Vec<SleepWaker>, label: String) -> SleepWaker {
         ns += w.ns;
         count += tasks(w);
         for r in &w.ran {
-            *ran.entry((r.function.clone(), r.workqueue.clone()))
-                .or_default() += r.ns;
+            let sum = ran
+                .entry((r.function.clone(), r.workqueue.clone()))
+                .or_insert_with(|| WorkRan {
+                    function: r.function.clone(),
+                    workqueue: r.workqueue.clone(),
+                    ns: 0,
+                    queued_by_others_ns: 0,
+                    queued_by_others: Vec::new(),
+                });
+            sum.ns += r.ns;
+            sum.queued_by_others_ns += r.queued_by_others_ns;
+            for task in &r.queued_by_others {
+                if sum.queued_by_others.len() < 3 && !sum.queued_by_others.contains(task) {
+                    sum.queued_by_others.push(task.clone());
+                }
+            }
         }
         for m in &w.meanwhile {
             *meanwhile
@@ -86,14 +100,7 @@ fn merge(group: Vec<SleepWaker>, label: String) -> SleepWaker {
                 .or_default() += m.ns;
         }
     }
-    let mut ran: Vec<WorkRan> = ran
-        .into_iter()
-        .map(|((function, workqueue), ns)| WorkRan {
-            function,
-            workqueue,
-            ns,
-        })
-        .collect();
+    let mut ran: Vec<WorkRan> = ran.into_values().collect();
     ran.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.function.cmp(&b.function)));
     let mut meanwhile: Vec<WakerMeanwhile> = meanwhile
         .into_iter()
@@ -129,6 +136,8 @@ mod tests {
                 function: function.into(),
                 workqueue: workqueue.into(),
                 ns: ns * 9 / 10,
+                queued_by_others_ns: ns / 2,
+                queued_by_others: vec![format!("t{pid}")],
             }],
             meanwhile: Vec::new(),
         }
@@ -165,6 +174,8 @@ mod tests {
         );
         assert_eq!(folded[0].ran[0].function, "irqfd_shutdown");
         assert_eq!(folded[0].ran[0].ns, 54);
+        assert_eq!(folded[0].ran[0].queued_by_others_ns, 30);
+        assert_eq!(folded[0].ran[0].queued_by_others.len(), 3);
         // A lone worker keeps its own name.
         assert_eq!(folded[1].pid, 7);
         assert_eq!(folded.iter().map(|w| w.ns).sum::<u64>(), 115);

@@ -389,6 +389,13 @@ pub struct WorkRan {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub workqueue: String,
     pub ns: u64,
+    /// Of `ns`, the time on items that tasks other than the sleeper queued: a flush waits
+    /// for everything queued before it, its siblings' work too.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub queued_by_others_ns: u64,
+    /// Those tasks ("irqfd1/1234"), most first, at most three.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queued_by_others: Vec<String>,
 }
 
 /// A task that held a CPU while subject tasks waited for it.

@@ -4,7 +4,7 @@
 //! meanwhile, that next link of the chain too ("woken by writer/12, itself asleep in
 //! do_nanosleep (waiting for a timer) for 95% of it").
 
-use vmscale_run::findings::{ComponentKind, SleepWaker, SubjectPart, WakerMeanwhile};
+use vmscale_run::findings::{ComponentKind, SleepWaker, SubjectPart, WakerMeanwhile, WorkRan};
 use vmscale_run::verdict::ExplainedBy;
 
 use super::percent;
@@ -31,6 +31,7 @@ pub(super) fn summary(part: &SubjectPart) -> String {
                 percent((ran.ns as f64 / first.ns.max(1) as f64).min(1.0)),
                 if first.tasks > 1 { "they" } else { "it" }
             ));
+            out.push_str(&others_work(ran, first.ns));
         }
         out.push_str(&itself_asleep(first));
     }
@@ -78,6 +79,21 @@ fn doing(m: &WakerMeanwhile) -> String {
     }
 }
 
+/// ", 52% of it on items other tasks queued (irqfd1/12)": a flush waits for everything
+/// queued before it, so a thread can wait for its siblings' work; said from a tenth of the
+/// sleeps the waker ended.
+fn others_work(ran: &WorkRan, ended_ns: u64) -> String {
+    let share = (ran.queued_by_others_ns as f64 / ended_ns.max(1) as f64).min(1.0);
+    if share < 0.1 {
+        return String::new();
+    }
+    format!(
+        ", {} of it on items other tasks queued ({})",
+        percent(share),
+        ran.queued_by_others.join(", ")
+    )
+}
+
 fn on_queue(workqueue: &str) -> String {
     if workqueue.is_empty() {
         String::new()
@@ -103,10 +119,11 @@ pub(super) fn explained_by(part: &SubjectPart) -> Vec<ExplainedBy> {
         .map(|w| ExplainedBy {
             what: match w.ran.first() {
                 Some(ran) => format!(
-                    "woken by {}, which ran {}{}{}",
+                    "woken by {}, which ran {}{}{}{}",
                     who(w),
                     ran.function,
                     on_queue(&ran.workqueue),
+                    others_work(ran, w.ns),
                     itself_asleep(w)
                 ),
                 None => format!("woken by {}{}", who(w), itself_asleep(w)),
@@ -114,4 +131,55 @@ pub(super) fn explained_by(part: &SubjectPart) -> Vec<ExplainedBy> {
             share: (w.ns as f64 / part.total_ns.max(1) as f64).min(1.0),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flush(others_ns: u64) -> SubjectPart {
+        SubjectPart {
+            kind: ComponentKind::Asleep,
+            detail: "__flush_workqueue in kvm_irqfd".into(),
+            lock: String::new(),
+            total_ns: 100,
+            tasks: Vec::new(),
+            processes: Vec::new(),
+            cpu_holders: Vec::new(),
+            waits_for: "a workqueue's workers to finish queued work".into(),
+            woken_by: vec![SleepWaker {
+                comm: "2 kvm-irqfd-cleanup workers (kworker/0:1, kworker/1:2)".into(),
+                pid: -2,
+                tasks: 2,
+                ns: 80,
+                ran: vec![WorkRan {
+                    function: "irqfd_shutdown".into(),
+                    workqueue: "kvm-irqfd-cleanup".into(),
+                    ns: 76,
+                    queued_by_others_ns: others_ns,
+                    queued_by_others: vec!["irqfd1/12".into()],
+                }],
+                meanwhile: Vec::new(),
+            }],
+            what_if: None,
+        }
+    }
+
+    #[test]
+    fn a_flush_says_whose_work_it_waited_for() {
+        let said = summary(&flush(40));
+        assert!(
+            said.ends_with(
+                "; 2 kvm-irqfd-cleanup workers (kworker/0:1, kworker/1:2) ended 80% of it, \
+                 running irqfd_shutdown (workqueue kvm-irqfd-cleanup) for 95% of the sleeps \
+                 they ended, 50% of it on items other tasks queued (irqfd1/12)"
+            ),
+            "{said}"
+        );
+        assert!(explained_by(&flush(40))[0]
+            .what
+            .contains("50% of it on items other tasks queued"));
+        // Below a tenth, the sleeper's own work: not said.
+        assert!(!summary(&flush(7)).contains("other tasks queued"));
+    }
 }

@@ -125,12 +125,25 @@ pub enum WorkStep {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Work<'a> {
     pub step: WorkStep,
+    /// The work item (its `struct work_struct`'s address): what ties a queueing to the
+    /// execution it asked for. 0 where the kernel's format lacks it.
+    pub work: u64,
     /// The work item's function, a kernel text address.
     pub function: u64,
     workqueue: &'a [u8],
 }
 
-impl Work<'_> {
+impl<'a> Work<'a> {
+    /// A view from its parts (`workqueue` as the event's bytes, NUL-terminated or not).
+    pub fn new(step: WorkStep, work: u64, function: u64, workqueue: &'a [u8]) -> Work<'a> {
+        Work {
+            step,
+            work,
+            function,
+            workqueue,
+        }
+    }
+
     /// The workqueue's name (queueing only; empty otherwise), up to its NUL.
     pub fn workqueue(&self) -> String {
         let end = self
@@ -511,6 +524,7 @@ pub(crate) enum ViewLayout {
     },
     Work {
         step: WorkStep,
+        work: Option<FieldRef>,
         function: FieldRef,
         workqueue: Option<FieldRef>,
     },
@@ -590,6 +604,19 @@ impl Lookup<'_> {
 }
 
 impl Lookup<'_> {
+    /// A field the view can do without: `None` where the format lacks it or lays it out
+    /// otherwise, and the view still resolves.
+    fn optional(&mut self, name: &str, want: Want) -> Option<FieldRef> {
+        let (ok, min_len) = (self.ok, self.min_len);
+        let field = self.get(name, want);
+        let found = self.ok;
+        self.ok = ok;
+        if !found {
+            self.min_len = min_len;
+        }
+        found.then_some(field)
+    }
+
     /// A per-system-call enter event's arguments as one array: the fields after
     /// `__syscall_nr`, which the kernel lays out as consecutive 8-byte slots (one per
     /// argument register, whatever the declared type), as raw_syscalls' `args` holds them.
@@ -762,6 +789,7 @@ impl ViewLayout {
                 };
                 ViewLayout::Work {
                     step,
+                    work: l.optional("work", Int),
                     function: l.get("function", Int),
                     workqueue: (step == WorkStep::Queue).then(|| l.get("workqueue", Dynamic)),
                 }
@@ -952,10 +980,12 @@ impl ViewLayout {
             }),
             ViewLayout::Work {
                 step,
+                work,
                 function,
                 workqueue,
             } => EventKind::Work(Work {
                 step: *step,
+                work: work.as_ref().map_or(0, u),
                 function: u(function),
                 workqueue: workqueue
                     .as_ref()
