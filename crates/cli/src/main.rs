@@ -26,6 +26,7 @@ fn main() {
             eprintln!("vmscale: error: {why}");
             std::process::exit(2);
         }
+        vmscale_run::cleanup::install_thread_stack_hook();
         interrupt::install();
     }
     let outcome = match cli.command {

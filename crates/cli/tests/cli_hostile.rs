@@ -778,6 +778,40 @@ fn an_address_space_limit_never_aborts_and_leaves_nothing() {
 }
 
 #[test]
+fn threads_that_start_at_an_address_space_limit_leave_no_instance_and_print_no_panic() {
+    // irqfd's holder threads start, and give themselves private fd tables, right where the
+    // limit runs out: a holder parked half-way with copies of the trace's files kept the
+    // tracefs instance from being removed, and a thread whose signal stack found no room
+    // panicked before any of vmscale's code ran. The window is narrow; tries widen it.
+    let out = scratch("hostile-as-threads");
+    let _removed = RemovedOnDrop(out.clone());
+    for kib in [45_000, 50_000, 55_000] {
+        for attempt in 0..6 {
+            let (o, pid) = limited(
+                libc::RLIMIT_AS,
+                kib << 10,
+                &["run", "irqfd", "--total", "1000"],
+                &out,
+            );
+            let case = format!("ulimit -v {kib}, try {attempt}");
+            no_panic(&o);
+            let err = stderr(&o);
+            match o.status.code() {
+                Some(0) => {
+                    let _ = std::fs::remove_dir_all(&out);
+                }
+                Some(1 | 2) => {
+                    let last = err.trim_end().lines().last().unwrap_or_default();
+                    assert!(last.starts_with("vmscale: error: "), "{case}: {err}");
+                    nothing_left(&out, pid, &case);
+                }
+                other => panic!("{case}: exit {other:?} (134 is an abort): {err}"),
+            }
+        }
+    }
+}
+
+#[test]
 fn a_command_that_cannot_start_is_one_line_and_records_nothing() {
     use std::os::unix::fs::PermissionsExt;
     let dir = scratch("hostile-record-command");

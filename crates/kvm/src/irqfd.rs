@@ -92,20 +92,26 @@ pub unsafe fn close_inherited(fd: RawFd) {
 /// The caller must have called [`private_fd_table`] on this thread, and must not use any
 /// fd it inherited on this thread afterwards except those in `keep`.
 pub unsafe fn close_inherited_except(keep: &[RawFd]) {
-    let mut keep: Vec<u32> = keep
-        .iter()
-        .filter(|&&fd| fd >= 3)
-        .map(|&fd| fd as u32)
-        .collect();
-    keep.sort_unstable();
-    keep.dedup();
+    // Allocates nothing: until the copies are closed, this thread holds the process's
+    // files, and an allocation that fails here would park it (the exit after an allocation
+    // failure stops every other thread at its next allocation) with a tracefs instance's
+    // files open, so the exit could not remove the instance.
     let mut from = 3u32;
-    for fd in keep.into_iter().chain(std::iter::once(u32::MAX)) {
-        if fd > from {
-            // SAFETY: per the contract, every fd in from..fd is an inherited copy in this
+    loop {
+        let next = keep
+            .iter()
+            .filter(|&&fd| fd >= 0 && fd as u32 >= from)
+            .map(|&fd| fd as u32)
+            .min();
+        let end = next.unwrap_or(u32::MAX);
+        if end > from {
+            // SAFETY: per the contract, every fd in from..end is an inherited copy in this
             // thread's private table that nothing on this thread uses.
-            unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0u32) };
+            unsafe { libc::syscall(libc::SYS_close_range, from, end - 1, 0u32) };
         }
-        from = fd.saturating_add(1);
+        match next {
+            Some(fd) if fd < u32::MAX => from = fd + 1,
+            _ => return,
+        }
     }
 }

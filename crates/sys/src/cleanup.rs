@@ -512,6 +512,33 @@ pub fn out_of_memory(size: usize) -> ! {
     abandon(if limit.is_some() { 2 } else { 1 }, &bytes[..len])
 }
 
+/// Under an address-space limit, a thread that starts while the limit is reached cannot map
+/// its signal stack, and std panics in it before it runs any of vmscale's code ("failed to
+/// allocate an alternative stack"), on the way to an abort. That is an allocation failure
+/// like any other: this hook ends the process as [`out_of_memory`] does (cleanup, one line,
+/// exit 2) and leaves every other panic to the hook it replaces.
+pub fn install_thread_stack_hook() {
+    if address_space_limit().is_none() {
+        return;
+    }
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if info
+            .payload_as_str()
+            .is_some_and(|m| m.starts_with("failed to allocate an alternative stack"))
+        {
+            let limit = address_space_limit().unwrap_or(0);
+            let mut line = Line::new();
+            line.push(b"vmscale: error: out of memory: a new thread's signal stack found no room under the address-space limit of ")
+                .number(limit >> 10)
+                .push(b" KiB (raise `ulimit -v` or ask for less); what the run had created was removed\n");
+            let Line { bytes, len } = line;
+            abandon(2, &bytes[..len]);
+        }
+        previous(info);
+    }));
+}
+
 /// Once the process is ending ([`abandon`]), every thread but the one cleaning up stops at
 /// its next allocation until the exit: the room the reserve gave back is the cleanup's.
 /// Without this, the other threads (trace readers, the sampler) took it back within
