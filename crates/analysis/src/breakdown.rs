@@ -393,15 +393,17 @@ impl BreakdownPass {
         };
         let floor = self.floor(ts);
         if pid == thread && !matches!(kind, EventKind::KernelStack(_) | EventKind::SchedSwitch(_)) {
-            self.timelines.seen_running(pid, ts, floor);
+            // Credited before the timeline learns it runs: the stretch up to now was
+            // runnable time, and crediting checks that the timeline still says so.
             self.runqueue_leave(pid, ts);
+            self.timelines.seen_running(pid, ts, floor);
         }
         match kind {
             EventKind::SchedSwitch(s) => {
                 if !self.windows.is_empty() {
                     let mut credits = Vec::new();
                     self.runqueue
-                        .switch(event.cpu(), ts, s.next_pid, |w, o, a, b| {
+                        .switch(event.cpu(), ts, s.prev_pid, s.next_pid, |w, o, a, b| {
                             credits.push((w, o, a, b))
                         });
                     self.credit(credits);

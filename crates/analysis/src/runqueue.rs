@@ -34,16 +34,22 @@ impl RunqueueWatch {
         }
     }
 
-    /// A context switch on `cpu` at `ts` to `next`: every watched task queued there waited
-    /// behind the task that ran until now (`credit(watched, occupant, from, to)`).
+    /// A context switch on `cpu` at `ts` from `prev` to `next`: every watched task queued
+    /// there waited behind the task that ran until now (`credit(watched, occupant, from,
+    /// to)`). On a CPU with no switch seen before, that is `prev`, which has run there since
+    /// the trace began: on an idle host, the idle task a woken thread waited for.
     pub(crate) fn switch(
         &mut self,
         cpu: u32,
         ts: u64,
+        prev: i32,
         next: i32,
         mut credit: impl FnMut(i32, Occupant, u64, u64),
     ) {
-        let occupant = self.occupant(cpu);
+        let occupant = match self.occupant(cpu) {
+            Occupant::Unknown => Occupant::Task(prev),
+            known => known,
+        };
         for (&pid, (on, mark)) in self.queued.iter_mut() {
             if *on == cpu {
                 if ts > *mark {
@@ -154,12 +160,12 @@ mod tests {
         let mut watch = RunqueueWatch::default();
         let mut credited: Vec<(i32, Occupant, u64, u64)> = Vec::new();
         let mut credit = |w, o, a, b| credited.push((w, o, a, b));
-        watch.switch(0, 0, 10, &mut credit);
+        watch.switch(0, 0, 1, 10, &mut credit);
         // Task 7 is preempted on CPU 1 by nobody we know yet, then queued on CPU 0.
         watch.enqueue(7, 0, 5);
-        watch.switch(0, 20, 11, &mut credit);
-        watch.switch(1, 25, 99, &mut credit);
-        watch.switch(0, 30, 7, &mut credit);
+        watch.switch(0, 20, 10, 11, &mut credit);
+        watch.switch(1, 25, 98, 99, &mut credit);
+        watch.switch(0, 30, 11, 7, &mut credit);
         watch.dequeue(7, 30, &mut credit);
         assert_eq!(
             credited,
@@ -174,5 +180,11 @@ mod tests {
         watch.dequeue(8, 50, |w, o, a, b| credited.push((w, o, a, b)));
         assert_eq!(credited, [(8, Occupant::Unknown, 40, 50)]);
         assert!(!watch.is_queued(8));
+        // Queued on a CPU whose first switch comes later: the task it switches away from
+        // had the CPU all along (here the idle task).
+        credited.clear();
+        watch.enqueue(9, 4, 60);
+        watch.switch(4, 70, 0, 9, |w, o, a, b| credited.push((w, o, a, b)));
+        assert_eq!(credited, [(9, Occupant::Task(0), 60, 70)]);
     }
 }

@@ -374,10 +374,10 @@ impl SubjectPass {
         }
     }
 
-    fn runqueue_switch(&mut self, cpu: u32, ts: u64, next: i32) {
+    fn runqueue_switch(&mut self, cpu: u32, ts: u64, prev: i32, next: i32) {
         let mut credits = Vec::new();
         self.runqueue
-            .switch(cpu, ts, next, |w, o, a, b| credits.push((w, o, a, b)));
+            .switch(cpu, ts, prev, next, |w, o, a, b| credits.push((w, o, a, b)));
         self.credit_cpu_holders(credits);
     }
 
@@ -562,7 +562,7 @@ impl SubjectPass {
                 remember(&mut self.comms, s.next_pid, s.next_comm.as_bytes());
                 self.awaiting_stack.remove(&event.cpu());
                 // Who waited behind the task switched out is credited before anything moves.
-                self.runqueue_switch(event.cpu(), ts, s.next_pid);
+                self.runqueue_switch(event.cpu(), ts, s.prev_pid, s.next_pid);
                 if self.is_new_root(s.prev_pid) {
                     self.join(s.prev_pid, ts, Sched::Running);
                 }
