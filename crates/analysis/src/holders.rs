@@ -484,6 +484,11 @@ impl HoldersPass {
                     self.awaiting_stack.remove(&event.cpu());
                 }
                 self.timelines.switched_in(switch.next_pid, ts, floor);
+                // The CPU is next's now: a later event of prev there means prev runs again,
+                // even where its switch-in is missing from the trace.
+                if let Some(known) = self.known_on_cpu.get_mut(event.cpu() as usize) {
+                    *known = switch.next_pid;
+                }
             }
             EventKind::KernelStack(stack) => {
                 // The stacktrace trigger on sched_switch runs before the switch completes,

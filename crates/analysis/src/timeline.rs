@@ -81,12 +81,22 @@ impl Timelines {
         }
     }
 
-    /// The task traced an event of its own before any switch of it was seen: it is on a
-    /// CPU from here on (what it did before is unknown). Once a task has a span it keeps at
-    /// least one, so after this call it is known for good.
+    /// The task traced an event of its own: it is on a CPU. Before any switch of it was
+    /// seen, from here on (what it did before is unknown); after one that left it runnable
+    /// or asleep, its switch-in is missing from the trace (some hosts never trace events in
+    /// the context of some of their own tasks, so a switch from one of them to this task
+    /// is absent), and it runs from here, not from its next traced switch: otherwise all of
+    /// that running reads as runnable time. A lock wait stays a wait (a spinning waiter
+    /// runs). Once a task has a span it keeps at least one.
     pub(crate) fn seen_running(&mut self, pid: i32, ts: u64, floor: u64) {
-        if self.tasks.get(&pid).is_none_or(|t| t.spans.is_empty()) {
-            self.set(pid, ts, Activity::Running, floor);
+        match self.current(pid) {
+            None | Some(Activity::Runnable) | Some(Activity::Asleep(_)) => {
+                let activity = self
+                    .waiting(pid)
+                    .map_or(Activity::Running, Activity::Waiting);
+                self.set(pid, ts, activity, floor);
+            }
+            Some(Activity::Running) | Some(Activity::Waiting(_)) => {}
         }
     }
 
@@ -245,6 +255,34 @@ mod tests {
                 ("Running".to_string(), 80),
             ]
         );
+    }
+
+    #[test]
+    fn a_task_seen_running_after_a_switch_out_runs_from_then() {
+        // Preempted, then an event of its own with no switch-in traced (the task that had
+        // the CPU is one whose events the host never traces): running from that event.
+        let mut t = Timelines::default();
+        t.switched_in(7, 100, 0);
+        t.switched_out(7, 150, false, 0);
+        t.seen_running(7, 170, 0);
+        t.switched_out(7, 300, true, 0);
+        t.seen_running(7, 320, 0);
+        t.seen_running(7, 330, 0);
+        assert_eq!(
+            pieces(&t, 7, 100, 400),
+            vec![
+                ("Running".to_string(), 50),
+                ("Runnable".to_string(), 20),
+                ("Running".to_string(), 130),
+                ("Asleep(None)".to_string(), 20),
+                ("Running".to_string(), 80),
+            ]
+        );
+        // A lock wait stays a wait while the waiter spins.
+        t.wait_begins(7, 400, 0xabc, 0, 0);
+        t.switched_out(7, 410, false, 0);
+        t.seen_running(7, 420, 0);
+        assert_eq!(t.current(7), Some(Activity::Waiting(0xabc)));
     }
 
     #[test]
