@@ -342,8 +342,9 @@ impl BreakdownPass {
         }
         if event.pid() == thread {
             let floor = self.floor(ts);
-            self.timelines.seen_running(thread, ts, floor);
+            // As in observe: credited while the timeline still says runnable.
             self.runqueue_leave(thread, ts);
+            self.timelines.seen_running(thread, ts, floor);
         }
     }
 

@@ -275,12 +275,22 @@ pub struct HoldersPass {
     /// Per CPU, the last task seen there that the timelines already know: a task once
     /// known stays known, so its next events on that CPU need no lookup.
     known_on_cpu: Vec<i32>,
+    /// Per CPU, the task its last traced switch switched in (-1: none yet).
+    switched_in: Vec<i32>,
+    /// Tasks switched in whose switch out never came (the CPU's next switch came from
+    /// another task): the trace misses their events. Per task, how often.
+    untraced: HashMap<i32, u64>,
+    /// Switches checked against the CPU's last one.
+    switches_checked: u64,
     mmap: ExactMmapLocks,
     /// Where the kernel queues a remote wakeup as a cross-CPU call (`ttwu_queue_wakelist`):
     /// IPIs sent from there are the release waking the next waiter, not work the holder
     /// made other CPUs do.
     wakeup_sites: Vec<(u64, u64)>,
 }
+
+/// The share of switches missed from which the trace is said to miss them.
+const MISSED_SWITCHES_SAID: f64 = 0.01;
 
 /// Functions whose cross-CPU calls are wakeups ([`HoldersPass::with_wakeup_sites`]).
 pub const WAKEUP_CALL_SITES: [&str; 1] = ["ttwu_queue_wakelist"];
@@ -440,6 +450,46 @@ impl HoldersPass {
         }
     }
 
+    /// A switch on `cpu` from `prev`: where the CPU's last traced switch switched in
+    /// another task, that task's switch out (and whatever ran after it) is missing.
+    fn check_switch(&mut self, cpu: usize, prev: i32, next: i32) {
+        if cpu >= MAX_CACHED_CPUS {
+            return;
+        }
+        if self.switched_in.len() <= cpu {
+            self.switched_in.resize(cpu + 1, -1);
+        }
+        let last = std::mem::replace(&mut self.switched_in[cpu], next);
+        if last >= 0 {
+            self.switches_checked += 1;
+            if last != prev {
+                *self.untraced.entry(last).or_default() += 1;
+            }
+        }
+    }
+
+    /// How often a CPU's next switch did not come from the task switched in last, and the
+    /// tasks that happened after most ("tokio-rt-worker/70"), most first: the trace misses
+    /// their context switches, and what ran after them is said as theirs. Nothing below
+    /// [`MISSED_SWITCHES_SAID`] of the switches (and ten): a page lost or cut away costs a
+    /// few, which the trace's own damage warnings already say.
+    pub fn missed_switches(&self) -> (u64, Vec<String>) {
+        let count: u64 = self.untraced.values().sum();
+        if count < 10 || (count as f64) < self.switches_checked as f64 * MISSED_SWITCHES_SAID {
+            return (0, Vec::new());
+        }
+        let mut tasks: Vec<(&i32, &u64)> = self.untraced.iter().collect();
+        tasks.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        (
+            tasks.iter().map(|t| *t.1).sum(),
+            tasks
+                .iter()
+                .take(3)
+                .map(|&(&pid, _)| format!("{}/{pid}", self.comm(pid)))
+                .collect(),
+        )
+    }
+
     /// `pid` shows it runs on `cpu` at `ts`.
     fn running(&mut self, pid: i32, cpu: usize, ts: u64, floor: u64) {
         self.timelines.seen_running(pid, ts, floor);
@@ -468,6 +518,7 @@ impl HoldersPass {
             }
             EventKind::ContentionEnd(end) => self.end(pid, ts, end.lock_addr, end.ret),
             EventKind::SchedSwitch(switch) => {
+                self.check_switch(event.cpu() as usize, switch.prev_pid, switch.next_pid);
                 self.remember(switch.prev_pid, switch.prev_comm.as_bytes());
                 self.remember(switch.next_pid, switch.next_comm.as_bytes());
                 let sleeping = is_sleeping_state(switch.prev_state);
@@ -1317,5 +1368,47 @@ mod tests {
         assert!(!is_sleeping_state(0));
         // "R+": preempted.
         assert!(!is_sleeping_state(0x100));
+    }
+}
+
+#[cfg(test)]
+mod switch_checks {
+    use super::*;
+
+    #[test]
+    fn a_switch_from_another_task_than_the_one_switched_in_is_counted() {
+        let mut pass = HoldersPass::default();
+        pass.comms.insert(70, "tokio-rt-worker".into());
+        // CPU 0: 10 -> 70, then a switch from 2500 (70's switch out and 2500's switch in are
+        // missing), then 2500 -> 11 and 11 -> 10, consistent.
+        pass.check_switch(0, 1, 10);
+        pass.check_switch(0, 10, 70);
+        pass.check_switch(0, 2500, 11);
+        pass.check_switch(0, 11, 10);
+        // CPU 1's first switch: nothing to compare with.
+        pass.check_switch(1, 5, 6);
+        // One missed of three checked: a lost page's worth, not said.
+        assert_eq!(pass.missed_switches(), (0, Vec::new()));
+        for _ in 0..9 {
+            pass.check_switch(0, 10, 70);
+            pass.check_switch(0, 2500, 10);
+        }
+        assert_eq!(
+            pass.missed_switches(),
+            (10, vec!["tokio-rt-worker/70".to_string()])
+        );
+        assert_eq!(
+            crate::integrity::missed_switches_warning(pass.missed_switches())
+                .unwrap()
+                .split(';')
+                .next()
+                .unwrap(),
+            "the trace misses context switches: 10 times a CPU's next switch came from \
+             another task than the one switched in last, after tokio-rt-worker/70"
+        );
+        assert_eq!(
+            crate::integrity::missed_switches_warning((0, Vec::new())),
+            None
+        );
     }
 }

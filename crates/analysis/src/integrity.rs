@@ -320,6 +320,24 @@ fn counted(n: u64, what: &str) -> String {
     format!("{} {}", grouped(n), units::noun_for(n, what))
 }
 
+/// "the trace misses context switches: ...", where a CPU's next switch came from another
+/// task than the one switched in last (`count` times). Some hosts never trace events in the
+/// context of some of their own tasks: the CPU time after one of them is switched in reads
+/// as theirs until the next traced switch, and a task they hand the CPU back to is found
+/// running by its own events instead.
+pub(crate) fn missed_switches_warning((count, tasks): (u64, Vec<String>)) -> Option<String> {
+    (count > 0).then(|| {
+        format!(
+            "the trace misses context switches: {} a CPU's next switch came from another task \
+             than the one switched in last, after {}; their own events are not in the trace \
+             (the host does not trace them), so the CPU time after them is said as theirs \
+             until the next traced switch",
+            units::plural(count, "time"),
+            tasks.join(", ")
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

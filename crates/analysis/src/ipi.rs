@@ -332,6 +332,7 @@ impl IpiPass {
                     b.ipis
                         .cmp(&a.ipis)
                         .then(a.callsite.cmp(&b.callsite))
+                        .then(a.callback.cmp(&b.callback))
                         .then(a.reason.cmp(&b.reason))
                 });
                 by_site.truncate(TOP_SITES);

@@ -214,6 +214,9 @@ pub struct TraceAnalysis {
     /// What the trace lacks and what that leaves unknown, one sentence each: a truncated
     /// or missing per-CPU file, missing or damaged formats, kallsyms or meta.json.
     pub warnings: Vec<String>,
+    /// The warning that the trace misses context switches, where it does (also in
+    /// `warnings`).
+    pub missed_switches: Option<String>,
 }
 
 /// Decodes the trace directory `dir` and runs every analysis over it. A directory that is
@@ -301,8 +304,11 @@ fn analyse_dir(
     let mut analysis = analyse_routed(&decoder, &symbols, scope, every_event_to_every_pass)?;
     let label = integrity::dir_label(dir);
     let summary = decoder.last_summary().unwrap_or_default();
+    // The directory's warnings say what its damage cost (unknown event types among it);
+    // what the events themselves show of the trace's gaps stays.
     analysis.warnings =
         integrity::dir_warnings(&label, &decoder, &damage, kallsyms.as_ref(), &summary);
+    analysis.warnings.extend(analysis.missed_switches.clone());
     Ok(analysis)
 }
 
@@ -456,6 +462,7 @@ fn analyse_routed(
         }
     })?;
     let contention = contention.finish(symbols);
+    let missed_switches = integrity::missed_switches_warning(holders.missed_switches());
     let holders = holders.finish(symbols, &contention.locks);
     let timeline = match timeline_focus(&contention, &holders) {
         Some(focus) => Some(timeline(decoder, focus, &contention)?),
@@ -490,7 +497,9 @@ fn analyse_routed(
         corrupt_pages: summary.corrupt_pages(),
         warnings: integrity::unknown_types_warning(&summary)
             .into_iter()
+            .chain(missed_switches.clone())
             .collect(),
+        missed_switches,
         decode_errors: summary.errors,
     })
 }
