@@ -68,7 +68,11 @@ fn woken_by(
     // The rest, by what the wakers were doing.
     let mut rest: HashMap<&str, RestOfWakers> = HashMap::new();
     for &((_, comm, doing), &ns) in wakers.iter().skip(NAMED_WAKERS) {
-        let group = rest.entry(doing.as_str()).or_default();
+        // By what they did, not by who woke each of them in turn ("running, itself woken
+        // by vcpu3/12"): a VM's vCPUs waking one another would otherwise make one group per
+        // vCPU, each too small to say.
+        let doing = doing.split(", itself woken by ").next().unwrap_or(doing);
+        let group = rest.entry(doing).or_default();
         group.0 += ns;
         group.1 += 1;
         if !comm.is_empty() && group.2.len() < 3 && !group.2.contains(&comm.as_str()) {
@@ -297,5 +301,20 @@ mod tests {
             rest.what
         );
         assert!(rest.what.ends_with("), running"), "{}", rest.what);
+        // Woken in turn by one another: still one group, not one per waker's waker.
+        let wakers: HashMap<(i32, String, String), u64> = (0..40)
+            .map(|i| {
+                let doing = format!("running, itself woken by vcpu{}/{}", i + 1, 101 + i);
+                ((100 + i, format!("vcpu{i}"), doing), 3)
+            })
+            .collect();
+        let parts = woken_by(Some(&wakers), 120);
+        assert_eq!(parts.len(), 6, "{parts:#?}");
+        assert!(
+            parts[5].what.starts_with("woken by 35 more tasks ("),
+            "{}",
+            parts[5].what
+        );
+        assert!((parts.iter().map(|p| p.share).sum::<f64>() - 1.0).abs() < 1e-9);
     }
 }
