@@ -329,11 +329,14 @@ pub(crate) fn missed_switches_warning((count, tasks): (u64, Vec<String>)) -> Opt
     (count > 0).then(|| {
         format!(
             "the trace misses context switches: {} a CPU's next switch came from another task \
-             than the one switched in last, after {}; their own events are not in the trace \
-             (the host does not trace them), so the CPU time after them is said as theirs \
-             until the next traced switch",
+             than the one switched in last{}; tasks the host does not trace ran between, and \
+             the CPU time until the next traced switch is said as the last traced task's",
             units::plural(count, "time"),
-            tasks.join(", ")
+            if tasks.is_empty() {
+                String::new()
+            } else {
+                format!(", most often after {}", tasks.join(", "))
+            }
         )
     })
 }
