@@ -19,13 +19,13 @@ pub(super) fn summary(holders: &[CpuHolder], runnable_ns: u64) -> String {
             .iter()
             .filter(|h| h.subject == subject && (h.pid > 0 || h.pid == REST_PID))
             .collect();
-        let mut names: Vec<&str> = group
-            .iter()
-            .filter(|h| h.pid > 0)
-            .map(|h| h.comm.as_str())
-            .collect();
-        names.dedup();
-        names.truncate(3);
+        // Each name once: several processes' vcpu0 threads are one name here.
+        let mut names: Vec<&str> = Vec::new();
+        for h in group.iter().filter(|h| h.pid > 0) {
+            if names.len() < 3 && !names.contains(&h.comm.as_str()) {
+                names.push(h.comm.as_str());
+            }
+        }
         (group.iter().map(|h| h.ns).sum(), names)
     };
     let (own, own_names) = of(true);
@@ -33,18 +33,23 @@ pub(super) fn summary(holders: &[CpuHolder], runnable_ns: u64) -> String {
     let idle: u64 = holders.iter().filter(|h| h.pid == 0).map(|h| h.ns).sum();
     let share = |ns: u64| percent(ns as f64 / runnable_ns as f64);
     let mut parts = Vec::new();
+    // " (a, b)", or nothing where only the folded rest held the CPUs.
+    let listed = |names: Vec<&str>| match names.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", names.join(", ")),
+    };
     if own > 0 {
         parts.push(format!(
-            "its own tasks for {} of it ({})",
+            "its own tasks for {} of it{}",
             share(own),
-            own_names.join(", ")
+            listed(own_names)
         ));
     }
     if other > 0 {
         parts.push(format!(
-            "other tasks for {} ({})",
+            "other tasks for {}{}",
             share(other),
-            other_names.join(", ")
+            listed(other_names)
         ));
     }
     if idle * 20 >= runnable_ns {
@@ -74,4 +79,33 @@ pub(super) fn explained_by(holders: &[CpuHolder], runnable_ns: u64) -> Vec<Expla
             share: (h.ns as f64 / runnable_ns as f64).min(1.0),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(comm: &str, pid: i32, ns: u64, subject: bool) -> CpuHolder {
+        CpuHolder {
+            comm: comm.into(),
+            pid,
+            ns,
+            subject,
+        }
+    }
+
+    #[test]
+    fn each_name_is_said_once_and_a_folded_rest_has_no_empty_list() {
+        let holders = [
+            held("vcpu0", 10, 40, true),
+            held("kvm-nx-lpage-re", 11, 30, true),
+            held("vcpu0", 12, 20, true),
+            held("5 more tasks", REST_PID, 10, false),
+        ];
+        assert_eq!(
+            summary(&holders, 100),
+            ": the CPUs it waited for ran its own tasks for 90% of it (vcpu0, kvm-nx-lpage-re), \
+             other tasks for 10%"
+        );
+    }
 }
