@@ -41,6 +41,8 @@ use crate::timeline::{Activity, Gap, Timelines};
 const BEGIN: &str = "vmscale: begin ";
 const END: &str = "vmscale: end ";
 const TOP_WAKERS: usize = 5;
+/// A sleep site's wakers kept one by one, before the rest are said together.
+const KEPT_WAKERS: usize = 64;
 /// Cross-CPU windows kept per operation; more are merged into the last one.
 const MAX_WINDOWS: usize = 64;
 /// The pseudo system call numbers are part of the run record, which reports read.
@@ -700,6 +702,7 @@ impl BreakdownPass {
                 doing: self.describe_doing(doing, symbols, names),
                 wakeups,
                 slept_ns,
+                tasks: 0,
             })
             .collect();
         wakers.sort_by(|a, b| {
@@ -708,8 +711,7 @@ impl BreakdownPass {
                 .then(b.wakeups.cmp(&a.wakeups))
                 .then(a.pid.cmp(&b.pid))
         });
-        wakers.truncate(TOP_WAKERS);
-        wakers
+        fold_rest_of_wakers(wakers)
     }
 
     /// The phase's timed samples with the component `key` removed, and halved.
@@ -830,6 +832,7 @@ impl BreakdownPass {
                         doing: self.describe_doing(doing, symbols, names),
                         wakeups,
                         slept_ns,
+                        tasks: 0,
                     })
                     .collect();
                 wakers.sort_by(|a, b| {
@@ -923,9 +926,89 @@ fn split_into(
     });
 }
 
+/// The wakers of one sleep site past the first [`KEPT_WAKERS`] said together, by what they
+/// were doing (without who woke each of them in turn). A VM's vCPU threads end a pause-all
+/// wait in turn, each woken by another: keeping only five of those (task, doing) pairs left
+/// 40% of the sleep with no waker said. The verdict names few of them; it needs them all to
+/// say them by kind ("24 vcpuN threads") and to count each task once.
+fn fold_rest_of_wakers(mut wakers: Vec<Waker>) -> Vec<Waker> {
+    if wakers.len() <= KEPT_WAKERS + 1 {
+        return wakers;
+    }
+    let rest = wakers.split_off(KEPT_WAKERS);
+    let kept: HashSet<i32> = wakers.iter().map(|w| w.pid).collect();
+    let mut groups: Vec<(Waker, Vec<i32>)> = Vec::new();
+    for w in rest {
+        let doing = without_whose_wake(&w.doing).to_string();
+        let at = match groups.iter().position(|(g, _)| g.doing == doing) {
+            Some(at) => at,
+            None => {
+                groups.push((
+                    Waker {
+                        comm: String::new(),
+                        pid: crate::runqueue::REST_PID,
+                        doing,
+                        wakeups: 0,
+                        slept_ns: 0,
+                        tasks: 0,
+                    },
+                    Vec::new(),
+                ));
+                groups.len() - 1
+            }
+        };
+        let (group, pids) = &mut groups[at];
+        group.wakeups += w.wakeups;
+        group.slept_ns += w.slept_ns;
+        if !pids.contains(&w.pid) && !kept.contains(&w.pid) {
+            pids.push(w.pid);
+            group.tasks += 1;
+            let names = group.comm.split(", ").filter(|n| !n.is_empty()).count();
+            if names < 3 && !w.comm.is_empty() && !group.comm.split(", ").any(|n| n == w.comm) {
+                if !group.comm.is_empty() {
+                    group.comm.push_str(", ");
+                }
+                group.comm.push_str(&w.comm);
+            }
+        }
+    }
+    wakers.extend(groups.into_iter().map(|(g, _)| g));
+    wakers
+}
+
+/// What a waker did, without who had woken it in turn ("running, itself woken by
+/// vcpu3/12" is "running"): the part that says what kind of waker it was.
+pub(crate) fn without_whose_wake(doing: &str) -> &str {
+    doing.split(", itself woken by ").next().unwrap_or(doing)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wakers_past_those_kept_are_said_together_and_their_sleep_still_counts() {
+        let wakers: Vec<Waker> = (0..70)
+            .map(|i| Waker {
+                comm: format!("vcpu{i}"),
+                pid: 100 + i,
+                doing: format!("running, itself woken by vcpu{}/{}", i + 1, 101 + i),
+                wakeups: 1,
+                slept_ns: 1_000 - i as u64,
+                tasks: 0,
+            })
+            .collect();
+        let folded = fold_rest_of_wakers(wakers);
+        assert_eq!(folded.len(), KEPT_WAKERS + 1);
+        let rest = folded.last().unwrap();
+        assert_eq!(
+            (rest.pid, rest.tasks, rest.doing.as_str()),
+            (crate::runqueue::REST_PID, 6, "running")
+        );
+        assert_eq!(rest.comm, "vcpu64, vcpu65, vcpu66");
+        let slept: u64 = folded.iter().map(|w| w.slept_ns).sum();
+        assert_eq!(slept, (0..70).map(|i| 1_000 - i as u64).sum::<u64>());
+    }
 
     #[test]
     fn on_cpu_time_inside_a_cross_cpu_window_is_waiting_for_other_cpus() {

@@ -1266,6 +1266,7 @@ fn breakdown_record() -> RunRecord {
                 doing: "running, itself woken by vmscale/870".into(),
                 wakeups: 3,
                 slept_ns: 540_000,
+                tasks: 0,
             }],
         )],
     };

@@ -942,6 +942,11 @@ pub struct Waker {
     pub wakeups: u64,
     /// The measuring thread's sleeps these wakeups ended.
     pub slept_ns: u64,
+    /// How many tasks the entry stands for: 0 or 1 for one task; more for the wakers past
+    /// the first few, said together (pid -2, `comm` then the first few names, comma-separated)
+    /// so that the sleep they ended is still counted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tasks: u64,
 }
 
 /// A contended spinning lock. A spinning waiter is never woken by the holder, so the trace

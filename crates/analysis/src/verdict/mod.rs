@@ -24,6 +24,7 @@ mod subject;
 #[cfg(test)]
 mod tests;
 mod timed;
+mod timed_wakers;
 mod two_clocks;
 mod vmm;
 mod wakers;

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use vmscale_run::findings::{ComponentKind, CpuHolder, TraceSection};
-use vmscale_run::verdict::{Cause, ExplainedBy, Finding, FindingWhatIf};
+use vmscale_run::verdict::{Cause, Finding, FindingWhatIf};
 use vmscale_run::RunRecord;
 use vmscale_stats::units::duration;
 
@@ -38,84 +38,13 @@ fn what_if(trace: &TraceSection, kind: ComponentKind, detail: &str) -> Option<Fi
         })
 }
 
-/// Who ended a sleep of the timed samples, as parts of it: "woken by kworker/0:1/42,
-/// running cross-CPU call F", the five that ended most of it by name, and the rest
-/// together by what they were doing ("woken by 11 more tasks (vcpu2, vcpu1, vcpu3),
-/// running"): a sleep ended by each of a VM's many vCPU threads in turn is still said in
-/// full.
-fn woken_by(
-    wakers: Option<&HashMap<(i32, String, String), u64>>,
-    sleep_ns: u64,
-) -> Vec<ExplainedBy> {
-    let Some(wakers) = wakers else {
-        return Vec::new();
-    };
-    let mut wakers: Vec<(&(i32, String, String), &u64)> = wakers.iter().collect();
-    wakers.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-    let share = |ns: u64| (ns as f64 / sleep_ns.max(1) as f64).min(1.0);
-    let mut out: Vec<ExplainedBy> = wakers
-        .iter()
-        .take(NAMED_WAKERS)
-        .map(|&((pid, comm, doing), &ns)| ExplainedBy {
-            what: if *pid == 0 {
-                "woken by an interrupt or timer (no task)".to_string()
-            } else {
-                format!("woken by {comm}/{pid}, {doing}")
-            },
-            share: share(ns),
-        })
-        .collect();
-    // The rest, by what the wakers were doing.
-    let mut rest: HashMap<&str, RestOfWakers> = HashMap::new();
-    for &((_, comm, doing), &ns) in wakers.iter().skip(NAMED_WAKERS) {
-        // By what they did, not by who woke each of them in turn ("running, itself woken
-        // by vcpu3/12"): a VM's vCPUs waking one another would otherwise make one group per
-        // vCPU, each too small to say.
-        let doing = doing.split(", itself woken by ").next().unwrap_or(doing);
-        let group = rest.entry(doing).or_default();
-        group.0 += ns;
-        group.1 += 1;
-        if !comm.is_empty() && group.2.len() < 3 && !group.2.contains(&comm.as_str()) {
-            group.2.push(comm);
-        }
-    }
-    let mut rest: Vec<(&str, RestOfWakers)> = rest.into_iter().collect();
-    rest.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(b.0)));
-    out.extend(
-        rest.into_iter()
-            .map(|(doing, (ns, tasks, names))| ExplainedBy {
-                what: match names.is_empty() {
-                    true => format!(
-                        "woken by {}, {doing}",
-                        vmscale_stats::units::plural(tasks, "more waker")
-                    ),
-                    false => format!(
-                        "woken by {} ({}), {doing}",
-                        vmscale_stats::units::plural(tasks, "more task"),
-                        names.join(", ")
-                    ),
-                },
-                share: share(ns),
-            }),
-    );
-    out.retain(|e| e.share >= 0.005);
-    out
-}
-
-/// Wakers of a timed sleep named one by one; the rest are said by what they did.
-const NAMED_WAKERS: usize = 5;
-
-/// Wakers past the named ones that did one thing: the sleep they ended, how many they
-/// are, and the first few of their names.
-type RestOfWakers<'a> = (u64, u64, Vec<&'a str>);
-
 pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Finding> {
     let mut total = 0u64;
     let mut samples = 0u64;
     let mut parts: HashMap<(ComponentKind, String), u64> = HashMap::new();
     let mut cpu_holders: HashMap<(i32, String, bool), u64> = HashMap::new();
-    // Per sleep site: (waker, what it did) -> the sleeps it ended.
-    let mut sleep_wakers: HashMap<String, HashMap<(i32, String, String), u64>> = HashMap::new();
+    // Per sleep site: (waker, what it did) -> the sleeps it ended, and how many tasks it is.
+    let mut sleep_wakers: HashMap<String, super::timed_wakers::PhaseWakers> = HashMap::new();
     for op in trace
         .breakdown
         .iter()
@@ -137,11 +66,13 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
                 *cpu_holders.entry((h.pid, comm, h.subject)).or_default() += h.ns;
             }
             for w in &c.wakers {
-                *sleep_wakers
+                let e = sleep_wakers
                     .entry(c.detail.clone())
                     .or_default()
                     .entry((w.pid, w.comm.clone(), w.doing.clone()))
-                    .or_default() += w.slept_ns;
+                    .or_default();
+                e.0 += w.slept_ns;
+                e.1 += w.tasks;
             }
         }
     }
@@ -260,7 +191,7 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
                         super::code_paths::explained_by(trace, super::code_paths::Side::Both)
                     }
                     ComponentKind::Asleep => {
-                        woken_by(sleep_wakers.get(&detail), (share * total as f64) as u64)
+                        super::timed_wakers::woken_by(sleep_wakers.get(&detail), (share * total as f64) as u64)
                     }
                     _ => Vec::new(),
                 },
@@ -278,43 +209,4 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
         first.evidence.splice(0..0, head);
     }
     findings
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn wakers_past_the_fifth_are_said_together_by_what_they_did() {
-        // Twelve vCPU threads each ended a twelfth of the sleep, all running.
-        let wakers: HashMap<(i32, String, String), u64> = (0..12)
-            .map(|i| ((100 + i, format!("vcpu{i}"), "running".to_string()), 10))
-            .collect();
-        let parts = woken_by(Some(&wakers), 120);
-        assert_eq!(parts.len(), 6, "{parts:#?}");
-        let said: f64 = parts.iter().map(|p| p.share).sum();
-        assert!((said - 1.0).abs() < 1e-9, "{parts:#?}");
-        let rest = &parts[5];
-        assert!(
-            rest.what.starts_with("woken by 7 more tasks ("),
-            "{}",
-            rest.what
-        );
-        assert!(rest.what.ends_with("), running"), "{}", rest.what);
-        // Woken in turn by one another: still one group, not one per waker's waker.
-        let wakers: HashMap<(i32, String, String), u64> = (0..40)
-            .map(|i| {
-                let doing = format!("running, itself woken by vcpu{}/{}", i + 1, 101 + i);
-                ((100 + i, format!("vcpu{i}"), doing), 3)
-            })
-            .collect();
-        let parts = woken_by(Some(&wakers), 120);
-        assert_eq!(parts.len(), 6, "{parts:#?}");
-        assert!(
-            parts[5].what.starts_with("woken by 35 more tasks ("),
-            "{}",
-            parts[5].what
-        );
-        assert!((parts.iter().map(|p| p.share).sum::<f64>() - 1.0).abs() < 1e-9);
-    }
 }
