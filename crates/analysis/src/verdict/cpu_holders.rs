@@ -1,11 +1,14 @@
 //! Runnable time said by who held the CPUs: the tasks that ran where the waiting tasks were
 //! queued, the subject's own apart from everyone else's.
 
+use std::collections::HashMap;
+
 use vmscale_run::findings::CpuHolder;
 use vmscale_run::verdict::ExplainedBy;
 
 use super::percent;
 use crate::runqueue::REST_PID;
+use crate::task_names::kind_of;
 
 /// ": its CPUs ran its own tasks for 80% of it (vcpu0, vcpu3, ...) and other tasks for
 /// 15% (rustc, cc1)", or nothing when no holder was seen.
@@ -61,24 +64,86 @@ pub(super) fn summary(holders: &[CpuHolder], runnable_ns: u64) -> String {
     format!(": the CPUs it waited for ran {}", parts.join(", "))
 }
 
-/// The holders as parts of the runnable time, largest first.
+/// Holders of one numbered kind: their pids, their time and their first names.
+type Kind<'a> = (Vec<i32>, u64, Vec<&'a str>);
+
+/// The holders as parts of the runnable time, largest first. Numbered threads of one kind
+/// (a VM's "vcpu0".."vcpu7") are one part: which of a VM's vCPU threads held the CPU at a
+/// given moment is the scheduler's accident; that the VM's vCPUs held it is the mechanism.
 pub(super) fn explained_by(holders: &[CpuHolder], runnable_ns: u64) -> Vec<ExplainedBy> {
     if runnable_ns == 0 {
         return Vec::new();
     }
-    holders
+    // (kind, its own?) -> the pids, their time and their first names.
+    let mut kinds: HashMap<(String, bool), Kind> = HashMap::new();
+    for h in holders.iter().filter(|h| h.pid > 0) {
+        if let Some(kind) = kind_of(&h.comm) {
+            let e = kinds.entry((kind, h.subject)).or_default();
+            if !e.0.contains(&h.pid) {
+                e.0.push(h.pid);
+            }
+            e.1 += h.ns;
+            if e.2.len() < 3 && !e.2.contains(&h.comm.as_str()) {
+                e.2.push(&h.comm);
+            }
+        }
+    }
+    kinds.retain(|_, (pids, _, _)| pids.len() > 1);
+    let share = |ns: u64| (ns as f64 / runnable_ns as f64).min(1.0);
+    let mut out: Vec<(u64, ExplainedBy)> = holders
         .iter()
-        .map(|h| ExplainedBy {
-            what: match h.pid {
+        .filter(|h| {
+            h.pid <= 0 || kind_of(&h.comm).is_none_or(|k| !kinds.contains_key(&(k, h.subject)))
+        })
+        .map(|h| {
+            let what = match h.pid {
                 0 => "the CPU idle, waking up to run it".to_string(),
                 -1 => "a CPU no switch was seen on".to_string(),
                 REST_PID => format!("{} held the CPU", h.comm),
                 _ if h.subject => format!("{}/{} (its own) held the CPU", h.comm, h.pid),
                 _ => format!("{}/{} held the CPU", h.comm, h.pid),
-            },
-            share: (h.ns as f64 / runnable_ns as f64).min(1.0),
+            };
+            (
+                h.ns,
+                ExplainedBy {
+                    what,
+                    share: share(h.ns),
+                },
+            )
         })
-        .collect()
+        .collect();
+    out.extend(
+        kinds
+            .into_iter()
+            .map(|((kind, subject), (pids, ns, names))| {
+                // One name for all ("cc1" of four compilers) is said as that name.
+                let what = match (names.as_slice(), subject) {
+                    ([name], true) => format!("{} {name} tasks (its own) held the CPU", pids.len()),
+                    ([name], false) => format!("{} {name} tasks held the CPU", pids.len()),
+                    (_, true) => format!(
+                        "{} {kind} threads (its own: {}) held the CPU",
+                        pids.len(),
+                        names.join(", ")
+                    ),
+                    (_, false) => {
+                        format!(
+                            "{} {kind} threads ({}) held the CPU",
+                            pids.len(),
+                            names.join(", ")
+                        )
+                    }
+                };
+                (
+                    ns,
+                    ExplainedBy {
+                        what,
+                        share: share(ns),
+                    },
+                )
+            }),
+    );
+    out.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.what.cmp(&b.1.what)));
+    out.into_iter().map(|(_, e)| e).collect()
 }
 
 #[cfg(test)]
@@ -106,6 +171,33 @@ mod tests {
             summary(&holders, 100),
             ": the CPUs it waited for ran its own tasks for 90% of it (vcpu0, kvm-nx-lpage-re), \
              other tasks for 10%"
+        );
+    }
+
+    #[test]
+    fn numbered_threads_of_one_kind_hold_the_cpu_as_one_part() {
+        let holders = [
+            held("vcpu0", 10, 30, true),
+            held("vcpu1", 11, 25, true),
+            held("cc1", 20, 20, false),
+            held("vcpu2", 12, 15, true),
+            held("kworker/0:1", 30, 5, false),
+            held("cc1", 21, 5, false),
+        ];
+        let said: Vec<(String, f64)> = explained_by(&holders, 100)
+            .into_iter()
+            .map(|e| (e.what, e.share))
+            .collect();
+        assert_eq!(
+            said,
+            [
+                (
+                    "3 vcpuN threads (its own: vcpu0, vcpu1, vcpu2) held the CPU".to_string(),
+                    0.7
+                ),
+                ("2 cc1 tasks held the CPU".to_string(), 0.25),
+                ("kworker/0:1/30 held the CPU".to_string(), 0.05),
+            ]
         );
     }
 }

@@ -11,6 +11,7 @@ use vmscale_run::verdict::ExplainedBy;
 
 use crate::breakdown::without_whose_wake;
 use crate::runqueue::REST_PID;
+use crate::task_names::kind_of;
 
 /// Wakers (single tasks or kinds of thread) named one by one.
 const NAMED_WAKERS: usize = 5;
@@ -66,7 +67,7 @@ pub(super) fn woken_by(wakers: Option<&PhaseWakers>, sleep_ns: u64) -> Vec<Expla
                 doing: doing.clone(),
                 ns,
             }),
-            pid => match pattern(comm) {
+            pid => match kind_of(comm) {
                 Some(p) => kinds
                     .entry((p, without_whose_wake(doing).to_string()))
                     .or_default()
@@ -124,7 +125,7 @@ pub(super) fn woken_by(wakers: Option<&PhaseWakers>, sleep_ns: u64) -> Vec<Expla
     // What the breakdown said together joins a kind when all its names are of that kind.
     let mut rest: Vec<(&str, &str, u64, u64)> = Vec::new();
     for (names, doing, ns, tasks) in folded {
-        let patterns: HashSet<Option<String>> = names.split(", ").map(pattern).collect();
+        let patterns: HashSet<Option<String>> = names.split(", ").map(kind_of).collect();
         let kind = match patterns.into_iter().collect::<Vec<_>>().as_slice() {
             [Some(p)] => kind_at.get(&(p.clone(), without_whose_wake(doing).to_string())),
             _ => None,
@@ -202,6 +203,15 @@ impl Entry {
         match &self.who {
             Who::Interrupt => "woken by an interrupt or timer (no task)".to_string(),
             Who::Task { comm, pid } => format!("woken by {comm}/{pid}, {}", self.doing),
+            // One name for all ("cc1" of four compilers) is said as that name.
+            Who::Kind { names, .. } if names.len() == 1 => {
+                format!(
+                    "woken by {} {} tasks, {}",
+                    self.tasks(),
+                    names[0],
+                    self.doing
+                )
+            }
             Who::Kind { pattern, names, .. } => format!(
                 "woken by {} {pattern} threads ({}), {}",
                 self.tasks(),
@@ -231,28 +241,6 @@ impl Entry {
     fn key(&self) -> (String, String) {
         (self.said(), self.doing.clone())
     }
-}
-
-/// A thread name with its numbers as "N" ("vcpu3" -> "vcpuN", "CPU 0/KVM" -> "CPU N/KVM"):
-/// the kind of thread, for names that number their threads; None for names without a
-/// number, whose threads are not told apart by it.
-fn pattern(comm: &str) -> Option<String> {
-    let mut out = String::with_capacity(comm.len());
-    let mut numbered = false;
-    let mut in_number = false;
-    for c in comm.chars() {
-        if c.is_ascii_digit() {
-            if !in_number {
-                out.push('N');
-                numbered = true;
-            }
-            in_number = true;
-        } else {
-            out.push(c);
-            in_number = false;
-        }
-    }
-    numbered.then_some(out)
 }
 
 #[cfg(test)]
@@ -301,14 +289,6 @@ mod tests {
                 "woken by 2 more tasks (kworker/0:1, vcpu9), running"
             ]
         );
-    }
-
-    #[test]
-    fn a_thread_kind_is_its_name_with_numbers_as_n() {
-        assert_eq!(pattern("vcpu12").as_deref(), Some("vcpuN"));
-        assert_eq!(pattern("CPU 3/KVM").as_deref(), Some("CPU N/KVM"));
-        assert_eq!(pattern("kworker/1:0").as_deref(), Some("kworker/N:N"));
-        assert_eq!(pattern("vmscale"), None);
     }
 
     #[test]
