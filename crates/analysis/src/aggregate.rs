@@ -814,6 +814,7 @@ fn subject(
         every_task: dump.every_task,
         asleep_left_out_ns,
         asleep_from_before_ns: 0,
+        unseen_left_out_ns: 0,
     })
 }
 

@@ -160,6 +160,11 @@ pub struct BreakdownPass {
     done: Vec<PhaseState>,
     op: Option<OpenOp>,
     timelines: Timelines,
+    /// The CPU the thread runs on as far as the trace says, and its last event there: where
+    /// another task's event comes next on that CPU with no switch between, the switch away
+    /// from the thread is missing ([`BreakdownPass::on_cpu`]).
+    thread_cpu: Option<u32>,
+    thread_seen_at: u64,
     /// The thread's last sleeping switch-out, while it sleeps.
     asleep_since: Option<u64>,
     /// CPU on which the thread's sleeping stack should come next.
@@ -339,6 +344,7 @@ impl BreakdownPass {
             return;
         };
         let ts = event.ts();
+        self.on_cpu(thread, event.pid(), event.cpu(), ts);
         if !self.windows.is_empty() {
             self.advance_windows(ts);
         }
@@ -367,6 +373,12 @@ impl BreakdownPass {
         let pid = event.pid();
         let kind = *kind;
         self.note(event, &kind);
+        if let Some(thread) = self.thread {
+            // The stack trigger's event comes after the switch, in the task switched out.
+            if !matches!(kind, EventKind::KernelStack(_)) {
+                self.on_cpu(thread, pid, event.cpu(), ts);
+            }
+        }
         if !self.windows.is_empty() && self.thread.is_some() {
             self.advance_windows(ts);
         }
@@ -376,6 +388,7 @@ impl BreakdownPass {
             if let Some(label) = text.strip_prefix(BEGIN) {
                 self.close_phase(ts);
                 self.thread = Some(pid);
+                (self.thread_cpu, self.thread_seen_at) = (Some(event.cpu()), ts);
                 self.phase = Some(PhaseState {
                     label: label.to_string(),
                     pid,
@@ -425,9 +438,13 @@ impl BreakdownPass {
                 } else if self.awaiting_stack == Some(event.cpu()) {
                     self.awaiting_stack = None;
                 }
+                if s.prev_pid == thread {
+                    self.thread_cpu = None;
+                }
                 if s.next_pid == thread {
                     self.timelines.switched_in(thread, ts, floor);
                     self.asleep_since = None;
+                    (self.thread_cpu, self.thread_seen_at) = (Some(event.cpu()), ts);
                 }
             }
             // The stacktrace trigger on sched_switch runs in the switched-out task.
@@ -505,6 +522,23 @@ impl BreakdownPass {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// An event of `pid` on `cpu`. Another task's, on the CPU the thread was last seen
+    /// running on with no switch between, means the trace misses the thread's switch away
+    /// (some hosts never trace their own housekeeping tasks, nor the switches to and from
+    /// them): its running ended with its last event there, and what it did until it is seen
+    /// again is not known.
+    #[inline]
+    fn on_cpu(&mut self, thread: i32, pid: i32, cpu: u32, ts: u64) {
+        if pid == thread {
+            (self.thread_cpu, self.thread_seen_at) = (Some(cpu), ts);
+        } else if self.thread_cpu == Some(cpu) {
+            self.thread_cpu = None;
+            let floor = self.floor(ts);
+            self.timelines
+                .switched_away_unseen(thread, self.thread_seen_at, floor);
         }
     }
 
@@ -919,6 +953,7 @@ fn split_into(
             Ok(Activity::Runnable) => Part::Runnable,
             Ok(Activity::Asleep(stack)) => Part::Asleep(stack),
             Ok(Activity::Waiting(lock)) => Part::Lock(lock),
+            Ok(Activity::Unseen) => Part::Other(crate::timeline::UNSEEN),
             Err(Gap::BeforeFirstEvent) => Part::Other(BEFORE_FIRST_EVENT),
             Err(Gap::Trimmed) => Part::Other(TRIMMED),
         };

@@ -111,6 +111,7 @@ impl From<Activity> for Piece {
             Activity::Runnable => Piece::Runnable,
             Activity::Asleep(stack) => Piece::Asleep(stack),
             Activity::Waiting(lock) => Piece::Nested(lock),
+            Activity::Unseen => Piece::Unknown(crate::timeline::UNSEEN),
         }
     }
 }
@@ -275,6 +276,9 @@ pub struct HoldersPass {
     /// Per CPU, the last task seen there that the timelines already know: a task once
     /// known stays known, so its next events on that CPU need no lookup.
     known_on_cpu: Vec<i32>,
+    /// Per CPU, the last event of the task in `known_on_cpu` there: where another task's
+    /// event comes next without a switch between, that task's running ended then.
+    seen_at: Vec<u64>,
     /// Per CPU, the task its last traced switch switched in (-1: none yet).
     switched_in: Vec<i32>,
     /// Tasks switched in whose switch out never came (the CPU's next switch came from
@@ -443,10 +447,39 @@ impl HoldersPass {
     /// another task.
     #[inline]
     pub fn observe_other(&mut self, event: &Event<'_>) {
-        let pid = event.pid();
-        if pid != 0 && self.known_on_cpu.get(event.cpu() as usize) != Some(&pid) {
-            let floor = self.floor();
-            self.running(pid, event.cpu() as usize, event.ts(), floor);
+        self.on_cpu(event.pid(), event.cpu() as usize, event.ts());
+    }
+
+    /// `pid` has an event on `cpu`: it runs there.
+    #[inline]
+    fn on_cpu(&mut self, pid: i32, cpu: usize, ts: u64) {
+        match self.known_on_cpu.get(cpu) {
+            Some(&known) if known == pid => self.seen_at[cpu] = ts,
+            None if pid == 0 => {}
+            _ => {
+                let floor = self.floor();
+                self.cpu_changed_hands(pid, cpu, ts, floor);
+            }
+        }
+    }
+
+    /// `pid` shows on `cpu` where another task was last known to run, with no switch
+    /// between: the trace misses that task's switch away (some hosts never trace their own
+    /// housekeeping tasks, nor the switches to and from them), and its running ended with
+    /// its last event there, not at its next traced switch.
+    fn cpu_changed_hands(&mut self, pid: i32, cpu: usize, ts: u64, floor: u64) {
+        if let (Some(&known), Some(&at)) = (self.known_on_cpu.get(cpu), self.seen_at.get(cpu)) {
+            if known > 0 {
+                self.timelines.switched_away_unseen(known, at, floor);
+            }
+        }
+        match pid {
+            0 => {
+                if let Some(known) = self.known_on_cpu.get_mut(cpu) {
+                    *known = 0;
+                }
+            }
+            _ => self.running(pid, cpu, ts, floor),
         }
     }
 
@@ -499,8 +532,10 @@ impl HoldersPass {
         if cpu < MAX_CACHED_CPUS {
             if self.known_on_cpu.len() <= cpu {
                 self.known_on_cpu.resize(cpu + 1, 0);
+                self.seen_at.resize(cpu + 1, 0);
             }
             self.known_on_cpu[cpu] = pid;
+            self.seen_at[cpu] = ts;
         }
     }
 
@@ -508,11 +543,9 @@ impl HoldersPass {
         let ts = event.ts();
         let pid = event.pid();
         let floor = self.floor();
-        if pid != 0 && !matches!(kind, EventKind::KernelStack(_)) {
-            let cpu = event.cpu() as usize;
-            if self.known_on_cpu.get(cpu) != Some(&pid) {
-                self.running(pid, cpu, ts, floor);
-            }
+        // The stack trigger's event comes after the switch, in the task switched out.
+        if !matches!(kind, EventKind::KernelStack(_)) {
+            self.on_cpu(pid, event.cpu() as usize, ts);
         }
         match *kind {
             EventKind::ContentionBegin(begin) => {
@@ -542,6 +575,7 @@ impl HoldersPass {
                 // even where its switch-in is missing from the trace.
                 if let Some(known) = self.known_on_cpu.get_mut(event.cpu() as usize) {
                     *known = switch.next_pid;
+                    self.seen_at[event.cpu() as usize] = ts;
                 }
             }
             EventKind::KernelStack(stack) => {

@@ -322,15 +322,16 @@ fn counted(n: u64, what: &str) -> String {
 
 /// "the trace misses context switches: ...", where a CPU's next switch came from another
 /// task than the one switched in last (`count` times). Some hosts never trace events in the
-/// context of some of their own tasks: the CPU time after one of them is switched in reads
-/// as theirs until the next traced switch, and a task they hand the CPU back to is found
-/// running by its own events instead.
+/// context of some of their own tasks, nor the switches to and from them: a task's running
+/// ends with its last event before such a gap, and it is found running again by its own
+/// events; what it did between is said as not traced, never as a cause.
 pub(crate) fn missed_switches_warning((count, tasks): (u64, Vec<String>)) -> Option<String> {
     (count > 0).then(|| {
         format!(
             "the trace misses context switches: {} a CPU's next switch came from another task \
              than the one switched in last{}; tasks the host does not trace ran between, and \
-             the CPU time until the next traced switch is said as the last traced task's",
+             a task's time from its last traced event before such a gap to its next is said as \
+             not traced, not as any cause",
             units::plural(count, "time"),
             if tasks.is_empty() {
                 String::new()

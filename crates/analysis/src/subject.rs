@@ -55,6 +55,9 @@ enum Part {
     /// Asleep (in the sleep this stack names) while holding this contended lock, as the
     /// holders pass proved ([`SubjectPass::finish`] moves the time here).
     HoldingAsleep(u64, Option<StackId>),
+    /// From its last own event before a switch the trace misses until it is seen again:
+    /// time the trace does not explain, never any cause's.
+    Unseen,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +65,9 @@ enum Sched {
     Running,
     Runnable,
     Asleep(Option<StackId>),
+    /// Switched away by a switch the trace does not show: another task's event came on its
+    /// CPU. What it did until it is seen again is not known.
+    Unseen,
 }
 
 /// A sleep that ended when another subject task woke it.
@@ -87,6 +93,9 @@ struct Task {
     /// wakes another task, their overlap with that task's sleep is what the waker did
     /// meanwhile.
     history: std::collections::VecDeque<(u64, u64, Part)>,
+    /// Its latest own event or switch-in: the last time it is known to have run, and where.
+    last_seen: u64,
+    cpu: u32,
 }
 
 impl Task {
@@ -100,6 +109,8 @@ impl Task {
             since: ts,
             last_sleep: None,
             history: std::collections::VecDeque::new(),
+            last_seen: ts,
+            cpu: u32::MAX,
         };
         task.part = task.current_part();
         task
@@ -114,6 +125,7 @@ impl Task {
             Sched::Running => Part::OnCpu,
             Sched::Runnable => Part::Runnable,
             Sched::Asleep(stack) => Part::Asleep(stack),
+            Sched::Unseen => Part::Unseen,
         }
     }
 }
@@ -199,7 +211,12 @@ pub struct SubjectPass {
     window_parts: HashMap<(i32, u32), Vec<(Part, u64)>>,
     /// Each window is one call on one thread (no window is shared by several threads).
     per_call_windows: bool,
+    /// CPU -> the subject task switched in there last, while it runs (-1: none).
+    on_cpu: Vec<i32>,
 }
+
+/// CPUs followed for switches the trace misses; events of higher CPUs are not checked.
+const MAX_CPUS: usize = 8192;
 
 /// Windows kept part by part for the what-if predictions.
 const MAX_WHAT_IF_WINDOWS: usize = 1 << 18;
@@ -237,6 +254,7 @@ impl SubjectPass {
             waker_did: HashMap::new(),
             window_parts: HashMap::new(),
             per_call_windows: false,
+            on_cpu: Vec::new(),
         }
     }
 
@@ -475,15 +493,59 @@ impl SubjectPass {
     }
 
     /// A subject task's events say it is on a CPU, whatever was last seen of it.
-    fn seen_running(&mut self, pid: i32, ts: u64) {
-        if self
-            .tasks
-            .get(&pid)
-            .is_some_and(|t| t.sched != Sched::Running)
-        {
+    fn seen_running(&mut self, pid: i32, ts: u64, cpu: u32) {
+        let Some(task) = self.tasks.get_mut(&pid) else {
+            return;
+        };
+        task.last_seen = ts;
+        task.cpu = cpu;
+        if pid > 0 {
+            self.set_on_cpu(cpu, pid);
+        }
+        let Some(task) = self.tasks.get(&pid) else {
+            return;
+        };
+        if task.sched != Sched::Running {
             self.runqueue_leave(pid, ts);
             self.update(pid, ts, |t| t.sched = Sched::Running);
         }
+    }
+
+    /// `pid` has an event on `cpu`. Where another subject task was switched in there last
+    /// and is still taken to run, the switch away from it is missing: some hosts never
+    /// trace their own housekeeping tasks, nor the switches to and from them, and a lost
+    /// page drops switches too. Its running ended after its last own event; what it did
+    /// from then until it is seen again is not known, and is not counted as any cause.
+    #[inline]
+    fn check_on_cpu(&mut self, cpu: u32, pid: i32) {
+        let Some(&running) = self.on_cpu.get(cpu as usize) else {
+            return;
+        };
+        if running < 0 || running == pid {
+            return;
+        }
+        self.on_cpu[cpu as usize] = -1;
+        let Some(task) = self.tasks.get(&running) else {
+            return;
+        };
+        // It was seen running on another CPU since: it migrated, by switches not missed.
+        if task.sched == Sched::Running && task.cpu == cpu {
+            let at = task.last_seen.max(task.since);
+            self.runqueue_leave(running, at);
+            self.update(running, at, |t| t.sched = Sched::Unseen);
+        }
+    }
+
+    /// The subject task switched in on `cpu`, or -1.
+    fn set_on_cpu(&mut self, cpu: u32, pid: i32) {
+        let cpu = cpu as usize;
+        if cpu >= self.on_cpu.len() {
+            if pid < 0 || cpu >= MAX_CPUS {
+                return;
+            }
+            self.on_cpu.resize(cpu + 1, -1);
+        }
+        self.on_cpu[cpu] = pid;
     }
 
     fn join(&mut self, pid: i32, ts: u64, sched: Sched) {
@@ -551,6 +613,10 @@ impl SubjectPass {
         let ts = event.ts();
         let pid = event.pid();
         self.last_ts = ts;
+        // The stack trigger's event comes after the switch, in the task switched out.
+        if !matches!(kind, EventKind::KernelStack(_)) {
+            self.check_on_cpu(event.cpu(), pid);
+        }
         if let EventKind::Work(work) = kind {
             self.work.observe(pid, ts, work);
             return;
@@ -596,6 +662,15 @@ impl SubjectPass {
                 }
                 self.runqueue_leave(s.next_pid, ts);
                 self.update(s.next_pid, ts, |t| t.sched = Sched::Running);
+                let next = match self.tasks.get_mut(&s.next_pid) {
+                    Some(task) if s.next_pid > 0 => {
+                        task.last_seen = ts;
+                        task.cpu = event.cpu();
+                        s.next_pid
+                    }
+                    _ => -1,
+                };
+                self.set_on_cpu(event.cpu(), next);
                 return;
             }
             // The stacktrace trigger on sched_switch runs in the task switched out.
@@ -668,7 +743,7 @@ impl SubjectPass {
             }
             return;
         }
-        self.seen_running(pid, ts);
+        self.seen_running(pid, ts, event.cpu());
         match *kind {
             EventKind::ContentionBegin(b) => {
                 self.lock_flags.entry(b.lock_addr).or_insert(b.flags);
@@ -834,10 +909,18 @@ impl SubjectPass {
         } else {
             0
         };
+        let unseen_left_out_ns = parts
+            .iter()
+            .filter(|p| p.kind == ComponentKind::Other && p.detail == crate::timeline::UNSEEN)
+            .map(|p| p.total_ns)
+            .sum::<u64>();
         Some(SubjectTime {
             tasks: seen as u32,
             unseen,
-            total_ns: parts.iter().map(|p| p.total_ns).sum::<u64>() - asleep_left_out_ns,
+            total_ns: parts.iter().map(|p| p.total_ns).sum::<u64>()
+                - asleep_left_out_ns
+                - unseen_left_out_ns,
+            unseen_left_out_ns,
             joined_ns: joined.values().sum(),
             joined: self.top(joined),
             parts,
@@ -1179,6 +1262,7 @@ impl SubjectPass {
                 ComponentKind::CrossCpu,
                 cause_names::function(symbols, func),
             ),
+            Part::Unseen => (ComponentKind::Other, crate::timeline::UNSEEN.to_string()),
             Part::HoldingAsleep(lock, stack) => {
                 return (
                     ComponentKind::HoldingAsleep,

@@ -26,7 +26,13 @@ pub(crate) enum Activity {
     Asleep(Option<StackId>),
     /// Between its contention_begin and contention_end on this lock.
     Waiting(u64),
+    /// Switched away by a context switch the trace misses, until it is seen again: what it
+    /// did then is not known ([`UNSEEN`]).
+    Unseen,
 }
+
+/// What [`Activity::Unseen`] time is said as, wherever a pass says it.
+pub(crate) const UNSEEN: &str = "not traced: switched away by a context switch the trace misses";
 
 #[derive(Debug, Clone, Copy)]
 struct Span {
@@ -90,7 +96,7 @@ impl Timelines {
     /// runs). Once a task has a span it keeps at least one.
     pub(crate) fn seen_running(&mut self, pid: i32, ts: u64, floor: u64) {
         match self.current(pid) {
-            None | Some(Activity::Runnable) | Some(Activity::Asleep(_)) => {
+            None | Some(Activity::Runnable | Activity::Asleep(_) | Activity::Unseen) => {
                 let activity = self
                     .waiting(pid)
                     .map_or(Activity::Running, Activity::Waiting);
@@ -112,6 +118,16 @@ impl Timelines {
             .waiting_on
             .last()
             .map(|&(lock, _)| lock)
+    }
+
+    /// Another task's event came on the CPU the task was running on, `at` being its own
+    /// last there: its switch away is missing from the trace (a host that never traces some
+    /// of its own tasks, or a lost page). Its running ends at `at`; a lock wait stays one.
+    pub(crate) fn switched_away_unseen(&mut self, pid: i32, at: u64, floor: u64) {
+        if self.current(pid) == Some(Activity::Running) {
+            let since = self.tasks[&pid].spans.back().map_or(at, |s| s.start);
+            self.set(pid, at.max(since), Activity::Unseen, floor);
+        }
     }
 
     pub(crate) fn switched_in(&mut self, pid: i32, ts: u64, floor: u64) {

@@ -310,6 +310,11 @@ pub struct SubjectTime {
     /// with nothing to do until their turn).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub asleep_from_before_ns: u64,
+    /// Time of subject tasks between their last traced event and their next, around a
+    /// context switch the trace misses (the `Other` part that says so): left out of
+    /// `total_ns`, since nothing says what the task did then.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unseen_left_out_ns: u64,
 }
 
 /// One cause of the subject's time and the tasks that spent most of it.

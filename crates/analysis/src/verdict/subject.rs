@@ -219,6 +219,8 @@ pub(super) fn subject_findings(
             }
             // Across every task of a host, a sleep without a lock is idle time, left out.
             (ComponentKind::Asleep, _) if subject.every_task => {}
+            // Time the trace cannot say anything of is no cause's (left out of the total).
+            (ComponentKind::Other, _) => {}
             // A sleep while holding a lock others waited for is that lock's cost: one share
             // with the waits, so no finding calls the same sleep two things.
             (ComponentKind::HoldingAsleep, _) => {
@@ -519,6 +521,18 @@ pub(super) fn subject_findings(
         head.push(format!(
             "left out: {} asleep without a contended lock (tasks with nothing to do, or waiting for an event: the trace cannot tell which)",
             duration(subject.asleep_left_out_ns)
+        ));
+    }
+    if subject.unseen_left_out_ns > 0 {
+        let tasks = subject
+            .parts
+            .iter()
+            .find(|p| p.kind == ComponentKind::Other && p.detail == crate::timeline::UNSEEN)
+            .map(|p| tasks_list(&p.tasks))
+            .unwrap_or_default();
+        head.push(format!(
+            "left out: {} the trace cannot say anything of: tasks switched away by context switches it misses, until their next traced event ({tasks})",
+            duration(subject.unseen_left_out_ns)
         ));
     }
     if subject.asleep_from_before_ns > 0 {

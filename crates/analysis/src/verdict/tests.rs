@@ -260,6 +260,7 @@ fn subject(parts: Vec<(ComponentKind, &str, u64)>, user_ns: u64, system_ns: u64)
             every_task: false,
             asleep_left_out_ns: 0,
             asleep_from_before_ns: 0,
+            unseen_left_out_ns: 0,
         }),
         ..TraceSection::default()
     }
