@@ -748,11 +748,11 @@ impl BreakdownPass {
         fold_rest_of_wakers(wakers)
     }
 
-    /// The phase's timed samples with the component `key` removed, and halved.
+    /// The phase's timed samples with the components `keys` removed, and halved.
     fn what_if(
         &self,
         phase: &PhaseState,
-        key: (ComponentKind, &str),
+        keys: &[(ComponentKind, &str)],
         symbols: &dyn Symbols,
         names: &HashMap<u64, &str>,
     ) -> Option<vmscale_run::findings::WhatIf> {
@@ -769,7 +769,7 @@ impl BreakdownPass {
                     .filter(|&&(part, _)| {
                         *of_key.entry(part).or_insert_with(|| {
                             let (kind, detail) = self.describe_part(part, symbols, names);
-                            kind == key.0 && detail == key.1
+                            keys.iter().any(|k| kind == k.0 && detail == k.1)
                         })
                     })
                     .map(|(_, ns)| ns)
@@ -778,6 +778,44 @@ impl BreakdownPass {
             })
             .collect();
         crate::what_if::predict(samples.into_iter())
+    }
+
+    /// The timed samples with several of the largest causes removed together: each pair
+    /// of the three largest components that are causes, and all three. A sample's time in
+    /// two causes is removed once, where adding two single predictions would remove it
+    /// twice, and a change that removes two causes (pinning, say: no preemption and no
+    /// cross-CPU wait) is predicted as such.
+    fn what_ifs_together(
+        &self,
+        phase: &PhaseState,
+        components: &[Component],
+        symbols: &dyn Symbols,
+        names: &HashMap<u64, &str>,
+    ) -> Vec<vmscale_run::findings::WhatIfTogether> {
+        let causes: Vec<(ComponentKind, &str)> = components
+            .iter()
+            .filter(|c| c.kind != ComponentKind::Other)
+            .take(3)
+            .map(|c| (c.kind, c.detail.as_str()))
+            .collect();
+        let mut sets: Vec<Vec<(ComponentKind, &str)>> = Vec::new();
+        for i in 0..causes.len() {
+            for j in i + 1..causes.len() {
+                sets.push(vec![causes[i], causes[j]]);
+            }
+        }
+        if causes.len() == 3 {
+            sets.push(causes.clone());
+        }
+        sets.into_iter()
+            .filter_map(|keys| {
+                let prediction = self.what_if(phase, &keys, symbols, names)?;
+                Some(vmscale_run::findings::WhatIfTogether {
+                    removed: keys.iter().map(|&(k, d)| (k, d.to_string())).collect(),
+                    prediction,
+                })
+            })
+            .collect()
     }
 
     /// Who held the CPU while the thread was runnable in the phase's timed samples.
@@ -838,7 +876,7 @@ impl BreakdownPass {
                             Vec::new()
                         },
                         what_if: (id == TIMED_SAMPLE)
-                            .then(|| self.what_if(phase, (kind, &detail), symbols, names))
+                            .then(|| self.what_if(phase, &[(kind, &detail)], symbols, names))
                             .flatten(),
                         wakers: if kind == ComponentKind::Asleep {
                             self.sleep_wakers(agg, &detail, symbols, names)
@@ -876,6 +914,10 @@ impl BreakdownPass {
                         .then(a.pid.cmp(&b.pid))
                 });
                 wakers.truncate(TOP_WAKERS);
+                let what_if_together = match id {
+                    TIMED_SAMPLE => self.what_ifs_together(phase, &components, symbols, names),
+                    _ => Vec::new(),
+                };
                 OperationBreakdown {
                     operation: syscall_name(id),
                     syscall: id,
@@ -884,6 +926,7 @@ impl BreakdownPass {
                     total_ns: agg.latency.total(),
                     components,
                     wakers,
+                    what_if_together,
                 }
             })
             .collect();

@@ -1223,6 +1223,7 @@ fn breakdown_record() -> RunRecord {
     };
     let ioctl =
         |total_ns: u64, components: Vec<Component>, wakers: Vec<Waker>| OperationBreakdown {
+            what_if_together: Vec::new(),
             operation: "ioctl".into(),
             syscall: 16,
             count: 60,

@@ -826,6 +826,19 @@ pub struct OperationBreakdown {
     pub components: Vec<Component>,
     /// Who woke the thread out of its sleeps during these operations, most first.
     pub wakers: Vec<Waker>,
+    /// Timed samples only: the latency predicted with several of the largest components
+    /// removed together (each pair of the three largest, and all three), sample by sample.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub what_if_together: Vec<WhatIfTogether>,
+}
+
+/// Components removed together from every timed sample, and the latency predicted then.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WhatIfTogether {
+    /// (kind, detail) of each component removed, as in [`OperationBreakdown::components`].
+    pub removed: Vec<(ComponentKind, String)>,
+    #[serde(flatten)]
+    pub prediction: WhatIf,
 }
 
 /// Where part of an operation's time went.

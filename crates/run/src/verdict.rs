@@ -70,6 +70,10 @@ pub struct Finding {
     /// from each sample's own share of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub what_if: Option<FindingWhatIf>,
+    /// With the largest cause of the same strategy (the first of its findings): the latency
+    /// predicted with both removed together (one sample's time in both is removed once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what_if_together: Option<FindingWhatIf>,
 }
 
 /// A finding's what-if: where it was predicted and what.

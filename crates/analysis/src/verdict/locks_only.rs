@@ -109,6 +109,7 @@ pub(super) fn lock_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fin
                 evidence,
                 explained_by: super::lock_explained_by(trace, Some(l)),
                 what_if: None,
+                what_if_together: None,
             }
         })
         .collect()

@@ -129,6 +129,7 @@ fn none(summary: &str, evidence: Vec<String>) -> Finding {
         evidence,
         explained_by: Vec::new(),
         what_if: None,
+        what_if_together: None,
     }
 }
 

@@ -473,6 +473,7 @@ pub(super) fn subject_findings(
                         prediction: p.what_if?,
                     })
                 }),
+                what_if_together: None,
             }
         })
         .collect();

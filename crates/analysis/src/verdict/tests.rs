@@ -66,6 +66,7 @@ fn timed(components: Vec<Component>, syscall: i64) -> TraceSection {
         breakdown: vec![PhaseBreakdown {
             label: "memslot vcpus=2 strategy=direct".into(),
             operations: vec![OperationBreakdown {
+                what_if_together: Vec::new(),
                 operation: "timed sample".into(),
                 syscall,
                 count: 10,
@@ -581,5 +582,62 @@ fn a_holder_is_named_only_as_far_as_the_trace_proves_it() {
         holder.starts_with("the trace proves a holder for 80%")
             && holder.contains("; where proven: "),
         "{holder}"
+    );
+}
+
+#[test]
+fn the_second_cause_says_what_removing_both_would_do() {
+    let mut trace = timed(
+        vec![
+            component(ComponentKind::Runnable, "", 600),
+            component(ComponentKind::OnCpu, "", 300),
+            component(ComponentKind::Asleep, "(no stack)", 100),
+        ],
+        TIMED_SAMPLE,
+    );
+    let prediction = vmscale_run::findings::WhatIf {
+        samples: 10,
+        p50_ns: 100,
+        p99_ns: 200,
+        removed_p50_ns: 10,
+        removed_p99_ns: 20,
+        halved_p50_ns: 55,
+        halved_p99_ns: 110,
+    };
+    let op = &mut trace.breakdown[0].operations[0];
+    // Only the pair the two first findings are: another pair is not theirs.
+    for removed in [
+        vec![
+            (ComponentKind::OnCpu, String::new()),
+            (ComponentKind::Asleep, "(no stack)".into()),
+        ],
+        vec![
+            (ComponentKind::OnCpu, String::new()),
+            (ComponentKind::Runnable, String::new()),
+        ],
+    ] {
+        op.what_if_together
+            .push(vmscale_run::findings::WhatIfTogether {
+                removed: removed.clone(),
+                prediction: vmscale_run::findings::WhatIf {
+                    removed_p50_ns: if removed[1].0 == ComponentKind::Runnable {
+                        10
+                    } else {
+                        90
+                    },
+                    ..prediction
+                },
+            });
+    }
+    let found = verdict(&record(Some(trace)));
+    assert_eq!(found[0].cause, Cause::CpuStarvation);
+    assert!(found[0].what_if_together.is_none());
+    let both = found[1].what_if_together.as_ref().expect("both removed");
+    assert_eq!(both.prediction.removed_p50_ns, 10);
+    assert!(
+        both.change.contains("runnable")
+            && both.change.contains(" and without its own on-CPU work"),
+        "{}",
+        both.change
     );
 }

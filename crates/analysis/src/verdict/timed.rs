@@ -38,6 +38,48 @@ fn what_if(trace: &TraceSection, kind: ComponentKind, detail: &str) -> Option<Fi
         })
 }
 
+/// The two causes removed together, predicted for the phase where together they weigh
+/// most.
+fn what_if_together(
+    trace: &TraceSection,
+    keys: [(ComponentKind, &str); 2],
+) -> Option<FindingWhatIf> {
+    trace
+        .breakdown
+        .iter()
+        .filter_map(|phase| {
+            let op = phase
+                .operations
+                .iter()
+                .find(|op| op.syscall == TIMED_SAMPLE)?;
+            let both = op.what_if_together.iter().find(|w| {
+                w.removed.len() == 2
+                    && keys.iter().all(|k| {
+                        w.removed
+                            .iter()
+                            .any(|(kind, detail)| *kind == k.0 && detail == k.1)
+                    })
+            })?;
+            let weight: u64 = op
+                .components
+                .iter()
+                .filter(|c| keys.iter().any(|k| c.kind == k.0 && c.detail == k.1))
+                .map(|c| c.total_ns)
+                .sum();
+            Some((phase, weight, both))
+        })
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.label.cmp(&a.0.label)))
+        .map(|(phase, _, both)| FindingWhatIf {
+            change: format!(
+                "{} and {}",
+                super::change(keys[0].0, keys[0].1),
+                super::change(keys[1].0, keys[1].1)
+            ),
+            phase: phase.label.clone(),
+            prediction: both.prediction,
+        })
+}
+
 pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Finding> {
     let mut total = 0u64;
     let mut samples = 0u64;
@@ -107,12 +149,19 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
         samples,
         duration(total)
     );
-    let mut findings: Vec<Finding> = ranked
+    let said: Vec<(ComponentKind, String, f64)> = ranked
         .into_iter()
         .filter(|((kind, _), _)| *kind != ComponentKind::Other)
         .map(|((kind, detail), ns)| (kind, detail, ns as f64 / total as f64))
         .filter(|&(_, _, share)| share >= MIN_SHARE)
         .take(MAX_FINDINGS)
+        .collect();
+    let together = match said.as_slice() {
+        [a, b, ..] => what_if_together(trace, [(a.0, a.1.as_str()), (b.0, b.1.as_str())]),
+        _ => None,
+    };
+    let mut findings: Vec<Finding> = said
+        .into_iter()
         .map(|(kind, detail, share)| {
             let mut evidence = Vec::new();
             let pct = percent(share);
@@ -196,9 +245,13 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
                     _ => Vec::new(),
                 },
                 what_if: what_if(trace, kind, &detail),
+                what_if_together: None,
             }
         })
         .collect();
+    if let Some(second) = findings.get_mut(1) {
+        second.what_if_together = together;
+    }
     if let Some(first) = findings.first_mut() {
         // Said once: what was explained, and how the cost grew.
         let mut head = growth(record);

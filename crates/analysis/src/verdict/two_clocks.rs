@@ -164,6 +164,7 @@ pub(super) fn two_clocks(record: &RunRecord) -> Vec<Finding> {
             evidence,
             explained_by,
             what_if: None,
+            what_if_together: None,
         });
     }
     findings

@@ -83,6 +83,7 @@ pub(super) fn findings(
                 evidence,
                 explained_by: Vec::new(),
                 what_if: None,
+                what_if_together: None,
             }
         })
         .collect();
@@ -104,6 +105,7 @@ pub(super) fn findings(
             .collect(),
         explained_by: Vec::new(),
         what_if: None,
+        what_if_together: None,
     });
     out.extend(timed.into_iter().filter(|f| f.cause != Cause::Sleep));
     out

@@ -59,6 +59,20 @@ pub(crate) fn section(record: &RunRecord, depth: Depth) -> Option<Section> {
                     duration(p.halved_p99_ns),
                 )));
             }
+            if let Some(w) = &finding.what_if_together {
+                use vmscale_stats::units::duration;
+                let p = &w.prediction;
+                first.push(Text::from(format!(
+                    "what if, both: {} ({}, {} samples): p50 {} (now {}), p99 {} (now {})",
+                    w.change,
+                    w.phase,
+                    p.samples,
+                    duration(p.removed_p50_ns),
+                    duration(p.p50_ns),
+                    duration(p.removed_p99_ns),
+                    duration(p.p99_ns),
+                )));
+            }
             let mut details = first.clone();
             details.extend(finding.evidence.iter().map(|e| Text::from(e.as_str())));
             let shown = match depth {

@@ -302,6 +302,7 @@ pub fn verdict() -> Vec<Finding> {
             ],
             explained_by: Vec::new(),
             what_if: None,
+            what_if_together: None,
         },
         Finding {
             summary: "21% of its time was spent runnable but not on a CPU".into(),
@@ -312,6 +313,7 @@ pub fn verdict() -> Vec<Finding> {
             evidence: vec!["16 vCPUs on 8 host CPUs".into()],
             explained_by: Vec::new(),
             what_if: None,
+            what_if_together: None,
         },
     ]
 }
