@@ -37,10 +37,11 @@ const BOOTSTRAP_ITERATIONS: usize = 2_000;
 /// host inflates first, and ten blocks of a few samples have no p99 worth testing.
 const JUDGED: [Statistic; 2] = [Statistic::P50, Statistic::Mean];
 
-const SLOWER: &str = "slower";
-const FASTER: &str = "faster";
+/// Row verdicts others act on (`vmscale fleet --regressions` counts and overrides them).
+pub const SLOWER: &str = "slower";
+pub const FASTER: &str = "faster";
 const UNDECIDABLE_BUSY: &str = "undecidable (busy host)";
-const UNDECIDABLE_TRACING: &str = "undecidable (tracing differs)";
+pub const UNDECIDABLE_TRACING: &str = "undecidable (tracing differs)";
 const UNDECIDABLE_RUNS: &str = "undecidable: the runs disagree among themselves";
 const UNDECIDABLE_BLOCKS: &str = "undecidable: the blocks of a run disagree among themselves";
 const TOO_FEW: &str = "too few samples to judge";
@@ -364,7 +365,7 @@ fn rows(a: &RunRecord, b: &RunRecord, noise: f64) -> Vec<Row> {
             let Some(sb) = pb.series.iter().find(|s| s.name == sa.name) else {
                 continue;
             };
-            rows.push(row(pa.n, sa, sb, noise));
+            rows.push(judge_point(pa.n, sa, sb, noise));
         }
     }
     rows
@@ -383,8 +384,9 @@ fn runs_of(series: &Series) -> Vec<&[u64]> {
 /// replicates; otherwise each run's blocks, in the order the run stored its samples, which
 /// is the order they were taken for every scenario but irqfd, whose calls are stored per
 /// holder thread (each thread's in order): there a block is a stretch of one thread's
-/// calls.
-fn row(n: u64, sa: &Series, sb: &Series, noise: f64) -> Row {
+/// calls. Public so that series gathered from many runs (`vmscale fleet --regressions`,
+/// each run one of `runs`) are judged by the same rules as two runs are.
+pub fn judge_point(n: u64, sa: &Series, sb: &Series, noise: f64) -> Row {
     let (a, b) = (&sa.samples_ns, &sb.samples_ns);
     let (runs_a, runs_b) = (runs_of(sa), runs_of(sb));
     let by_runs = runs_a.len() >= MIN_RUNS && runs_b.len() >= MIN_RUNS;

@@ -114,7 +114,7 @@ fn distribution_fields(summary: Option<&Summary>) -> Vec<String> {
     }
 }
 
-fn line(fields: impl Iterator<Item = String>) -> String {
+pub(crate) fn line(fields: impl Iterator<Item = String>) -> String {
     let quoted: Vec<String> = fields.map(|f| quote(&f)).collect();
     format!("{}\n", quoted.join(","))
 }

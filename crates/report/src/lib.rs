@@ -34,6 +34,7 @@ mod render;
 mod scaling;
 mod sections;
 mod table;
+pub mod tabular;
 use vmscale_stats::units;
 
 use std::fmt;
