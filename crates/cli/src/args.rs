@@ -126,6 +126,28 @@ pub enum Command {
         #[arg(long)]
         details: bool,
     },
+    /// SQL over runs exported as Parquet tables (export --parquet RUN_DIR... -o DIR)
+    ///
+    /// Every table (runs, samples, summaries, growth, findings, lock_waits, holds, ipis,
+    /// stacks) is there under its own name, over all of its files, with the partition keys
+    /// kernel, host and date as text columns (null where unknown); docs/parquet.md has
+    /// every column. Only queries run: nothing is created, changed or dropped. Answered by
+    /// an embedded engine (DataFusion); the same files open in DuckDB and Spark.
+    Query {
+        /// The directory export --parquet wrote
+        dir: PathBuf,
+        /// One SQL query, e.g. "SELECT kernel, count(*) FROM runs GROUP BY kernel"
+        sql: String,
+        #[arg(long, default_value = "table", value_parser = parse_format)]
+        format: vmscale_report::Format,
+    },
+    /// Named questions over runs exported as Parquet tables: which lock tops the verdict,
+    /// which hosts regressed between two kernels, how the growth claims compare
+    ///
+    /// Each question is SQL over the tables `vmscale query` opens (--sql prints it, for
+    /// Spark to run over the same directory), plus, for --regressions, compare's own
+    /// statistics per row.
+    Fleet(FleetArgs),
     #[command(hide = true)]
     TeardownHolder(vmscale_scenario::teardown::HolderArgs),
     /// Check that this host can run vmscale: root, /dev/kvm, tracefs, kallsyms, limits
@@ -139,6 +161,57 @@ pub enum Command {
         #[arg(long, value_name = "DIR", default_value = "vmscale-runs")]
         out: PathBuf,
     },
+}
+
+/// `vmscale fleet`: one named question at a time.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("question").required(true).args(["top_locks", "regressions", "growth"])))]
+pub struct FleetArgs {
+    /// The directory export --parquet wrote
+    #[arg(required_unless_present = "sql")]
+    pub dir: Option<PathBuf>,
+    /// Which lock tops the verdict (each run's first finding with a lock), per group: in
+    /// how many of its runs, and the finding's mean share of the time explained
+    #[arg(long)]
+    pub top_locks: bool,
+    /// With --top-locks: group runs by kernel release, host or CPU model
+    #[arg(long, value_enum, default_value_t = GroupBy::Kernel, requires = "top_locks")]
+    pub by: GroupBy,
+    /// Per host, CPU model, scenario, series and n measured on both kernels, kernel B's
+    /// samples against kernel A's by compare's rules; prints the slower rows (--all: every
+    /// row) and counts every verdict
+    #[arg(long, requires = "between")]
+    pub regressions: bool,
+    /// With --regressions: the kernel releases (uname -r) to compare, A before B
+    #[arg(long, num_args = 2, value_names = ["KERNEL_A", "KERNEL_B"], requires = "regressions")]
+    pub between: Vec<String>,
+    /// With --regressions: changes smaller than this (percent) are called noise
+    #[arg(
+        long,
+        default_value_t = 5.0,
+        value_name = "PCT",
+        requires = "regressions"
+    )]
+    pub noise: f64,
+    /// With --regressions: every row compared, not only the slower ones
+    #[arg(long, requires = "regressions")]
+    pub all: bool,
+    /// The growth claims of every series, per kernel and host side by side: how many runs
+    /// claimed grows, flat, falls, ..., and the ratios they measured
+    #[arg(long)]
+    pub growth: bool,
+    /// Print the question's SQL instead of answering it (Spark SQL runs it unchanged)
+    #[arg(long)]
+    pub sql: bool,
+    #[arg(long, default_value = "table", value_parser = parse_format)]
+    pub format: vmscale_report::Format,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GroupBy {
+    Kernel,
+    Host,
+    Cpu,
 }
 
 /// `vmscale run <scenario>`: the scenarios' own flags (each scenario declares them), then

@@ -75,6 +75,8 @@ fn main() {
             details,
         } => commands::report::report(&run, format, deadline, margin, buffer.as_deref(), details),
         Command::Doctor { cleanup, out } => commands::doctor::doctor(cleanup, &out),
+        Command::Query { dir, sql, format } => commands::query::query(&dir, &sql, format),
+        Command::Fleet(args) => commands::fleet::fleet(&args),
     };
     if let Err(failure) = outcome.map_err(failure::Failure::named_limits) {
         console::note!("vmscale: error: {}", failure.message);
