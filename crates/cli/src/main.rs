@@ -147,6 +147,20 @@ fn one_line(rendered: &str) -> String {
     let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
     let first = lines.next().unwrap_or("invalid command line");
     let first = first.strip_prefix("error: ").unwrap_or(first);
+    // "the following required arguments were not provided:" lists them on the next lines.
+    let first = match first.strip_suffix(':') {
+        Some(head) => {
+            let listed: Vec<&str> = rendered
+                .lines()
+                .skip_while(|l| !l.trim_end().ends_with(':'))
+                .skip(1)
+                .take_while(|l| l.starts_with("  ") && !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            format!("{head}: {}", listed.join(", "))
+        }
+        None => first.to_string(),
+    };
     match lines.find_map(|l| l.strip_prefix("tip: ")) {
         Some(tip) => format!("{first} ({tip}; see --help)"),
         None => format!("{first} (see --help)"),
@@ -161,6 +175,10 @@ mod tests {
         assert_eq!(
             super::one_line(rendered),
             "unexpected argument '--repat' found (a similar argument exists: '--repeat'; see --help)"
+        );
+        assert_eq!(
+            super::one_line("error: the following required arguments were not provided:\n  --between <KERNEL_A> <KERNEL_B>\n\nUsage: vmscale fleet --regressions --between <KERNEL_A> <KERNEL_B> [DIR]\n"),
+            "the following required arguments were not provided: --between <KERNEL_A> <KERNEL_B> (see --help)"
         );
         assert_eq!(
             super::one_line("error: invalid value 'x' for '--repeat <N>'\n"),
