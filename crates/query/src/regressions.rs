@@ -164,7 +164,7 @@ fn column(batch: &RecordBatch, name: &str, to: &DataType) -> Result<ArrayRef, Qu
     let array = batch
         .column_by_name(name)
         .ok_or_else(|| QueryError::Sql(format!("the samples' answer has no column {name}")))?;
-    Ok(cast(array, to).map_err(|e| QueryError::Sql(e.to_string()))?)
+    cast(array, to).map_err(|e| QueryError::Sql(e.to_string()))
 }
 
 /// One side as the series `compare` judges: its samples in order, and its runs as the

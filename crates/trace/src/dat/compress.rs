@@ -476,8 +476,10 @@ impl Read for ChunkReader<'_> {
 
 /// A block's decoder.
 enum Decoder<'s> {
-    Zlib(flate2::read::ZlibDecoder<SourceRange<'s>>),
-    // Boxed: its input buffer and libzstd's context are large beside the zlib decoder.
+    // Boxed, both: their sizes depend on the backends other crates choose for flate2 (the
+    // query engine's Parquet reader makes the zlib decoder 224 bytes or more), and a
+    // block's decoder is made once per block.
+    Zlib(Box<flate2::read::ZlibDecoder<SourceRange<'s>>>),
     Zstd(Box<ZstdStream<'s>>),
 }
 
@@ -599,7 +601,7 @@ impl<'s> Block<'s> {
     ) -> Result<Block<'s>, DatError> {
         let input = SourceRange::new(source, what, chunk.offset, chunk.compressed_size)?;
         let reader = match algorithm {
-            Algorithm::Zlib => Decoder::Zlib(flate2::read::ZlibDecoder::new(input)),
+            Algorithm::Zlib => Decoder::Zlib(Box::new(flate2::read::ZlibDecoder::new(input))),
             Algorithm::Zstd => {
                 check_zstd_window(source, chunk, what)?;
                 Decoder::Zstd(Box::new(ZstdStream::new(input, what, chunk.offset)?))
