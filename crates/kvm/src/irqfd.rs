@@ -67,6 +67,7 @@ pub fn private_fd_table() -> Result<(), Error> {
             std::io::Error::last_os_error()
         )));
     }
+    vmscale_sys::cleanup::note_private_fd_table();
     Ok(())
 }
 

@@ -383,6 +383,7 @@ pub fn abandon(code: i32, message: &[u8]) -> ! {
         std::panic::set_hook(Box::new(|_| {}));
     }
     release_files();
+    release_shared_files();
     // The thread that failed may hold the registry's lock; then nothing can be removed
     // safely and the next run removes what is left.
     let deadline = Instant::now() + Duration::from_secs(1);
@@ -412,6 +413,68 @@ pub fn abandon(code: i32, message: &[u8]) -> ! {
     // SAFETY: _exit ends the process at once, without running anything that could
     // allocate; the kernel closes what is left.
     unsafe { libc::_exit(code) }
+}
+
+std::thread_local! {
+    /// This thread runs on a private copy of the fd table ([`note_private_fd_table`]).
+    static PRIVATE_FD_TABLE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The process's shared fd table was let go of by [`on_release_signal`].
+static SHARED_RELEASED: AtomicBool = AtomicBool::new(false);
+static RELEASE_HANDLER: AtomicBool = AtomicBool::new(false);
+
+/// Says that the calling thread now runs on a private fd table (`unshare(CLONE_FILES)`):
+/// if it ever has to end the process, [`release_files`] on its own table would not let go
+/// of the process's files (a tracefs instance's per-CPU files, which keep the instance
+/// from being removed), so it asks the main thread to ([`install_release_handler`]).
+pub fn note_private_fd_table() {
+    PRIVATE_FD_TABLE.with(|private| private.set(true));
+}
+
+/// Installs the handler through which a thread on a private fd table has the main thread,
+/// which always runs on the process's shared table, let go of that table's files when the
+/// process must end. Allocates nothing. Call once, early, from the main thread.
+pub fn install_release_handler() {
+    // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value; the handler is an
+    // extern "C" function that makes only async-signal-safe system calls (open, fcntl,
+    // dup3, getrlimit) and an atomic store.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_release_signal as *const () as usize;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        if libc::sigaction(RELEASE_SIGNAL, &action, std::ptr::null_mut()) == 0 {
+            RELEASE_HANDLER.store(true, Ordering::Release);
+        }
+    }
+}
+
+/// The signal [`install_release_handler`] takes over; nothing else in vmscale uses it.
+const RELEASE_SIGNAL: libc::c_int = libc::SIGUSR2;
+
+extern "C" fn on_release_signal(_: libc::c_int) {
+    release_files();
+    SHARED_RELEASED.store(true, Ordering::Release);
+}
+
+/// From a thread on a private fd table: has the main thread let go of the shared table's
+/// files, and waits for it a little (it runs the handler as soon as it is scheduled,
+/// whether it waits in a join, sleeps or runs).
+fn release_shared_files() {
+    if !PRIVATE_FD_TABLE.with(|private| private.get()) || !RELEASE_HANDLER.load(Ordering::Acquire) {
+        return;
+    }
+    // SAFETY: getpid has no preconditions; tgkill sends the signal to the main thread
+    // (whose tid is the process id), whose handler is installed.
+    unsafe {
+        let pid = libc::getpid();
+        libc::syscall(libc::SYS_tgkill, pid, pid, RELEASE_SIGNAL);
+    }
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while !SHARED_RELEASED.load(Ordering::Acquire) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 /// Lets go of every file the process has open above stderr, without closing a number: each
