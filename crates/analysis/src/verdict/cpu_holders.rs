@@ -121,17 +121,15 @@ pub(super) fn explained_by(holders: &[CpuHolder], runnable_ns: u64) -> Vec<Expla
                     ([name], true) => format!("{} {name} tasks (its own) held the CPU", pids.len()),
                     ([name], false) => format!("{} {name} tasks held the CPU", pids.len()),
                     (_, true) => format!(
-                        "{} {kind} threads (its own: {}) held the CPU",
+                        "{} {kind} threads (its own) held the CPU ({})",
                         pids.len(),
                         names.join(", ")
                     ),
-                    (_, false) => {
-                        format!(
-                            "{} {kind} threads ({}) held the CPU",
-                            pids.len(),
-                            names.join(", ")
-                        )
-                    }
+                    (_, false) => format!(
+                        "{} {kind} threads held the CPU ({})",
+                        pids.len(),
+                        names.join(", ")
+                    ),
                 };
                 (
                     ns,
@@ -192,7 +190,7 @@ mod tests {
             said,
             [
                 (
-                    "3 vcpuN threads (its own: vcpu0, vcpu1, vcpu2) held the CPU".to_string(),
+                    "3 vcpuN threads (its own) held the CPU (vcpu0, vcpu1, vcpu2)".to_string(),
                     0.7
                 ),
                 ("2 cc1 tasks held the CPU".to_string(), 0.25),
