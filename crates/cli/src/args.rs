@@ -233,6 +233,10 @@ pub struct OutputArgs {
     /// the rest in the run directory's summary.md and report.html
     #[arg(long)]
     pub details: bool,
+    /// Also write the run as Parquet tables under DIR, as `export --parquet` does
+    /// (partitioned by kernel, host and date), for `vmscale query`, DuckDB or Spark
+    #[arg(long, value_name = "DIR")]
+    pub parquet: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -85,11 +85,15 @@ fn real_runs_export_and_read_back_with_the_parquet_crate_and_with_duckdb() {
     let base = scratch("export-parquet");
     let _removed = RemovedOnDrop(base.clone());
     let runs = base.join("runs");
+    // The runs also write their own tables as they finish (--parquet on run and record).
+    let direct = base.join("parquet-direct");
     made(
         vmscale()
             .args([
                 "run", "memslot", "--vcpus", "1,2", "--repeat", "20", "--warmup", "2",
             ])
+            .arg("--parquet")
+            .arg(&direct)
             .args(["--quiet", "--format", "json", "--out"])
             .arg(&runs)
             .output()
@@ -100,6 +104,8 @@ fn real_runs_export_and_read_back_with_the_parquet_crate_and_with_duckdb() {
         vmscale()
             .args(["record", "--quiet", "--format", "json", "--out"])
             .arg(&runs)
+            .arg("--parquet")
+            .arg(&direct)
             .args([
                 "--",
                 "sh",
@@ -130,6 +136,14 @@ fn real_runs_export_and_read_back_with_the_parquet_crate_and_with_duckdb() {
     // rows run.json implies.
     let counts: HashMap<&str, HashMap<String, usize>> =
         TABLES.iter().map(|&t| (t, rows_by_run(&pq, t))).collect();
+    // What the runs wrote themselves is what export writes of them, row for row.
+    for table in TABLES {
+        assert_eq!(
+            rows_by_run(&direct, table),
+            counts[table],
+            "{table}: --parquet on the runs and export --parquet disagree"
+        );
+    }
     for dir in &dirs {
         let run = load(dir);
         let id = id_of(dir, &run);

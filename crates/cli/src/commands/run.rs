@@ -303,6 +303,14 @@ pub(crate) fn save(mut measured: Measured, output: &OutputArgs) -> Result<Measur
         .dir
         .publish()
         .map_err(|e| cannot_write(output, e))?;
+    // Written from the published run, as `export --parquet` would: the run directory is
+    // complete whatever happens to the tables.
+    if let Some(tables) = &output.parquet {
+        crate::commands::export_parquet::export_parquet(
+            std::slice::from_ref(&measured.dir.path),
+            Some(tables.clone()),
+        )?;
+    }
     Ok(measured)
 }
 

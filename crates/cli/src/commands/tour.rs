@@ -21,6 +21,7 @@ pub fn tour(args: &SharedArgs) -> Result<(), Failure> {
         format: args.output.format,
         quiet: args.output.quiet,
         details: args.output.details,
+        parquet: args.output.parquet.clone(),
     };
     let trace = &args.trace;
     // Every registered scenario at its tour sweep; one line for each reason this host
