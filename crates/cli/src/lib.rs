@@ -35,6 +35,7 @@ pub fn main() {
         }
         vmscale_run::cleanup::install_thread_stack_hook();
         vmscale_run::cleanup::install_release_handler();
+        vmscale_run::cleanup::install_abort_handler();
         interrupt::install();
     }
     let outcome = match cli.command {

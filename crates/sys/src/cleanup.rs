@@ -450,6 +450,35 @@ pub fn install_release_handler() {
     }
 }
 
+/// Makes an abort (glibc's own, when it cannot allocate for a thread's TLS destructors
+/// under an address-space limit; or any other) end the process as a failed allocation does:
+/// what the run created removed, one line, exit 2 under an address-space limit and 1
+/// otherwise. Without it, an abort left the tracefs instance and the partial run directory
+/// behind. Allocates nothing. Call once, early.
+pub fn install_abort_handler() {
+    // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value; the handler ends
+    // the process through `abandon`, which releases the memory reserve before it allocates
+    // and never returns.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_abort_signal as *const () as usize;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGABRT, &action, std::ptr::null_mut());
+    }
+}
+
+extern "C" fn on_abort_signal(_: libc::c_int) {
+    let code = if address_space_limit().is_some() {
+        2
+    } else {
+        1
+    };
+    abandon(
+        code,
+        b"vmscale: error: aborted by the C library (its reason is the line above: under an address-space limit, memory it could not get); what the run had created was removed\n",
+    )
+}
+
 /// The signal [`install_release_handler`] takes over; nothing else in vmscale uses it.
 const RELEASE_SIGNAL: libc::c_int = libc::SIGUSR2;
 
