@@ -499,13 +499,11 @@ impl SubjectPass {
         };
         task.last_seen = ts;
         task.cpu = cpu;
+        let running = task.sched == Sched::Running;
         if pid > 0 {
             self.set_on_cpu(cpu, pid);
         }
-        let Some(task) = self.tasks.get(&pid) else {
-            return;
-        };
-        if task.sched != Sched::Running {
+        if !running {
             self.runqueue_leave(pid, ts);
             self.update(pid, ts, |t| t.sched = Sched::Running);
         }

@@ -15,7 +15,7 @@ use std::process::Command;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use common::*;
-use parquet_rows::{expected_rows, read, walk};
+use parquet_rows::{expected_rows, read, walk, TABLES};
 use serde_json::Value;
 
 const CHECK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/parquet_check.py");
@@ -23,17 +23,6 @@ const GOLDEN: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../report/tests/golden/run.json"
 );
-const TABLES: [&str; 9] = [
-    "runs",
-    "samples",
-    "summaries",
-    "growth",
-    "findings",
-    "lock_waits",
-    "holds",
-    "ipis",
-    "stacks",
-];
 
 fn made(o: std::process::Output, what: &str) {
     assert!(o.status.success(), "{what} failed: {}", stderr(&o));

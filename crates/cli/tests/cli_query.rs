@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::*;
-use parquet_rows::expected_rows;
+use parquet_rows::{expected_rows, TABLES};
 use serde_json::Value;
 
 const SPARK_CHECK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/spark_check.py");
@@ -27,17 +27,6 @@ const DAT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../trace/tests/fixtures/dat-corpus/virtualbox-x86_64-5.15-v7-zstd.dat"
 );
-const TABLES: [&str; 9] = [
-    "runs",
-    "samples",
-    "summaries",
-    "growth",
-    "findings",
-    "lock_waits",
-    "holds",
-    "ipis",
-    "stacks",
-];
 
 fn made(o: std::process::Output, what: &str) -> std::process::Output {
     assert!(o.status.success(), "{what} failed: {}", stderr(&o));

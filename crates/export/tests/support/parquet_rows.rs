@@ -11,6 +11,21 @@ use arrow_array::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
 
+/// The tables an export writes, as a reader names them (written out here, not taken from
+/// the exporter, so a table the exporter stops writing fails the tests).
+#[allow(dead_code)]
+pub const TABLES: [&str; 9] = [
+    "runs",
+    "samples",
+    "summaries",
+    "growth",
+    "findings",
+    "lock_waits",
+    "holds",
+    "ipis",
+    "stacks",
+];
+
 /// The file's rows as one batch (the reader clamps the batch size to the file's rows), and
 /// its key-value metadata.
 pub fn read(path: &Path) -> (RecordBatch, HashMap<String, String>) {

@@ -44,34 +44,10 @@ pub(crate) fn section(record: &RunRecord, depth: Depth) -> Option<Section> {
                 first.push(Text::from(format!("made of: {}", parts.join("; "))));
             }
             if let Some(w) = &finding.what_if {
-                use vmscale_stats::units::duration;
-                let p = &w.prediction;
-                first.push(Text::from(format!(
-                    "what if: {} ({}, {} samples): p50 {} (now {}), p99 {} (now {}); with half of it: p50 {}, p99 {}",
-                    w.change,
-                    w.phase,
-                    p.samples,
-                    duration(p.removed_p50_ns),
-                    duration(p.p50_ns),
-                    duration(p.removed_p99_ns),
-                    duration(p.p99_ns),
-                    duration(p.halved_p50_ns),
-                    duration(p.halved_p99_ns),
-                )));
+                first.push(Text::from(what_if_line("what if", w, true)));
             }
             if let Some(w) = &finding.what_if_together {
-                use vmscale_stats::units::duration;
-                let p = &w.prediction;
-                first.push(Text::from(format!(
-                    "what if, both: {} ({}, {} samples): p50 {} (now {}), p99 {} (now {})",
-                    w.change,
-                    w.phase,
-                    p.samples,
-                    duration(p.removed_p50_ns),
-                    duration(p.p50_ns),
-                    duration(p.removed_p99_ns),
-                    duration(p.p99_ns),
-                )));
+                first.push(Text::from(what_if_line("what if, both", w, false)));
             }
             let mut details = first.clone();
             details.extend(finding.evidence.iter().map(|e| Text::from(e.as_str())));
@@ -100,4 +76,29 @@ pub(crate) fn section(record: &RunRecord, depth: Depth) -> Option<Section> {
             ),
         )
     })
+}
+
+/// "what if: CHANGE (PHASE, N samples): p50 X (now Y), p99 X (now Y)", and with `halved`
+/// the prediction with half of the cause removed.
+fn what_if_line(label: &str, w: &vmscale_run::verdict::FindingWhatIf, halved: bool) -> String {
+    use vmscale_stats::units::duration;
+    let p = &w.prediction;
+    let mut line = format!(
+        "{label}: {} ({}, {} samples): p50 {} (now {}), p99 {} (now {})",
+        w.change,
+        w.phase,
+        p.samples,
+        duration(p.removed_p50_ns),
+        duration(p.p50_ns),
+        duration(p.removed_p99_ns),
+        duration(p.p99_ns),
+    );
+    if halved {
+        line.push_str(&format!(
+            "; with half of it: p50 {}, p99 {}",
+            duration(p.halved_p50_ns),
+            duration(p.halved_p99_ns)
+        ));
+    }
+    line
 }
