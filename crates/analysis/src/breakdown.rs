@@ -1060,6 +1060,34 @@ pub(crate) fn without_whose_wake(doing: &str) -> &str {
     doing.split(", itself woken by ").next().unwrap_or(doing)
 }
 
+impl crate::pass::Pass for BreakdownPass {
+    fn reads(&self, tag: ViewTag, trace: crate::ViewTags) -> crate::pass::Reads {
+        use crate::pass::Reads;
+        if Self::wants(tag) {
+            Reads::View
+        } else if Self::reads_syscalls(tag, trace) {
+            Reads::Syscall
+        } else {
+            Reads::Nothing
+        }
+    }
+
+    #[inline(always)]
+    fn observe(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
+        BreakdownPass::observe(self, event, kind)
+    }
+
+    #[inline(always)]
+    fn observe_other(&mut self, event: &Event<'_>) {
+        BreakdownPass::observe_other(self, event)
+    }
+
+    #[inline(always)]
+    fn observe_syscall(&mut self, event: &Event<'_>) {
+        BreakdownPass::observe_syscall(self, event)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -466,3 +466,14 @@ pub(crate) fn top_waiters(
     out.truncate(TOP_WAITERS);
     out
 }
+
+impl crate::pass::Pass for ContentionPass {
+    fn reads(&self, tag: ViewTag, trace: crate::ViewTags) -> crate::pass::Reads {
+        crate::pass::view_if(Self::wants(tag) || Self::wants_syscalls(tag, trace))
+    }
+
+    #[inline(always)]
+    fn observe(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
+        ContentionPass::observe(self, event, kind)
+    }
+}

@@ -1369,6 +1369,22 @@ fn multiset_remove(set: &mut BTreeMap<u64, u32>, key: u64) {
     }
 }
 
+impl crate::pass::Pass for HoldersPass {
+    fn reads(&self, tag: ViewTag, _: crate::ViewTags) -> crate::pass::Reads {
+        crate::pass::view_if(Self::wants(tag))
+    }
+
+    #[inline(always)]
+    fn observe(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
+        HoldersPass::observe(self, event, kind)
+    }
+
+    #[inline(always)]
+    fn observe_other(&mut self, event: &Event<'_>) {
+        HoldersPass::observe_other(self, event)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -408,3 +408,14 @@ fn top_work(work: impl Iterator<Item = (String, (u64, u64))>) -> Vec<IpiVictimWo
     work.truncate(TOP_SITES);
     work
 }
+
+impl crate::pass::Pass for IpiPass {
+    fn reads(&self, tag: ViewTag, trace: crate::ViewTags) -> crate::pass::Reads {
+        crate::pass::view_if(Self::wants(tag, trace))
+    }
+
+    #[inline(always)]
+    fn observe(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
+        IpiPass::observe(self, event, kind)
+    }
+}

@@ -17,6 +17,8 @@ pub mod ipi;
 pub mod naming;
 pub mod on_cpu;
 mod open_waits;
+mod pass;
+mod passes;
 pub mod run_section;
 mod runqueue;
 pub mod spinlocks;
@@ -45,73 +47,6 @@ pub use holders::HoldersPass;
 pub use spinlocks::SpinLocksPass;
 pub use symbols::Symbols;
 
-/// The optional passes a run has, and whether each pass gets only the events it reads
-/// (always, but for the test that checks that this changes nothing).
-#[derive(Debug, Clone, Copy)]
-struct Passes {
-    subject: bool,
-    vmm: bool,
-    every_event_to_every_pass: bool,
-}
-
-/// Which passes read the events of one type, decided once from the type's view: most
-/// events of a big trace (system calls, say) interest one pass or none, and reading a
-/// view nobody uses, or calling passes that ignore it, cost more than the decode.
-#[derive(Debug, Clone, Copy, Default)]
-struct Route {
-    contention: bool,
-    ipi: bool,
-    holders: bool,
-    breakdown: bool,
-    /// A system call the breakdown reads only if it is the measuring thread's.
-    breakdown_syscall: bool,
-    spinlocks: bool,
-    vmm: bool,
-    /// A scheduler event: it places tasks, so even an excluded task's is kept.
-    sched: bool,
-    /// Some pass reads the view.
-    view: bool,
-}
-
-impl Route {
-    fn of_tag(tag: vmscale_trace::ViewTag, passes: Passes, trace: ViewTags) -> Route {
-        use vmscale_trace::ViewTag;
-        if passes.every_event_to_every_pass {
-            return Route {
-                contention: true,
-                ipi: true,
-                holders: true,
-                breakdown: true,
-                breakdown_syscall: false,
-                spinlocks: true,
-                vmm: passes.vmm,
-                sched: places_tasks(tag),
-                view: true,
-            };
-        }
-        let mut route = Route {
-            contention: ContentionPass::wants(tag) || ContentionPass::wants_syscalls(tag, trace),
-            ipi: ipi::IpiPass::wants(tag, trace),
-            holders: HoldersPass::wants(tag),
-            breakdown: BreakdownPass::wants(tag),
-            breakdown_syscall: BreakdownPass::reads_syscalls(tag, trace),
-            spinlocks: SpinLocksPass::wants(tag),
-            vmm: passes.vmm && vmm::VmmPass::wants(tag),
-            sched: places_tasks(tag),
-            view: false,
-        };
-        route.view = tag != ViewTag::Other
-            && (route.contention
-                || route.ipi
-                || route.holders
-                || route.breakdown
-                || route.spinlocks
-                || route.vmm
-                || (passes.subject && subject::SubjectPass::wants(tag)));
-        route
-    }
-}
-
 /// The views a trace can hold at all: those its formats give. An event of a type without a
 /// format gets no view, so a pass that reads one view only for what it says about another
 /// (a task's system call, kept for the IPIs sent inside it) has no use for it in a trace
@@ -135,46 +70,6 @@ impl ViewTags {
     fn bit(tag: vmscale_trace::ViewTag) -> u32 {
         // ViewTag has fewer than 32 variants (checked by the test below).
         1 << (tag as u32)
-    }
-}
-
-/// A scheduler event: it places tasks on and off CPUs.
-fn places_tasks(tag: vmscale_trace::ViewTag) -> bool {
-    use vmscale_trace::ViewTag;
-    matches!(
-        tag,
-        ViewTag::SchedSwitch
-            | ViewTag::SchedWaking
-            | ViewTag::SchedWakeup
-            | ViewTag::SchedWakeupNew
-    )
-}
-
-/// A [`Route`] per event type id.
-struct Routes {
-    by_id: Vec<Route>,
-    /// For ids without a format.
-    unknown: Route,
-}
-
-impl Routes {
-    fn new(catalog: &vmscale_trace::decode::catalog::EventCatalog, passes: Passes) -> Routes {
-        let trace = ViewTags::of(catalog);
-        let other = Route::of_tag(vmscale_trace::ViewTag::Other, passes, trace);
-        let mut by_id = vec![other; catalog.id_bound()];
-        for event_type in catalog.iter() {
-            by_id[event_type.format.id as usize] =
-                Route::of_tag(event_type.view_tag(), passes, trace);
-        }
-        Routes {
-            by_id,
-            unknown: other,
-        }
-    }
-
-    #[inline]
-    fn of(&self, id: u16) -> Route {
-        self.by_id.get(id as usize).copied().unwrap_or(self.unknown)
     }
 }
 
@@ -345,67 +240,54 @@ fn analyse_routed(
         .map(|(&pid, _)| pid)
         .collect();
     excluded.extend(threads);
-    let mut contention = ContentionPass::new(syscalls::Arch::of(symbols));
-    let mut ipis = ipi::IpiPass::default();
     let printk = decoder.printk_strings();
-    let mut holders = HoldersPass::default().with_wakeup_sites(symbols);
     let async_calls = cause_names::async_cross_calls(symbols);
-    let mut breakdown = BreakdownPass::timed(scope.timed_windows.clone())
-        .with_async_calls(&async_calls)
-        .with_processes(scope.tgids.clone());
-    let mut spinlocks = SpinLocksPass::default();
-    let mut subject = if scope.every_task {
-        Some(
-            subject::SubjectPass::every_task(excluded.iter().copied())
-                .with_processes(
-                    scope
-                        .tgids
-                        .iter()
-                        .map(|(&pid, &tgid)| (pid, tgid))
-                        .collect(),
-                )
-                .with_async_calls(&async_calls),
-        )
-    } else {
-        (!scope.subject.is_empty()).then(|| {
-            subject::SubjectPass::new(scope.subject.iter().map(|&tid| tid as i32).collect())
-                .with_async_calls(&async_calls)
+    let within = |windows: &[(u32, u64, u64)]| {
+        (!windows.is_empty()).then(|| {
+            subject::SubjectPass::within(
+                windows
+                    .iter()
+                    .map(|&(tid, start, end)| (tid as i32, start, end))
+                    .collect(),
+            )
+            .with_async_calls(&async_calls)
         })
     };
-    let mut vcpu_resume = (!scope.vcpu_resume_windows.is_empty()).then(|| {
-        subject::SubjectPass::within(
-            scope
-                .vcpu_resume_windows
-                .iter()
-                .map(|&(tid, start, end)| (tid as i32, start, end))
-                .collect(),
-        )
-        .with_async_calls(&async_calls)
-    });
-    let mut timed_calls = (!scope.timed_calls.is_empty()).then(|| {
-        subject::SubjectPass::within(
-            scope
-                .timed_calls
-                .iter()
-                .map(|&(tid, start, end)| (tid as i32, start, end))
-                .collect(),
-        )
-        .with_async_calls(&async_calls)
-        .of_processes()
-    });
-    let mut vmm = (!scope.vmm.is_empty())
-        .then(|| vmm::VmmPass::new(scope.vmm.clone(), syscalls::Arch::of(symbols)));
+    let mut passes = passes::PassSet {
+        contention: ContentionPass::new(syscalls::Arch::of(symbols)),
+        ipis: ipi::IpiPass::default(),
+        holders: HoldersPass::default().with_wakeup_sites(symbols),
+        breakdown: BreakdownPass::timed(scope.timed_windows.clone())
+            .with_async_calls(&async_calls)
+            .with_processes(scope.tgids.clone()),
+        spinlocks: SpinLocksPass::default(),
+        subject: if scope.every_task {
+            Some(
+                subject::SubjectPass::every_task(excluded.iter().copied())
+                    .with_processes(
+                        scope
+                            .tgids
+                            .iter()
+                            .map(|(&pid, &tgid)| (pid, tgid))
+                            .collect(),
+                    )
+                    .with_async_calls(&async_calls),
+            )
+        } else {
+            (!scope.subject.is_empty()).then(|| {
+                subject::SubjectPass::new(scope.subject.iter().map(|&tid| tid as i32).collect())
+                    .with_async_calls(&async_calls)
+            })
+        },
+        vcpu_resume: within(&scope.vcpu_resume_windows),
+        timed_calls: within(&scope.timed_calls).map(subject::SubjectPass::of_processes),
+        vmm: (!scope.vmm.is_empty())
+            .then(|| vmm::VmmPass::new(scope.vmm.clone(), syscalls::Arch::of(symbols))),
+    };
     let (mut first_ts, mut last_ts) = (None, 0);
     // Per event type id: how many the trace holds (sized for every id with a format).
     let mut seen: Vec<u64> = vec![0; decoder.catalog().id_bound()];
-    let routes = Routes::new(
-        decoder.catalog(),
-        Passes {
-            subject: subject.is_some() || vcpu_resume.is_some() || timed_calls.is_some(),
-            vmm: vmm.is_some(),
-            every_event_to_every_pass,
-        },
-    );
+    let routes = passes::Routes::new(decoder.catalog(), &passes, every_event_to_every_pass);
     let summary = decoder.for_each_overlapped(|event| {
         // Events come in time order.
         first_ts.get_or_insert(event.ts());
@@ -424,43 +306,19 @@ fn analyse_routed(
         } else {
             EventKind::Other
         };
-        if route.contention {
-            contention.observe(&event, &kind);
-        }
-        if route.ipi {
-            ipis.observe(&event, &kind);
-        }
-        if route.holders {
-            holders.observe(&event, &kind);
-        } else {
-            holders.observe_other(&event);
-        }
-        if route.breakdown {
-            breakdown.observe(&event, &kind);
-        } else if route.breakdown_syscall {
-            breakdown.observe_syscall(&event);
-        } else {
-            breakdown.observe_other(&event);
-        }
-        if route.spinlocks {
-            spinlocks.observe(&event, &kind);
-        }
-        // The subject passes place their tasks by every event, whatever its view.
-        if let Some(subject) = &mut subject {
-            subject.observe(&event, &kind);
-        }
-        if let Some(pass) = &mut vcpu_resume {
-            pass.observe(&event, &kind);
-        }
-        if let Some(pass) = &mut timed_calls {
-            pass.observe(&event, &kind);
-        }
-        if route.vmm {
-            if let Some(vmm) = &mut vmm {
-                vmm.observe(&event, &kind);
-            }
-        }
+        passes.observe(route, &event, &kind);
     })?;
+    let passes::PassSet {
+        contention,
+        ipis,
+        holders,
+        breakdown,
+        spinlocks,
+        subject,
+        vcpu_resume,
+        timed_calls,
+        vmm,
+    } = passes;
     let contention = contention.finish(symbols);
     let missed_switches = integrity::missed_switches_warning(holders.missed_switches());
     let holders = holders.finish(symbols, &contention.locks);

@@ -175,6 +175,17 @@ impl SpinLocksPass {
     }
 }
 
+impl crate::pass::Pass for SpinLocksPass {
+    fn reads(&self, tag: ViewTag, _: crate::ViewTags) -> crate::pass::Reads {
+        crate::pass::view_if(Self::wants(tag))
+    }
+
+    #[inline(always)]
+    fn observe(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
+        SpinLocksPass::observe(self, event, kind)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1272,3 +1272,20 @@ impl SubjectPass {
         (kind, detail, String::new())
     }
 }
+
+impl crate::pass::Pass for SubjectPass {
+    fn reads(&self, tag: ViewTag, _: crate::ViewTags) -> crate::pass::Reads {
+        crate::pass::view_if(Self::wants(tag))
+    }
+
+    #[inline(always)]
+    fn observe(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
+        SubjectPass::observe(self, event, kind)
+    }
+
+    /// Every event places its task, whatever its view.
+    #[inline(always)]
+    fn observe_other(&mut self, event: &Event<'_>) {
+        SubjectPass::observe(self, event, &EventKind::Other)
+    }
+}

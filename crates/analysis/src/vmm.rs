@@ -464,6 +464,17 @@ fn is_vcpu_name(comm: &[u8]) -> bool {
     comm.starts_with(b"CPU ") && comm.ends_with(b"/KVM")
 }
 
+impl crate::pass::Pass for VmmPass {
+    fn reads(&self, tag: ViewTag, _: crate::ViewTags) -> crate::pass::Reads {
+        crate::pass::view_if(Self::wants(tag))
+    }
+
+    #[inline(always)]
+    fn observe(&mut self, event: &Event, kind: &EventKind) {
+        VmmPass::observe(self, event, kind)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
