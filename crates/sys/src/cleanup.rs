@@ -274,9 +274,13 @@ pub fn reserve_memory() -> Result<(), String> {
     }
     // Each of glibc's per-thread arenas reserves 64 MiB of address space; with one per
     // thread up to 8 per CPU they alone exhaust a limit of a few hundred MiB. Under a limit,
-    // two are enough.
+    // two are enough; under one below 256 MiB, one: a second arena would take a quarter or
+    // more of it, and where it cannot be made at all, the threads that asked for it map
+    // pages of their own for each allocation until none fits, and glibc aborts the first
+    // whose TLS destructor list it cannot allocate (every `record` at 38 MB did).
+    let arenas = if limit < 256 << 20 { 1 } else { 2 };
     // SAFETY: mallopt only sets a tunable of the allocator.
-    unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
+    unsafe { libc::mallopt(libc::M_ARENA_MAX, arenas) };
     let map = |len: usize| {
         // SAFETY: a fresh anonymous mapping with no access; nothing else refers to it.
         unsafe {
