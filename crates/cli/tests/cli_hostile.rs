@@ -952,11 +952,14 @@ fn compare_judges_300000_samples_per_series_in_seconds() {
 
 /// `vmscale ARGS` in a private mount namespace where a tmpfs, made to look like tracefs
 /// (an `instances/` directory, an `available_events` file), covers /sys/kernel/tracing.
-/// /proc/mounts there still lists tracefs at that path, under the tmpfs.
+/// /proc/mounts there still lists tracefs at that path, under the tmpfs. A debugfs mounted
+/// on the host is covered too: its tracing directory is a real tracefs, which vmscale
+/// rightly falls back to (trace-cmd mounts debugfs where it looks for tracing).
 fn over_tracefs(args: &[&str]) -> Output {
     let script = "mount -t tmpfs none /sys/kernel/tracing \
         && mkdir /sys/kernel/tracing/instances \
         && : > /sys/kernel/tracing/available_events \
+        && { ! mountpoint -q /sys/kernel/debug || mount -t tmpfs none /sys/kernel/debug; } \
         && exec \"$0\" \"$@\"";
     Command::new("unshare")
         .args(["-m", "sh", "-c", script])
