@@ -75,8 +75,9 @@ pub enum Command {
         /// Write a trace-cmd .dat file (version 7) for trace-cmd report and KernelShark
         #[arg(long)]
         dat: bool,
-        /// Write the on-CPU samples as a gzipped pprof profile (go tool pprof, speedscope,
-        /// Pyroscope)
+        /// Write the on-CPU samples, and the time off a CPU by wait chain (sample type
+        /// `wait`, labelled with cause and lock), as a gzipped pprof profile (go tool
+        /// pprof, speedscope, Pyroscope)
         #[arg(long)]
         pprof: bool,
         /// Write the on-CPU samples as folded stacks (`frame;frame;frame count`, root

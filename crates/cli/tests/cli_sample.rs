@@ -166,3 +166,82 @@ fn a_vmscale_refused_perf_event_open_traces_without_samples_and_says_so() {
     assert!(!warning.contains('\n'));
     assert!(warning.contains("perf_event_paranoid"), "{warning}");
 }
+
+/// `go tool pprof -top` of `file` for sample type `index` in nanoseconds: its "of N total".
+fn go_pprof_total_ns(file: &std::path::Path, index: &str) -> u64 {
+    let go = ["go", "/usr/local/go/bin/go", "/usr/lib/go/bin/go"]
+        .into_iter()
+        .find(|go| Command::new(go).arg("version").output().is_ok_and(|o| o.status.success()))
+        .expect("Go is missing: this test reads the pprof export with `go tool pprof` (apt-get install golang-go; scripts/test does)");
+    let out = Command::new(go)
+        .args([
+            "tool",
+            "pprof",
+            "-top",
+            "-sample_index",
+            index,
+            "-unit",
+            "ns",
+        ])
+        .arg(file)
+        .env("PPROF_TMPDIR", file.parent().unwrap())
+        .output()
+        .unwrap();
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(out.status.success(), "go tool pprof failed:\n{text}");
+    text.lines()
+        .find_map(|l| {
+            let total = l.split(" of ").nth(1)?.strip_suffix(" total")?;
+            total.trim_end_matches("ns").parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no total in:\n{text}"))
+}
+
+/// A command that sleeps: report.html draws its time off a CPU by wait chain (asleep in
+/// the kernel's nanosleep, woken by the timer), and the pprof export carries the same
+/// chains as its `wait` values, which Go's reader sums to the record's own total.
+#[test]
+fn the_time_off_a_cpu_is_drawn_and_exported_by_wait_chain() {
+    let out = scratch("sample-waits");
+    let o = vmscale()
+        .args(["record", "--format", "json", "--out"])
+        .arg(&out)
+        .args(["--", "sh", "-c", "sleep 0.1; sleep 0.1"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let record: vmscale_run::RunRecord = serde_json::from_slice(&o.stdout).unwrap();
+    let chains = vmscale_run::wait_chains::chains(record.trace.as_ref().unwrap());
+    let waited: u64 = chains.iter().map(|c| c.ns).sum();
+    assert!(
+        waited >= 150_000_000,
+        "two 100 ms sleeps, {waited} ns of waiting: {chains:#?}"
+    );
+    assert!(
+        chains
+            .iter()
+            .any(|c| c.frames.iter().any(|f| f.contains("nanosleep"))
+                && c.frames.iter().any(|f| f.starts_with("woken by"))),
+        "no sleep in nanosleep with its waker: {chains:#?}"
+    );
+    let dir = only_run_dir(&out);
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(
+        html.contains("id=\"flame-off-cpu\""),
+        "no off-CPU flame graph"
+    );
+    let file = out.join("waits.pb.gz");
+    let o = vmscale()
+        .args(["export", "--pprof", "-o"])
+        .arg(&file)
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("{:.6} s of waiting", waited as f64 / 1e9)),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(go_pprof_total_ns(&file, "wait"), waited);
+}

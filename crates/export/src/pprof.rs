@@ -145,6 +145,28 @@ pub fn run_profile(trace_dir: &Path, excluded_tids: &[u32]) -> Result<Profile, R
     Profile::on_cpu(trace_dir, &filter)
 }
 
+/// Adds the run's time off a CPU, by wait chain ([`vmscale_run::wait_chains`]), to
+/// `profile` as wait stacks labelled with their cause and lock, so that one pprof file
+/// holds the CPU time and the waiting (`-sample_index wait`). Returns the time added.
+pub fn add_wait_chains(profile: &mut Profile, trace: &vmscale_run::TraceSection) -> u64 {
+    let mut added = 0;
+    for chain in vmscale_run::wait_chains::chains(trace) {
+        // None of a chain's frames is a function: each is a task or a step of the wait.
+        let frames: Vec<(&str, FrameKind)> = chain
+            .frames
+            .iter()
+            .map(|f| (f.as_str(), FrameKind::Task))
+            .collect();
+        let mut labels = vec![("cause", chain.kind.label())];
+        if !chain.lock.is_empty() {
+            labels.push(("lock", chain.lock.as_str()));
+        }
+        profile.add(&frames, chain.ns, &labels);
+        added += chain.ns;
+    }
+    added
+}
+
 /// Strings by index, each once; index 0 is "" as pprof requires.
 struct Strings {
     table: Vec<String>,
@@ -264,13 +286,18 @@ pub fn to_pprof(profile: &Profile) -> (proto::Profile, PprofSummary) {
         unit: strings.id("nanoseconds"),
     });
     let comment = vec![strings.id(&format!(
-        "vmscale on-CPU samples: cpu-clock at {} Hz per CPU ({} ns each){}",
+        "vmscale on-CPU samples: cpu-clock at {} Hz per CPU ({} ns each){}{}",
         profile.hz,
         profile.period_ns,
         if summary.lost > 0 {
             format!("; {} sample records lost", summary.lost)
         } else {
             String::new()
+        },
+        if with_wait {
+            "; wait: time off a CPU by wait chain (whose time, the wait, who ended it, what they did), labelled with its cause and lock"
+        } else {
+            ""
         }
     ))];
     let message = proto::Profile {

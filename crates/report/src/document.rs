@@ -176,6 +176,8 @@ pub(crate) enum Figure {
     Flame,
     /// What grew between the smallest and the largest swept value (`trace.on_cpu_by_n`).
     FlameDiff,
+    /// The time off a CPU by wait chain (`vmscale_run::wait_chains`).
+    FlameOffCpu,
 }
 
 /// `text` with its first letter in upper case, for headings; a first word already in mixed

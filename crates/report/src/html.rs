@@ -178,6 +178,20 @@ pub(crate) fn draw(record: &RunRecord, figure: &Figure) -> String {
             ),
             _ => String::new(),
         },
+        Figure::FlameOffCpu => record
+            .trace
+            .as_ref()
+            .and_then(vmscale_run::wait_chains::profile)
+            .map(|p| {
+                self::figure(
+                    Ok(flame::flame_svg("flame-off-cpu", &p)),
+                    "Every frame is as wide as the time in it and above it, in microseconds; \
+                     the root is at the bottom, then whose time it is, the wait, who ended it \
+                     (or held the CPU), and what that task did meanwhile, hop by hop. A \
+                     wait's time that no waker accounts for ends at the wait's own frame.",
+                )
+            })
+            .unwrap_or_default(),
         Figure::Growth { point, series } => {
             let names = grid::series_names(record);
             record

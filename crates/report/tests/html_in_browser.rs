@@ -97,10 +97,71 @@ fn the_report_renders_in_a_headless_browser_and_its_flame_graph_zooms() {
     the_flame_graph_zooms_on_click_and_searches();
 }
 
+/// The fixture with a timed phase's breakdown: a sleep partly ended by a worker that was
+/// itself woken, and runnable time behind a vCPU thread, for the off-CPU flame graph.
+fn record_with_waits() -> vmscale_run::RunRecord {
+    use vmscale_run::findings::{
+        Component, ComponentKind, CpuHolder, OperationBreakdown, PhaseBreakdown, Waker,
+        TIMED_SAMPLE,
+    };
+    let mut record = record();
+    let component = |kind, detail: &str, total_ns| Component {
+        kind,
+        detail: detail.into(),
+        total_ns,
+        operations: 10,
+        cpu_holders: Vec::new(),
+        what_if: None,
+        wakers: Vec::new(),
+    };
+    let mut asleep = component(ComponentKind::Asleep, "flush_workqueue", 3_000_000);
+    asleep.wakers = vec![Waker {
+        comm: "kworker/0:1".into(),
+        pid: 7,
+        doing: "running, itself woken by irqfd1/9".into(),
+        wakeups: 10,
+        slept_ns: 2_500_000,
+        tasks: 0,
+    }];
+    let mut runnable = component(ComponentKind::Runnable, "", 1_000_000);
+    runnable.cpu_holders = vec![CpuHolder {
+        comm: "vcpu0".into(),
+        pid: 11,
+        ns: 1_000_000,
+        subject: true,
+    }];
+    record
+        .trace
+        .as_mut()
+        .expect("the fixture is traced")
+        .breakdown
+        .push(PhaseBreakdown {
+            label: "memslot n=8".into(),
+            pid: 42,
+            comm: "vmscale".into(),
+            duration_ns: 5_000_000,
+            operations: vec![OperationBreakdown {
+                operation: "sample".into(),
+                syscall: TIMED_SAMPLE,
+                count: 10,
+                latency: None,
+                total_ns: 5_000_000,
+                components: vec![
+                    component(ComponentKind::OnCpu, "", 1_000_000),
+                    asleep,
+                    runnable,
+                ],
+                wakers: Vec::new(),
+                what_if_together: Vec::new(),
+            }],
+        });
+    record
+}
+
 fn the_report_renders() {
     let dir = out_dir();
     let page = dir.join("report.html");
-    let html = render_html(&record());
+    let html = render_html(&record_with_waits());
     std::fs::write(&page, &html).expect("write report.html");
 
     let screenshot = dir.join("report.png");
@@ -129,9 +190,9 @@ fn the_report_renders() {
         "chromium --dump-dom failed: {stderr}"
     );
     // Scaling curve, a fit per series (three), five CDFs, one phase chart, five growth
-    // charts, the timeline, the flame graph and the differential one.
+    // charts, the timeline, the flame graph, the differential one and the off-CPU one.
     let svgs = dom.matches("<svg").count();
-    assert_eq!(svgs, 18, "svg elements in the rendered DOM");
+    assert_eq!(svgs, 19, "svg elements in the rendered DOM");
     // Each growth chart draws every point's interval, and the model with its band where
     // one fits.
     let fits = dom.matches(": p50 growth").count();
@@ -144,6 +205,15 @@ fn the_report_renders() {
     assert_eq!(flame.matches("class=\"fr\"").count(), 10, "{flame}");
     assert!(flame.contains("&lt;b&gt;not markup&lt;/b&gt;"));
     assert!(flame.contains("kvm_set_memslot (50 samples"));
+    // The off-CPU graph: the root, whose time, the two waits, the worker and its two hops,
+    // the vCPU thread that held the CPU; widths in time.
+    let off = after(&dom, "id=\"flame-off-cpu\"");
+    let off = &off[..off.find("</svg>").expect("the off-CPU graph ends")];
+    assert_eq!(off.matches("class=\"fr\"").count(), 8, "{off}");
+    assert!(off.contains("asleep in flush_workqueue (3.000 ms"), "{off}");
+    assert!(off.contains("woken by kworker/0:1/7 (2.500 ms"), "{off}");
+    assert!(off.contains("itself woken by irqfd1/9 (2.500 ms"), "{off}");
+    assert!(off.contains("vcpu0/11 held the CPU (1.000 ms"), "{off}");
     let diff = after(&dom, "id=\"flame-diff\"");
     assert!(diff.contains("kvm_mmu_zap_all_fast (640 samples"), "{diff}");
     // The timeline: two CPU lanes' runs, five states, one wait and one hold.

@@ -1,6 +1,7 @@
 //! A vmscale run as it is kept on disk.
 //!
 //! - [`verdict`]: what stops the run from scaling, first in every output.
+//! - [`wait_chains`]: the time off a CPU as wait chains, for the off-CPU flame graph.
 //! - [`schema`]: `run.json`, the one file every later command reads back.
 //! - [`growth`]: how each series grows over the sweep, as claims with their intervals.
 //! - [`host`]: the facts that make two runs comparable (kernel, CPU, cores, KVM backend).
@@ -26,6 +27,7 @@ pub mod neighbours;
 pub mod runs;
 pub mod schema;
 pub mod verdict;
+pub mod wait_chains;
 
 pub use dir::{load_run, LoadError, RunDir};
 pub use findings::{IpiPhase, IpiSender, IpiSite, LockContention, TraceSection, WaitStack, Waiter};

@@ -72,8 +72,8 @@ pub fn export(
     }
 }
 
-/// `--pprof` (gzipped pprof profile) or `--folded` (folded stacks) of the run's on-CPU
-/// samples.
+/// `--pprof` (gzipped pprof profile: the on-CPU samples, and the time off a CPU by wait
+/// chain) or `--folded` (folded stacks of the on-CPU samples).
 fn export_samples(run: &Path, out: Option<PathBuf>, pprof: bool) -> Result<(), Failure> {
     let Traced {
         record,
@@ -85,8 +85,13 @@ fn export_samples(run: &Path, out: Option<PathBuf>, pprof: bool) -> Result<(), F
         .as_ref()
         .map(|t| t.excluded_tids.clone())
         .unwrap_or_default();
-    let profile = vmscale_export::pprof::run_profile(&trace_dir, &excluded)
+    let mut profile = vmscale_export::pprof::run_profile(&trace_dir, &excluded)
         .map_err(|e| Failure::runtime(e.to_string()))?;
+    // Folded stacks count samples only; pprof carries the waiting as a second value.
+    let waited = match (&record.trace, pprof) {
+        (Some(trace), true) => vmscale_export::pprof::add_wait_chains(&mut profile, trace),
+        _ => 0,
+    };
     let name = if pprof {
         vmscale_run::dir::PPROF_FILE
     } else {
@@ -113,8 +118,12 @@ fn export_samples(run: &Path, out: Option<PathBuf>, pprof: bool) -> Result<(), F
     } else {
         "open it with flamegraph.pl or speedscope".to_string()
     };
+    let waited = match waited {
+        0 => String::new(),
+        ns => format!(", {:.6} s of waiting by wait chain", ns as f64 / 1e9),
+    };
     crate::console::note!(
-        "wrote {} ({} on-CPU samples, {:.3} s of CPU time, {} stacks{lost}): {open}",
+        "wrote {} ({} on-CPU samples, {:.3} s of CPU time{waited}, {} stacks{lost}): {open}",
         target.display(),
         profile.samples,
         profile.cpu_ns() as f64 / 1e9,

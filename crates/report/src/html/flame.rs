@@ -229,7 +229,32 @@ pub(crate) fn flame_svg(id: &str, profile: &StackProfile) -> String {
     let mut ids = BTreeMap::new();
     let mut tree = Tree::new();
     tree.add(profile, false, &mut ids);
-    draw(id, &tree, None)
+    draw(id, &tree, None, Unit::of(profile))
+}
+
+/// What a frame's count is: samples, or (a wait-chain profile, `hz` 0) microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    Samples,
+    Microseconds,
+}
+
+impl Unit {
+    fn of(profile: &StackProfile) -> Unit {
+        if profile.hz == 0 && profile.period_ns == vmscale_run::wait_chains::MICROSECOND {
+            Unit::Microseconds
+        } else {
+            Unit::Samples
+        }
+    }
+
+    fn amount(self, n: u64) -> String {
+        match self {
+            Unit::Samples => format!("{n} samples"),
+            Unit::Microseconds if n >= 1_000 => format!("{:.3} ms", n as f64 / 1e3),
+            Unit::Microseconds => format!("{n} us"),
+        }
+    }
 }
 
 /// The differential flame graph: widths from `after`, colours from the change of each
@@ -250,12 +275,12 @@ pub(crate) fn diff_svg(id: &str, before: &StackProfile, after: &StackProfile) ->
         .skip(1)
         .fold(0.0f64, |m, d| m.max(d.abs()))
         .max(1e-9);
-    draw(id, &tree, Some((&deltas, scale, b, a)))
+    draw(id, &tree, Some((&deltas, scale, b, a)), Unit::of(after))
 }
 
 type Diff<'a> = (&'a [f64], f64, u64, u64);
 
-fn draw(id: &str, tree: &Tree, diff: Option<Diff<'_>>) -> String {
+fn draw(id: &str, tree: &Tree, diff: Option<Diff<'_>>, unit: Unit) -> String {
     let total = tree.nodes[0].samples.max(1);
     // A tenth of a pixel, or more where the graph would have too many frames.
     let mut widths: Vec<u64> = tree.nodes.iter().map(|n| n.samples).collect();
@@ -295,15 +320,15 @@ fn draw(id: &str, tree: &Tree, diff: Option<Diff<'_>>) -> String {
                 (
                     diff_colour(delta / max),
                     format!(
-                        "{name} ({} samples, {now:.2}%; was {was:.2}%, {:+.2} points)",
-                        node.samples,
+                        "{name} ({}, {now:.2}%; was {was:.2}%, {:+.2} points)",
+                        unit.amount(node.samples),
                         now - was
                     ),
                 )
             }
             None => (
                 colour(node.kind, name),
-                format!("{name} ({} samples, {share:.2}%)", node.samples),
+                format!("{name} ({}, {share:.2}%)", unit.amount(node.samples)),
             ),
         };
         let label = fit_label(name, w);
