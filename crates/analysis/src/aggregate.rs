@@ -27,7 +27,7 @@ use vmscale_trace::Kallsyms;
 use crate::contention::{describe_lock, rank, top_waiters, LockWaits};
 use crate::holders::{
     is_sleeping, sleep_function, BEFORE_FIRST_EVENT, NOT_PROVEN, NO_RELEASER, NO_STACK, SPUN,
-    TOP_HOLDERS, TOP_SLEEPS, TRIMMED,
+    TOP_SLEEPS, TRIMMED,
 };
 use crate::naming;
 use crate::spinlocks::is_spinning_lock;
@@ -519,7 +519,7 @@ fn holders(
                 .cmp(&a.waited_behind_ns)
                 .then(a.pid.cmp(&b.pid))
         });
-        holders.truncate(TOP_HOLDERS);
+        let more_holders = crate::holders::fold_more_holders(&mut holders);
         if wait_count == 0 {
             continue;
         }
@@ -543,6 +543,7 @@ fn holders(
             activity: crate::holders::activity_shares(lock_split),
             held_across_sleep: held_across_sleep(dump, addr, stacks, symbols, excluded, comm),
             exact_holds: false,
+            more_holders,
         });
     }
     out.sort_by(|a, b| {

@@ -21,7 +21,9 @@ use std::collections::BTreeMap;
 
 use foldhash::{HashMap, HashMapExt, HashSet};
 
-use vmscale_run::findings::{ActivityShare, HeldAcrossSleep, Holder, HolderActivity, LockHolders};
+use vmscale_run::findings::{
+    ActivityShare, HeldAcrossSleep, Holder, HolderActivity, HolderGroup, LockHolders,
+};
 use vmscale_run::LockContention;
 use vmscale_trace::decode::event::Event;
 use vmscale_trace::decode::views::{
@@ -36,6 +38,39 @@ use crate::symbols::Symbols;
 use crate::timeline::{Activity, Gap, Timelines};
 
 pub(crate) const TOP_HOLDERS: usize = 5;
+
+/// Keeps the first [`TOP_HOLDERS`] of `holders` (sorted, most waiting behind first) and
+/// returns the rest by name (a numbered name's kind) and activity, most waiting first.
+pub(crate) fn fold_more_holders(holders: &mut Vec<Holder>) -> Vec<HolderGroup> {
+    if holders.len() <= TOP_HOLDERS {
+        return Vec::new();
+    }
+    let rest = holders.split_off(TOP_HOLDERS);
+    // (name, activity, detail) -> (tasks, waiting)
+    let mut groups: BTreeMap<(String, HolderActivity, String), (u64, u64)> = BTreeMap::new();
+    for h in &rest {
+        let name = crate::task_names::kind_of(&h.comm).unwrap_or_else(|| h.comm.clone());
+        for a in &h.activity {
+            let g = groups
+                .entry((name.clone(), a.activity, a.detail.clone()))
+                .or_default();
+            g.0 += 1;
+            g.1 += a.wait_ns;
+        }
+    }
+    let mut out: Vec<HolderGroup> = groups
+        .into_iter()
+        .map(|((name, activity, detail), (tasks, wait_ns))| HolderGroup {
+            name,
+            tasks,
+            activity,
+            detail,
+            wait_ns,
+        })
+        .collect();
+    out.sort_by(|a, b| b.wait_ns.cmp(&a.wait_ns).then_with(|| a.name.cmp(&b.name)));
+    out
+}
 pub(crate) const TOP_SLEEPS: usize = 5;
 const MAX_FRAMES: usize = 16;
 
@@ -1242,7 +1277,7 @@ impl HoldersPass {
                 .cmp(&a.waited_behind_ns)
                 .then(a.pid.cmp(&b.pid))
         });
-        holders.truncate(TOP_HOLDERS);
+        let more_holders = fold_more_holders(&mut holders);
 
         LockHolders {
             lock_addr: addr,
@@ -1256,6 +1291,7 @@ impl HoldersPass {
             activity: self.shares(&state.split, symbols, names),
             held_across_sleep: self.held_across_sleep(state, symbols),
             exact_holds: state.exact,
+            more_holders,
         }
     }
 

@@ -1095,6 +1095,7 @@ fn explained_record() -> RunRecord {
             waiter_wait_ns: 600_000_000,
         }],
         exact_holds: false,
+        more_holders: Vec::new(),
     };
     let unknown = LockHolders {
         lock_addr: 0xffff_8881_0000_2000,
@@ -1112,6 +1113,7 @@ fn explained_record() -> RunRecord {
         )],
         held_across_sleep: Vec::new(),
         exact_holds: false,
+        more_holders: Vec::new(),
     };
     let mut record = traced_record();
     record.trace.as_mut().unwrap().holders = vec![pipe, unknown];

@@ -704,6 +704,23 @@ pub struct LockHolders {
     /// inferred from who woke the waiters.
     #[serde(default)]
     pub exact_holds: bool,
+    /// The holders past `holders`, by name and what they were doing, most waiting first:
+    /// every nanosecond of waiting keeps a holder's name, however many tasks held the lock.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more_holders: Vec<HolderGroup>,
+}
+
+/// Holders of one name (a numbered name's kind: "vcpuN") that did one thing while waiters
+/// waited behind them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HolderGroup {
+    pub name: String,
+    /// Distinct tasks.
+    pub tasks: u64,
+    pub activity: HolderActivity,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+    pub wait_ns: u64,
 }
 
 /// One task that held the lock while others waited on it.

@@ -283,18 +283,100 @@ pub(crate) fn lock_explained_by(
     };
     let total = holders.total_wait_ns.max(1) as f64;
     let mut out: Vec<ExplainedBy> = Vec::new();
-    for h in &holders.holders {
-        for a in &h.activity {
-            let doing = match (a.activity, a.detail.as_str()) {
-                (HolderActivity::Unknown, _) | (HolderActivity::Handoff, _) => continue,
-                (HolderActivity::Asleep, detail) => format!("asleep in {detail}"),
-                (HolderActivity::NestedWait, detail) => format!("waiting for {detail}"),
-                (HolderActivity::Runnable, _) => "runnable, preempted while holding it".into(),
-                (activity, _) => activity.label().to_string(),
-            };
+    // Per (name or kind, what they did): the holders and the waiting behind them. Holders
+    // of one name doing the same are one entry: which of a pool's threads held the lock at
+    // a given moment is the scheduler's accident; that the pool held it doing X is the
+    // mechanism.
+    let mut groups: Vec<HolderPart> = Vec::new();
+    // Per activity: the waiting behind the holders said by name, to say the rest.
+    let mut listed: Vec<(HolderActivity, &str, u64)> = Vec::new();
+    let named = holders
+        .holders
+        .iter()
+        .flat_map(|h| {
+            let name = crate::task_names::kind_of(&h.comm).unwrap_or_else(|| h.comm.clone());
+            h.activity.iter().map(move |a| {
+                (
+                    name.clone(),
+                    Some(format!("{}/{}", h.comm, h.pid)),
+                    1,
+                    a.activity,
+                    a.detail.as_str(),
+                    a.wait_ns,
+                )
+            })
+        })
+        .chain(holders.more_holders.iter().map(|g| {
+            (
+                g.name.clone(),
+                None,
+                g.tasks,
+                g.activity,
+                g.detail.as_str(),
+                g.wait_ns,
+            )
+        }));
+    for (name, task, tasks, activity, detail, ns) in named {
+        let Some(doing) = holder_doing(activity, detail) else {
+            continue;
+        };
+        match listed
+            .iter_mut()
+            .find(|(act, d, _)| *act == activity && *d == detail)
+        {
+            Some(entry) => entry.2 += ns,
+            None => listed.push((activity, detail, ns)),
+        }
+        let part = match groups
+            .iter_mut()
+            .find(|g| g.name == name && g.doing == doing)
+        {
+            Some(part) => part,
+            None => {
+                groups.push(HolderPart {
+                    name,
+                    doing,
+                    ..HolderPart::default()
+                });
+                groups.last_mut().expect("just pushed")
+            }
+        };
+        part.tasks += tasks;
+        part.ns += ns;
+        part.named.extend(task);
+    }
+    for part in groups {
+        let what = match (part.tasks, part.named.as_slice()) {
+            (1, [task]) => format!("{task} holding it, {}", part.doing),
+            (1, _) => format!("a {} task holding it, {}", part.name, part.doing),
+            (tasks, []) => format!("{tasks} {} tasks holding it, {}", part.name, part.doing),
+            (tasks, named) => format!(
+                "{tasks} {} tasks holding it, {} ({}{})",
+                part.name,
+                part.doing,
+                named[..named.len().min(3)].join(", "),
+                if tasks > 3 { ", ..." } else { "" }
+            ),
+        };
+        out.push(ExplainedBy {
+            what,
+            share: part.ns as f64 / total,
+        });
+    }
+    // Holders past the listed ones: the lock's total per activity less the listed share.
+    for a in &holders.activity {
+        let Some(doing) = holder_doing(a.activity, &a.detail) else {
+            continue;
+        };
+        let said = listed
+            .iter()
+            .find(|(act, detail, _)| *act == a.activity && *detail == a.detail)
+            .map_or(0, |l| l.2);
+        let rest = a.wait_ns.saturating_sub(said);
+        if rest > 0 {
             out.push(ExplainedBy {
-                what: format!("{}/{} holding it, {doing}", h.comm, h.pid),
-                share: a.wait_ns as f64 / total,
+                what: format!("more holders holding it, {doing}"),
+                share: rest as f64 / total,
             });
         }
     }
@@ -317,6 +399,30 @@ pub(crate) fn lock_explained_by(
     out.retain(|e| e.share >= 0.005);
     out.sort_by(|a, b| b.share.total_cmp(&a.share).then(a.what.cmp(&b.what)));
     out
+}
+
+/// Holders of one name that did one thing, said as one part of a lock's waiting.
+#[derive(Default)]
+struct HolderPart {
+    name: String,
+    doing: String,
+    /// Distinct tasks, and the first few by name (the holders listed one by one).
+    tasks: u64,
+    named: Vec<String>,
+    ns: u64,
+}
+
+/// What a holder did while waiters waited, as said after "holding it, "; None for what is
+/// not the holder's doing (a handoff between holders, or no proven holder).
+fn holder_doing(activity: HolderActivity, detail: &str) -> Option<String> {
+    Some(match activity {
+        HolderActivity::Unknown | HolderActivity::Handoff => return None,
+        HolderActivity::Asleep => format!("asleep in {detail}"),
+        HolderActivity::NestedWait => format!("waiting for {detail}"),
+        HolderActivity::Runnable => "runnable, preempted while holding it".into(),
+        HolderActivity::Running if detail == crate::holders::SPUN => return None,
+        activity => activity.label().to_string(),
+    })
 }
 
 /// A holder's second activity is said from this share of the waiting behind it.

@@ -1,7 +1,7 @@
 use super::*;
 use crate::breakdown::TIMED_SAMPLE;
 use vmscale_run::findings::{
-    ActivityShare, Component, ComponentKind, HeldAcrossSleep, Holder, HolderActivity,
+    ActivityShare, Component, ComponentKind, HeldAcrossSleep, Holder, HolderActivity, HolderGroup,
     OperationBreakdown, PhaseBreakdown, SubjectTime, TaskTime,
 };
 use vmscale_run::{HostFacts, ToolInfo, SCHEMA_VERSION};
@@ -116,6 +116,7 @@ fn pipe_holders(across_sleep_ns: u64) -> LockHolders {
             waiter_wait_ns: across_sleep_ns,
         }],
         exact_holds: false,
+        more_holders: Vec::new(),
     }
 }
 
@@ -639,5 +640,102 @@ fn the_second_cause_says_what_removing_both_would_do() {
             && both.change.contains(" and without its own on-CPU work"),
         "{}",
         both.change
+    );
+}
+
+#[test]
+fn holders_of_one_name_doing_the_same_are_one_part_and_unlisted_holders_keep_their_time() {
+    let holder = |comm: &str, pid: i32, activity, detail: &str, wait_ns| Holder {
+        comm: comm.into(),
+        pid,
+        holds: 1,
+        shared_holds: 0,
+        waited_behind_ns: wait_ns,
+        activity: vec![ActivityShare {
+            activity,
+            detail: detail.into(),
+            wait_ns,
+        }],
+        ipis_sent: 0,
+    };
+    let share = |activity, detail: &str, wait_ns| ActivityShare {
+        activity,
+        detail: detail.into(),
+        wait_ns,
+    };
+    let mut holders = pipe_holders(0);
+    holders.held_across_sleep.clear();
+    holders.name = "mmap_lock (write, in __vm_munmap)".into();
+    holders.kind = "rwsem".into();
+    holders.total_wait_ns = 1_000;
+    holders.holders = vec![
+        holder("vmscale", 21, HolderActivity::Running, "", 300),
+        holder("vmscale", 22, HolderActivity::Running, "", 250),
+        holder(
+            "kworker/0:1",
+            5,
+            HolderActivity::Asleep,
+            "rwsem_down_read_slowpath",
+            100,
+        ),
+        holder("vmscale", 23, HolderActivity::Running, "", 50),
+    ];
+    // Past the listed holders: two more vmscale tasks and a cc1 running, 150 of the 200
+    // more running said by name (a record from before they were kept has none).
+    holders.more_holders = vec![
+        HolderGroup {
+            name: "vmscale".into(),
+            tasks: 2,
+            activity: HolderActivity::Running,
+            detail: String::new(),
+            wait_ns: 100,
+        },
+        HolderGroup {
+            name: "cc1".into(),
+            tasks: 1,
+            activity: HolderActivity::Running,
+            detail: String::new(),
+            wait_ns: 50,
+        },
+    ];
+    // All holders, the unlisted ones too: 200 more running, and 100 between holders.
+    holders.activity = vec![
+        share(HolderActivity::Running, "", 800),
+        share(HolderActivity::Asleep, "rwsem_down_read_slowpath", 100),
+        share(HolderActivity::Handoff, "", 100),
+    ];
+    let trace = TraceSection {
+        contention: vec![lock(
+            "mmap_lock (write, in __vm_munmap)",
+            "rwsem",
+            0x10,
+            1_000,
+        )],
+        holders: vec![holders],
+        ..TraceSection::default()
+    };
+    let said: Vec<(String, f64)> = lock_explained_by(&trace, trace.contention.first())
+        .into_iter()
+        .map(|e| (e.what, e.share))
+        .collect();
+    assert_eq!(
+        said,
+        [
+            (
+                "5 vmscale tasks holding it, running (vmscale/21, vmscale/22, vmscale/23, ...)"
+                    .to_string(),
+                0.7
+            ),
+            (
+                "between holders (released, the next not yet running)".to_string(),
+                0.1
+            ),
+            (
+                "kworker/0:1/5 holding it, asleep in rwsem_down_read_slowpath".to_string(),
+                0.1
+            ),
+            ("a cc1 task holding it, running".to_string(), 0.05),
+            ("more holders holding it, running".to_string(), 0.05),
+        ]
     );
 }

@@ -165,6 +165,7 @@ pub fn trace() -> TraceSection {
             }],
             held_across_sleep: Vec::new(),
             exact_holds: false,
+            more_holders: Vec::new(),
         }],
         timeline: Some(timeline()),
         on_cpu: Some(stacks(1)),
