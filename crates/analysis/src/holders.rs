@@ -49,7 +49,7 @@ pub(crate) fn fold_more_holders(holders: &mut Vec<Holder>) -> Vec<HolderGroup> {
     // (name, activity, detail) -> (tasks, waiting)
     let mut groups: BTreeMap<(String, HolderActivity, String), (u64, u64)> = BTreeMap::new();
     for h in &rest {
-        let name = crate::task_names::kind_of(&h.comm).unwrap_or_else(|| h.comm.clone());
+        let name = crate::task_names::group_of(&h.comm);
         for a in &h.activity {
             let g = groups
                 .entry((name.clone(), a.activity, a.detail.clone()))

@@ -38,6 +38,12 @@ pub(crate) fn kind_of(comm: &str) -> Option<String> {
     numbered.then_some(out)
 }
 
+/// What tasks are grouped by: a numbered name's kind ("vcpuN"), else the name itself
+/// (the threads of a pool that names them all alike).
+pub(crate) fn group_of(comm: &str) -> String {
+    kind_of(comm).unwrap_or_else(|| comm.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

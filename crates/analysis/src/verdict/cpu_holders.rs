@@ -8,7 +8,7 @@ use vmscale_run::verdict::ExplainedBy;
 
 use super::percent;
 use crate::runqueue::REST_PID;
-use crate::task_names::kind_of;
+use crate::task_names::group_of;
 
 /// ": its CPUs ran its own tasks for 80% of it (vcpu0, vcpu3, ...) and other tasks for
 /// 15% (rustc, cc1)", or nothing when no holder was seen.
@@ -67,9 +67,10 @@ pub(super) fn summary(holders: &[CpuHolder], runnable_ns: u64) -> String {
 /// Holders of one numbered kind: their pids, their time and their first names.
 type Kind<'a> = (Vec<i32>, u64, Vec<&'a str>);
 
-/// The holders as parts of the runnable time, largest first. Numbered threads of one kind
-/// (a VM's "vcpu0".."vcpu7") are one part: which of a VM's vCPU threads held the CPU at a
-/// given moment is the scheduler's accident; that the VM's vCPUs held it is the mechanism.
+/// The holders as parts of the runnable time, largest first. Threads of one name, or
+/// numbered threads of one kind (a VM's "vcpu0".."vcpu7"), are one part: which of a VM's
+/// vCPU threads held the CPU at a given moment is the scheduler's accident; that the VM's
+/// vCPUs held it is the mechanism.
 pub(super) fn explained_by(holders: &[CpuHolder], runnable_ns: u64) -> Vec<ExplainedBy> {
     if runnable_ns == 0 {
         return Vec::new();
@@ -77,24 +78,20 @@ pub(super) fn explained_by(holders: &[CpuHolder], runnable_ns: u64) -> Vec<Expla
     // (kind, its own?) -> the pids, their time and their first names.
     let mut kinds: HashMap<(String, bool), Kind> = HashMap::new();
     for h in holders.iter().filter(|h| h.pid > 0) {
-        if let Some(kind) = kind_of(&h.comm) {
-            let e = kinds.entry((kind, h.subject)).or_default();
-            if !e.0.contains(&h.pid) {
-                e.0.push(h.pid);
-            }
-            e.1 += h.ns;
-            if e.2.len() < 3 && !e.2.contains(&h.comm.as_str()) {
-                e.2.push(&h.comm);
-            }
+        let e = kinds.entry((group_of(&h.comm), h.subject)).or_default();
+        if !e.0.contains(&h.pid) {
+            e.0.push(h.pid);
+        }
+        e.1 += h.ns;
+        if e.2.len() < 3 && !e.2.contains(&h.comm.as_str()) {
+            e.2.push(&h.comm);
         }
     }
     kinds.retain(|_, (pids, _, _)| pids.len() > 1);
     let share = |ns: u64| (ns as f64 / runnable_ns as f64).min(1.0);
     let mut out: Vec<(u64, ExplainedBy)> = holders
         .iter()
-        .filter(|h| {
-            h.pid <= 0 || kind_of(&h.comm).is_none_or(|k| !kinds.contains_key(&(k, h.subject)))
-        })
+        .filter(|h| h.pid <= 0 || !kinds.contains_key(&(group_of(&h.comm), h.subject)))
         .map(|h| {
             let what = match h.pid {
                 0 => "the CPU idle, waking up to run it".to_string(),
@@ -195,6 +192,26 @@ mod tests {
                 ),
                 ("2 cc1 tasks held the CPU".to_string(), 0.25),
                 ("kworker/0:1/30 held the CPU".to_string(), 0.05),
+            ]
+        );
+    }
+
+    #[test]
+    fn threads_of_one_unnumbered_name_hold_the_cpu_as_one_part() {
+        let holders = [
+            held("storm-writer", 10, 48, false),
+            held("storm-writer", 12, 47, false),
+            held("trace-cpu0", 30, 5, true),
+        ];
+        let said: Vec<(String, f64)> = explained_by(&holders, 100)
+            .into_iter()
+            .map(|e| (e.what, e.share))
+            .collect();
+        assert_eq!(
+            said,
+            [
+                ("2 storm-writer tasks held the CPU".to_string(), 0.95),
+                ("trace-cpu0/30 (its own) held the CPU".to_string(), 0.05),
             ]
         );
     }

@@ -294,7 +294,7 @@ pub(crate) fn lock_explained_by(
         .holders
         .iter()
         .flat_map(|h| {
-            let name = crate::task_names::kind_of(&h.comm).unwrap_or_else(|| h.comm.clone());
+            let name = crate::task_names::group_of(&h.comm);
             h.activity.iter().map(move |a| {
                 (
                     name.clone(),
