@@ -17,6 +17,7 @@
 
 mod code_paths;
 mod cpu_holders;
+mod cross_cpu;
 mod growth;
 mod lock_cause;
 mod locks_only;

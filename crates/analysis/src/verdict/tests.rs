@@ -739,3 +739,58 @@ fn holders_of_one_name_doing_the_same_are_one_part_and_unlisted_holders_keep_the
         ]
     );
 }
+
+#[test]
+fn a_wait_for_other_cpus_is_said_by_phase_with_the_calls_its_ipis_came_from() {
+    use vmscale_run::findings::IpiSyscall;
+    use vmscale_run::IpiPhase;
+    let phase = |label: &str, ns| PhaseBreakdown {
+        label: label.into(),
+        operations: vec![OperationBreakdown {
+            operation: "timed sample".into(),
+            syscall: TIMED_SAMPLE,
+            count: 10,
+            total_ns: ns,
+            components: vec![component(ComponentKind::CrossCpu, "flush_tlb_func", ns)],
+            ..OperationBreakdown::default()
+        }],
+        ..PhaseBreakdown::default()
+    };
+    let ipis = |label: &str, by: &[(&str, u64)]| IpiPhase {
+        label: label.into(),
+        ipis: by.iter().map(|b| b.1).sum(),
+        by_syscall: by
+            .iter()
+            .map(|&(syscall, ipis)| IpiSyscall {
+                syscall: syscall.into(),
+                ipis,
+            })
+            .collect(),
+        ..IpiPhase::default()
+    };
+    let trace = TraceSection {
+        breakdown: vec![phase("mlock busy=0", 100), phase("mlock busy=1", 900)],
+        ipis: vec![
+            ipis("mlock busy=0", &[("munmap", 87), ("mlock", 13)]),
+            ipis("mlock busy=1", &[("munmap", 995), ("mlock", 5)]),
+        ],
+        ..TraceSection::default()
+    };
+    let said: Vec<(String, f64)> = cross_cpu::explained_by(&trace, "flush_tlb_func")
+        .into_iter()
+        .map(|e| (e.what, e.share))
+        .collect();
+    assert_eq!(
+        said,
+        [
+            (
+                "mlock busy=1: its IPIs sent from munmap (100% of 1000)".to_string(),
+                0.9
+            ),
+            (
+                "mlock busy=0: its IPIs sent from munmap (87% of 100), mlock (13%)".to_string(),
+                0.1
+            ),
+        ]
+    );
+}

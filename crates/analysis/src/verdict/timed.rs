@@ -242,6 +242,7 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
                     ComponentKind::Asleep => {
                         super::timed_wakers::woken_by(sleep_wakers.get(&detail), (share * total as f64) as u64)
                     }
+                    ComponentKind::CrossCpu => super::cross_cpu::explained_by(trace, &detail),
                     _ => Vec::new(),
                 },
                 what_if: what_if(trace, kind, &detail),
