@@ -452,6 +452,9 @@ pub(super) fn subject_findings(
                     (SubjectCause::Part(ComponentKind::Asleep), Some(part)) => {
                         super::wakers::explained_by(part)
                     }
+                    (SubjectCause::Part(ComponentKind::CrossCpu), Some(part)) => {
+                        super::cross_cpu::subject_explained_by(trace, part)
+                    }
                     (SubjectCause::Part(ComponentKind::Lock | ComponentKind::HoldingAsleep), _) => {
                         lock_parts(trace, s)
                     }

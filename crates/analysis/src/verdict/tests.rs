@@ -794,3 +794,70 @@ fn a_wait_for_other_cpus_is_said_by_phase_with_the_calls_its_ipis_came_from() {
         ]
     );
 }
+
+#[test]
+fn a_subject_wait_for_other_cpus_is_said_by_who_waited_and_what_they_sent() {
+    use vmscale_run::findings::{IpiSender, SubjectPart};
+    use vmscale_run::IpiPhase;
+    let part = SubjectPart {
+        kind: ComponentKind::CrossCpu,
+        detail: "flush_tlb_func".into(),
+        lock: String::new(),
+        total_ns: 1_000,
+        tasks: vec![
+            TaskTime {
+                comm: "worker1".into(),
+                pid: 11,
+                ns: 600,
+            },
+            TaskTime {
+                comm: "worker2".into(),
+                pid: 12,
+                ns: 300,
+            },
+            TaskTime {
+                comm: "main".into(),
+                pid: 10,
+                ns: 100,
+            },
+        ],
+        processes: Vec::new(),
+        cpu_holders: Vec::new(),
+        waits_for: String::new(),
+        woken_by: Vec::new(),
+        what_if: None,
+    };
+    let trace = TraceSection {
+        ipis: vec![IpiPhase {
+            ipis: 200,
+            by_sender: vec![
+                IpiSender {
+                    pid: 11,
+                    comm: "worker1".into(),
+                    ipis: 120,
+                },
+                IpiSender {
+                    pid: 12,
+                    comm: "worker2".into(),
+                    ipis: 60,
+                },
+            ],
+            ..IpiPhase::default()
+        }],
+        ..TraceSection::default()
+    };
+    let said: Vec<(String, f64)> = cross_cpu::subject_explained_by(&trace, &part)
+        .into_iter()
+        .map(|e| (e.what, e.share))
+        .collect();
+    assert_eq!(
+        said,
+        [
+            (
+                "2 workerN tasks waiting (they sent 90% of the trace's 200 IPIs)".to_string(),
+                0.9
+            ),
+            ("main/10 waiting".to_string(), 0.1),
+        ]
+    );
+}
