@@ -11,7 +11,7 @@ use vmscale_run::verdict::ExplainedBy;
 
 use crate::breakdown::without_whose_wake;
 use crate::runqueue::REST_PID;
-use crate::task_names::kind_of;
+use crate::task_names::group_of;
 
 /// Wakers (single tasks or kinds of thread) named one by one.
 const NAMED_WAKERS: usize = 5;
@@ -29,7 +29,8 @@ struct Entry {
     ns: u64,
 }
 
-/// A waker of a numbered kind: pid, comm, what it did, the sleep it ended.
+/// A member of a kind (numbered threads, or threads of one name): pid, comm, what it did,
+/// the sleep it ended.
 type Member<'a> = (i32, &'a str, &'a str, u64);
 
 /// Wakers said together by what they did: the sleep they ended, how many tasks, first names.
@@ -67,20 +68,11 @@ pub(super) fn woken_by(wakers: Option<&PhaseWakers>, sleep_ns: u64) -> Vec<Expla
                 doing: doing.clone(),
                 ns,
             }),
-            pid => match kind_of(comm) {
-                Some(p) => kinds
-                    .entry((p, without_whose_wake(doing).to_string()))
-                    .or_default()
-                    .push((pid, comm, doing, ns)),
-                None => entries.push(Entry {
-                    who: Who::Task {
-                        comm: comm.clone(),
-                        pid,
-                    },
-                    doing: doing.clone(),
-                    ns,
-                }),
-            },
+            // A kind of one task is said as that task, below.
+            pid => kinds
+                .entry((group_of(comm), without_whose_wake(doing).to_string()))
+                .or_default()
+                .push((pid, comm, doing, ns)),
         }
     }
     let mut kind_at: HashMap<(String, String), usize> = HashMap::new();
@@ -125,9 +117,9 @@ pub(super) fn woken_by(wakers: Option<&PhaseWakers>, sleep_ns: u64) -> Vec<Expla
     // What the breakdown said together joins a kind when all its names are of that kind.
     let mut rest: Vec<(&str, &str, u64, u64)> = Vec::new();
     for (names, doing, ns, tasks) in folded {
-        let patterns: HashSet<Option<String>> = names.split(", ").map(kind_of).collect();
+        let patterns: HashSet<String> = names.split(", ").map(group_of).collect();
         let kind = match patterns.into_iter().collect::<Vec<_>>().as_slice() {
-            [Some(p)] => kind_at.get(&(p.clone(), without_whose_wake(doing).to_string())),
+            [p] => kind_at.get(&(p.clone(), without_whose_wake(doing).to_string())),
             _ => None,
         };
         match kind.map(|&at| &mut entries[at]) {
@@ -270,6 +262,26 @@ mod tests {
         assert!((said[0].share - 0.95).abs() < 1e-9, "{said:?}");
         assert_eq!(said[1].what, "woken by cc1/20, running");
         assert_eq!(said.len(), 2);
+    }
+
+    #[test]
+    fn threads_of_one_unnumbered_name_that_did_the_same_are_one_waker() {
+        let w = wakers(&[
+            (21, "vmscale", "running", 50, 0),
+            (22, "vmscale", "running", 30, 0),
+            (23, "vmscale", "asleep in do_nanosleep", 10, 0),
+            (30, "kthreadd", "running", 10, 0),
+        ]);
+        let said = woken_by(Some(&w), 100);
+        let what: Vec<&str> = said.iter().map(|e| e.what.as_str()).collect();
+        assert_eq!(
+            what,
+            [
+                "woken by 2 vmscale tasks, running",
+                "woken by kthreadd/30, running",
+                "woken by vmscale/23, asleep in do_nanosleep",
+            ]
+        );
     }
 
     #[test]
