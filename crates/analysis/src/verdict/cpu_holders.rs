@@ -137,6 +137,9 @@ pub(super) fn explained_by(holders: &[CpuHolder], runnable_ns: u64) -> Vec<Expla
                 )
             }),
     );
+    // Under half a percent is left to the details, as a lock's holders are ("0% x held
+    // the CPU" on the first screen says nothing).
+    out.retain(|(_, e)| e.share >= 0.005);
     out.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.what.cmp(&b.1.what)));
     out.into_iter().map(|(_, e)| e).collect()
 }
