@@ -116,19 +116,41 @@ fn real_runs(base: &Path) -> Vec<PathBuf> {
 }
 
 /// The memslot run again as if measured on kernel `kernel`, every sample at `slower_n`
-/// ten times as long: a regression planted where its size and place are known, beyond
-/// the run-to-run spread of a busy nested host (its runs' p50s can differ twofold).
+/// made longer by a factor beyond the run-to-run spread of a busy nested host: ten times,
+/// or the square of the widest ratio between the `direct` series' runs' p50s there where
+/// that is more (CI once saw them differ so much that a tenfold change was rightly
+/// undecidable). Between three runs a side a change beyond that square is decidable
+/// whatever the runs' order.
 fn planted(memslot: &Path, base: &Path, kernel: &str, slower_n: u64) -> PathBuf {
     let mut run = load(memslot);
     run["host"]["kernel_release"] = Value::String(kernel.to_string());
-    for point in run["points"].as_array_mut().unwrap() {
-        if point["n"].as_u64() != Some(slower_n) {
-            continue;
-        }
-        for series in point["series"].as_array_mut().unwrap() {
-            for sample in series["samples_ns"].as_array_mut().unwrap() {
-                *sample = Value::from(sample.as_u64().unwrap() * 10);
-            }
+    let point = |run: &Value| {
+        run["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|p| p["n"].as_u64() == Some(slower_n))
+            .unwrap()
+    };
+    let at = point(&run);
+    let direct = run["points"][at]["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "direct")
+        .unwrap();
+    let p50s: Vec<f64> = direct["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["p50_ns"].as_f64().unwrap().max(1.0))
+        .collect();
+    let widest = p50s.iter().cloned().fold(f64::MIN, f64::max)
+        / p50s.iter().cloned().fold(f64::MAX, f64::min);
+    let factor = (widest * widest).ceil().clamp(10.0, 1e6) as u64;
+    for series in run["points"][at]["series"].as_array_mut().unwrap() {
+        for sample in series["samples_ns"].as_array_mut().unwrap() {
+            *sample = Value::from(sample.as_u64().unwrap().saturating_mul(factor));
         }
     }
     let name = format!(
@@ -255,8 +277,8 @@ fn real_runs_read_back_by_query_fleet_and_spark() {
     // each side has 3 replicates and compare judges the runs' p50s (Welch's t on their
     // logarithms), which a busy nested host's slow phases do not blur as they blur one
     // run's blocks. At n = 2 every row is slower, or undecidable where a series' runs
-    // spread wider than even a tenfold change (a guest stall near zero in some runs):
-    // `direct`, the plain memslot update, is slower. n = 1 has the same samples on both
+    // spread wider than the planted change (a guest stall near zero in some runs):
+    // `direct`, the plain memslot update, whose spread the change was sized by, is slower. n = 1 has the same samples on both
     // kernels: neither slower nor faster.
     let all = fleet(
         &pq,
