@@ -1,8 +1,9 @@
 //! On-CPU sampling through the command line: `record` samples by default and the run
 //! record keeps the stacks, `--no-sample` leaves them out, a vmscale that may not use
 //! perf_event_open records its trace all the same and says why it has no samples, and
-//! `export --pprof|--folded` write the samples. Needs root, tracefs and capsh (to drop
-//! the capabilities perf_event_open needs); fails without.
+//! `export --pprof|--folded` write the samples, which Go's pprof and speedscope (in
+//! chromium) read back. Needs root, tracefs, capsh (to drop the capabilities
+//! perf_event_open needs), Go, chromium and speedscope; fails without.
 
 mod common;
 
@@ -76,6 +77,26 @@ fn record_samples_by_default_and_exports_them() {
     );
     let gz = std::fs::read(out.join("p.pb.gz")).unwrap();
     assert_eq!(&gz[..2], &[0x1f, 0x8b], "gzip");
+
+    // speedscope opens it: its profile is the default sample type, the CPU time, whose
+    // total is Go's reading of the same file, and the shell's frames are there by name.
+    let read = speedscope_reading(&out.join("p.pb.gz"));
+    let profile = &read["profiles"][0];
+    assert_eq!(profile["unit"], "nanoseconds", "{profile}");
+    let span = profile["endValue"].as_u64().unwrap() - profile["startValue"].as_u64().unwrap();
+    assert_eq!(span, go_pprof_total_ns(&out.join("p.pb.gz"), "cpu"));
+    assert_eq!(
+        span,
+        samples * run["trace"]["on_cpu"]["period_ns"].as_u64().unwrap(),
+        "{profile}"
+    );
+    let frames: Vec<&str> = read["shared"]["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert!(frames.contains(&"sh"), "{frames:?}");
 
     // Exactly one format.
     let o = vmscale()
@@ -195,6 +216,81 @@ fn go_pprof_total_ns(file: &std::path::Path, index: &str) -> u64 {
             total.trim_end_matches("ns").parse().ok()
         })
         .unwrap_or_else(|| panic!("no total in:\n{text}"))
+}
+
+/// speedscope's reading of the profile in `file`: speedscope (its own pprof importer, in
+/// headless chromium) opens it as its command line would, and its Export button's file,
+/// speedscope's JSON format, is returned. scripts/test installs speedscope with npm.
+fn speedscope_reading(file: &std::path::Path) -> Value {
+    let app = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/speedscope/node_modules/speedscope/dist/release/index.html");
+    assert!(
+        app.exists(),
+        "speedscope is missing: this test opens the pprof export in it \
+         (npm ci --prefix crates/cli/tests/speedscope; scripts/test does)"
+    );
+    let name = file.file_name().unwrap().to_string_lossy();
+    let loader = file.with_extension("speedscope.js");
+    std::fs::write(
+        &loader,
+        format!(
+            "speedscope.loadFileFromBase64({name:?}, {:?});\n{}",
+            base64(&std::fs::read(file).unwrap()),
+            include_str!("speedscope/export-on-load.js")
+        ),
+    )
+    .unwrap();
+    let profile_dir = file.with_extension("chromium");
+    let o = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile_dir.display()))
+        .arg(format!(
+            "file://{}#localProfilePath={}",
+            app.display(),
+            loader.display()
+        ))
+        .output()
+        .expect("chromium runs (apt-get install chromium; scripts/test does)");
+    let _ = std::fs::remove_dir_all(&profile_dir);
+    let dom = stdout(&o);
+    let exported = dom
+        .split_once("<pre id=\"exported\">")
+        .and_then(|(_, rest)| rest.split_once("</pre>"))
+        .unwrap_or_else(|| panic!("speedscope exported nothing: {}", stderr(&o)))
+        .0
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&nbsp;", "\u{a0}")
+        .replace("&amp;", "&");
+    serde_json::from_str(&exported).unwrap_or_else(|e| panic!("{e}: {exported}"))
+}
+
+/// Standard base64 with padding, as speedscope's loader takes a profile.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let word = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |w, (i, &b)| w | (b as u32) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(word >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// A command that sleeps: report.html draws its time off a CPU by wait chain (asleep in
