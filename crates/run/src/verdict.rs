@@ -85,6 +85,11 @@ pub struct FindingWhatIf {
     pub phase: String,
     #[serde(flatten)]
     pub prediction: crate::findings::WhatIf,
+    /// The cause is the operation's own work on a CPU: it can be made faster, not removed
+    /// (without it there is no operation), so only the prediction with half of it is a
+    /// claim; `removed_*` stay as the arithmetic bound.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub only_halved: bool,
 }
 
 /// One part of a finding's time and what it was.

@@ -150,6 +150,26 @@ fn holders_of(trace: &TraceSection, addr: u64) -> Option<&LockHolders> {
     trace.holders.iter().find(|h| h.lock_addr == addr)
 }
 
+/// A finding's what-if for removing the component `(kind, detail)` in `phase`.
+pub(crate) fn finding_what_if(
+    kind: vmscale_run::findings::ComponentKind,
+    detail: &str,
+    phase: String,
+    prediction: vmscale_run::findings::WhatIf,
+) -> vmscale_run::verdict::FindingWhatIf {
+    let only_halved = kind == vmscale_run::findings::ComponentKind::OnCpu;
+    vmscale_run::verdict::FindingWhatIf {
+        change: if only_halved {
+            "with its own on-CPU work twice as fast".into()
+        } else {
+            change(kind, detail)
+        },
+        phase,
+        prediction,
+        only_halved,
+    }
+}
+
 /// The change that removes a component, in words.
 pub(crate) fn change(kind: vmscale_run::findings::ComponentKind, detail: &str) -> String {
     match kind {

@@ -470,11 +470,12 @@ pub(super) fn subject_findings(
                     _ => Vec::new(),
                 },
                 what_if: s.part.and_then(|p| {
-                    Some(vmscale_run::verdict::FindingWhatIf {
-                        change: super::change(p.kind, &p.detail),
-                        phase: "the timed calls".into(),
-                        prediction: p.what_if?,
-                    })
+                    Some(super::finding_what_if(
+                        p.kind,
+                        &p.detail,
+                        "the timed calls".into(),
+                        p.what_if?,
+                    ))
                 }),
                 what_if_together: None,
             }

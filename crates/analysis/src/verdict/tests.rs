@@ -586,34 +586,35 @@ fn a_holder_is_named_only_as_far_as_the_trace_proves_it() {
     );
 }
 
+const PREDICTION: vmscale_run::findings::WhatIf = vmscale_run::findings::WhatIf {
+    samples: 10,
+    p50_ns: 100,
+    p99_ns: 200,
+    removed_p50_ns: 10,
+    removed_p99_ns: 20,
+    halved_p50_ns: 55,
+    halved_p99_ns: 110,
+};
+
 #[test]
 fn the_second_cause_says_what_removing_both_would_do() {
     let mut trace = timed(
         vec![
             component(ComponentKind::Runnable, "", 600),
-            component(ComponentKind::OnCpu, "", 300),
-            component(ComponentKind::Asleep, "(no stack)", 100),
+            component(ComponentKind::Asleep, "(no stack)", 300),
+            component(ComponentKind::OnCpu, "", 100),
         ],
         TIMED_SAMPLE,
     );
-    let prediction = vmscale_run::findings::WhatIf {
-        samples: 10,
-        p50_ns: 100,
-        p99_ns: 200,
-        removed_p50_ns: 10,
-        removed_p99_ns: 20,
-        halved_p50_ns: 55,
-        halved_p99_ns: 110,
-    };
     let op = &mut trace.breakdown[0].operations[0];
     // Only the pair the two first findings are: another pair is not theirs.
     for removed in [
         vec![
+            (ComponentKind::Asleep, "(no stack)".to_string()),
             (ComponentKind::OnCpu, String::new()),
-            (ComponentKind::Asleep, "(no stack)".into()),
         ],
         vec![
-            (ComponentKind::OnCpu, String::new()),
+            (ComponentKind::Asleep, "(no stack)".into()),
             (ComponentKind::Runnable, String::new()),
         ],
     ] {
@@ -626,7 +627,7 @@ fn the_second_cause_says_what_removing_both_would_do() {
                     } else {
                         90
                     },
-                    ..prediction
+                    ..PREDICTION
                 },
             });
     }
@@ -635,12 +636,48 @@ fn the_second_cause_says_what_removing_both_would_do() {
     assert!(found[0].what_if_together.is_none());
     let both = found[1].what_if_together.as_ref().expect("both removed");
     assert_eq!(both.prediction.removed_p50_ns, 10);
+    assert!(!both.only_halved);
     assert!(
-        both.change.contains("runnable")
-            && both.change.contains(" and without its own on-CPU work"),
+        both.change.contains("runnable") && both.change.contains(" and without its sleeps"),
         "{}",
         both.change
     );
+}
+
+/// An operation's own on-CPU work can be made faster, not removed: its what-if is the
+/// halved prediction alone, and no pair removes all of it.
+#[test]
+fn own_on_cpu_work_is_only_halved_and_never_removed_in_a_pair() {
+    let mut trace = timed(
+        vec![
+            Component {
+                what_if: Some(PREDICTION),
+                ..component(ComponentKind::OnCpu, "", 600)
+            },
+            Component {
+                what_if: Some(PREDICTION),
+                ..component(ComponentKind::Runnable, "", 300)
+            },
+        ],
+        TIMED_SAMPLE,
+    );
+    trace.breakdown[0].operations[0]
+        .what_if_together
+        .push(vmscale_run::findings::WhatIfTogether {
+            removed: vec![
+                (ComponentKind::OnCpu, String::new()),
+                (ComponentKind::Runnable, String::new()),
+            ],
+            prediction: PREDICTION,
+        });
+    let found = verdict(&record(Some(trace)));
+    assert_eq!(found[0].cause, Cause::OnCpu);
+    let own = found[0].what_if.as_ref().expect("a what-if");
+    assert!(own.only_halved, "{own:?}");
+    assert_eq!(own.change, "with its own on-CPU work twice as fast");
+    let runnable = found[1].what_if.as_ref().expect("a what-if");
+    assert!(!runnable.only_halved);
+    assert!(found[1].what_if_together.is_none(), "{:?}", found[1]);
 }
 
 #[test]

@@ -31,10 +31,8 @@ fn what_if(trace: &TraceSection, kind: ComponentKind, detail: &str) -> Option<Fi
             Some((phase, c.total_ns, c.what_if?))
         })
         .max_by(|a, b| a.1.cmp(&b.1).then(b.0.label.cmp(&a.0.label)))
-        .map(|(phase, _, prediction)| FindingWhatIf {
-            change: super::change(kind, detail),
-            phase: phase.label.clone(),
-            prediction,
+        .map(|(phase, _, prediction)| {
+            super::finding_what_if(kind, detail, phase.label.clone(), prediction)
         })
 }
 
@@ -77,6 +75,7 @@ fn what_if_together(
             ),
             phase: phase.label.clone(),
             prediction: both.prediction,
+            only_halved: false,
         })
 }
 
@@ -156,8 +155,12 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
         .filter(|&(_, _, share)| share >= MIN_SHARE)
         .take(MAX_FINDINGS)
         .collect();
+    // Removing all of the operation's own on-CPU work leaves no operation to predict: the
+    // pair is predicted only where both causes are waits.
     let together = match said.as_slice() {
-        [a, b, ..] => what_if_together(trace, [(a.0, a.1.as_str()), (b.0, b.1.as_str())]),
+        [a, b, ..] if a.0 != ComponentKind::OnCpu && b.0 != ComponentKind::OnCpu => {
+            what_if_together(trace, [(a.0, a.1.as_str()), (b.0, b.1.as_str())])
+        }
         _ => None,
     };
     let mut findings: Vec<Finding> = said

@@ -79,10 +79,23 @@ pub(crate) fn section(record: &RunRecord, depth: Depth) -> Option<Section> {
 }
 
 /// "what if: CHANGE (PHASE, N samples): p50 X (now Y), p99 X (now Y)", and with `halved`
-/// the prediction with half of the cause removed.
+/// the prediction with half of the cause removed. A cause that can only be made faster
+/// (the operation's own work) is said by that half alone.
 fn what_if_line(label: &str, w: &vmscale_run::verdict::FindingWhatIf, halved: bool) -> String {
     use vmscale_stats::units::duration;
     let p = &w.prediction;
+    if w.only_halved {
+        return format!(
+            "{label}: {} ({}, {} samples): p50 {} (now {}), p99 {} (now {})",
+            w.change,
+            w.phase,
+            p.samples,
+            duration(p.halved_p50_ns),
+            duration(p.p50_ns),
+            duration(p.halved_p99_ns),
+            duration(p.p99_ns),
+        );
+    }
     let mut line = format!(
         "{label}: {} ({}, {} samples): p50 {} (now {}), p99 {} (now {})",
         w.change,

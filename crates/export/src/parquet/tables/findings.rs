@@ -67,6 +67,7 @@ pub(super) fn batch(id: &str, record: &RunRecord) -> Result<RecordBatch, ArrowEr
         .map(|(i, f)| {
             let what_if = f.what_if.as_ref();
             let predicted = what_if.map(|w| &w.prediction);
+            let removable = what_if.filter(|w| !w.only_halved).map(|w| &w.prediction);
             Row {
                 run_id: id,
                 rank: i + 1,
@@ -89,8 +90,9 @@ pub(super) fn batch(id: &str, record: &RunRecord) -> Result<RecordBatch, ArrowEr
                 what_if_samples: predicted.map(|p| p.samples),
                 p50_ns: predicted.map(|p| p.p50_ns),
                 p99_ns: predicted.map(|p| p.p99_ns),
-                removed_p50_ns: predicted.map(|p| p.removed_p50_ns),
-                removed_p99_ns: predicted.map(|p| p.removed_p99_ns),
+                // Own on-CPU work is only made faster, never removed: no claim to store.
+                removed_p50_ns: removable.map(|p| p.removed_p50_ns),
+                removed_p99_ns: removable.map(|p| p.removed_p99_ns),
                 halved_p50_ns: predicted.map(|p| p.halved_p50_ns),
                 halved_p99_ns: predicted.map(|p| p.halved_p99_ns),
             }
