@@ -195,6 +195,9 @@ pub fn entry(names: &[String]) -> Option<String> {
         let Some(call) = call.filter(|c| !c.starts_with("syscall_")) else {
             return Some(format!("{} (entering and leaving system calls)", names[at]));
         };
+        if RETURN_TO_USER.iter().any(|r| call.starts_with(r)) {
+            return Some(return_work(&names[..at - 1]));
+        }
         let call = call
             .trim_start_matches("__x64_sys_")
             .trim_start_matches("__arm64_sys_")
@@ -220,6 +223,37 @@ pub fn entry(names: &[String]) -> Option<String> {
         .rev()
         .find(|n| !n.starts_with("ret_from_fork"))
         .map(|n| format!("{n} (kernel thread)"))
+}
+
+/// The kernel's work on the way back to user space after a system call, inlined into
+/// do_syscall_64 on some kernels: not the call's own code.
+const RETURN_TO_USER: [&str; 3] = [
+    "exit_to_user_mode_loop",
+    "exit_to_user_mode_prepare",
+    "irqentry_exit_to_user_mode",
+];
+
+/// What the return to user space did, from the frames it called (leaf first): a task that
+/// exits on a signal tears its memory down there (do_exit), a signal is delivered, or work
+/// deferred to that moment runs (task_work_run: the last fput of a file closed).
+fn return_work(called: &[String]) -> String {
+    let has = |f: &str| called.iter().position(|n| n == f);
+    if has("do_exit").is_some() {
+        return "do_exit (the task exiting, on its way back to user space)".into();
+    }
+    if let Some(at) = has("task_work_run") {
+        let work = at
+            .checked_sub(1)
+            .map_or("task_work_run", |i| called[i].as_str());
+        return format!("{work} (deferred task work, on the way back to user space)");
+    }
+    if has("get_signal").is_some() || has("arch_do_signal_or_restart").is_some() {
+        return "signal delivery (on the way back to user space)".into();
+    }
+    match called.last() {
+        Some(f) => format!("{f} (on the way back to user space)"),
+        None => "returning to user space".into(),
+    }
 }
 
 /// The subject's samples by path, kernel and user apart; `None` without samples.
@@ -352,6 +386,43 @@ mod tests {
         assert_eq!(
             entry(&names(&["syscall_trace_enter", "do_syscall_64"])).as_deref(),
             Some("do_syscall_64 (entering and leaving system calls)")
+        );
+        // The work on the way back to user space is no system call of its own: a task
+        // killed by its process's exit tears the memory down there.
+        let exiting = names(&[
+            "unmap_page_range",
+            "exit_mmap",
+            "__mmput",
+            "do_exit",
+            "do_group_exit",
+            "get_signal",
+            "arch_do_signal_or_restart",
+            "exit_to_user_mode_loop",
+            "do_syscall_64",
+        ]);
+        assert_eq!(
+            entry(&exiting).as_deref(),
+            Some("do_exit (the task exiting, on its way back to user space)")
+        );
+        let deferred = names(&[
+            "__fput",
+            "task_work_run",
+            "exit_to_user_mode_loop",
+            "do_syscall_64",
+        ]);
+        assert_eq!(
+            entry(&deferred).as_deref(),
+            Some("__fput (deferred task work, on the way back to user space)")
+        );
+        let signal = names(&[
+            "get_signal",
+            "arch_do_signal_or_restart",
+            "exit_to_user_mode_loop",
+            "do_syscall_64",
+        ]);
+        assert_eq!(
+            entry(&signal).as_deref(),
+            Some("signal delivery (on the way back to user space)")
         );
     }
 
