@@ -21,6 +21,7 @@ mod pass;
 mod passes;
 pub mod run_section;
 mod runqueue;
+pub mod sampled_waits;
 pub mod spinlocks;
 mod stacks;
 pub mod subject;
@@ -95,6 +96,9 @@ pub struct TraceAnalysis {
     pub vmm: Vec<vmscale_run::findings::VmmSamples>,
     /// Every task of a recorded command's subject (none for a system-wide one).
     pub subject_tids: Vec<i32>,
+    /// The on-CPU samples taken while their thread waited for a lock (a spinning waiter):
+    /// the lock's wait, not the thread's own work.
+    pub samples_in_lock_waits: sampled_waits::SamplesInWaits,
     pub decoded_events: u64,
     /// Events per type, `system:name`.
     pub events_seen: std::collections::BTreeMap<String, u64>,
@@ -196,7 +200,13 @@ fn analyse_dir(
     } else {
         scope
     };
-    let mut analysis = analyse_routed(&decoder, &symbols, scope, every_event_to_every_pass)?;
+    let mut analysis = analyse_routed(
+        &decoder,
+        &symbols,
+        scope,
+        sampled_waits::SampledWaits::load(dir),
+        every_event_to_every_pass,
+    )?;
     let label = integrity::dir_label(dir);
     let summary = decoder.last_summary().unwrap_or_default();
     // The directory's warnings say what its damage cost (unknown event types among it);
@@ -218,7 +228,7 @@ pub fn analyse_excluding(
     symbols: &Kallsyms,
     scope: &Scope,
 ) -> Result<TraceAnalysis, DecodeError> {
-    analyse_routed(decoder, symbols, scope, false)
+    analyse_routed(decoder, symbols, scope, None, false)
 }
 
 /// [`analyse_excluding`], with every event handed to every pass when
@@ -227,6 +237,7 @@ fn analyse_routed(
     decoder: &Decoder,
     symbols: &Kallsyms,
     scope: &Scope,
+    sampled_waits: Option<sampled_waits::SampledWaits>,
     every_event_to_every_pass: bool,
 ) -> Result<TraceAnalysis, DecodeError> {
     use vmscale_trace::EventKind;
@@ -283,6 +294,7 @@ fn analyse_routed(
         timed_calls: within(&scope.timed_calls).map(subject::SubjectPass::of_processes),
         vmm: (!scope.vmm.is_empty())
             .then(|| vmm::VmmPass::new(scope.vmm.clone(), syscalls::Arch::of(symbols))),
+        sampled_waits,
     };
     let (mut first_ts, mut last_ts) = (None, 0);
     // Per event type id: how many the trace holds (sized for every id with a format).
@@ -318,6 +330,7 @@ fn analyse_routed(
         vcpu_resume,
         timed_calls,
         vmm,
+        sampled_waits,
     } = passes;
     let contention = contention.finish(symbols);
     let missed_switches = integrity::missed_switches_warning(holders.missed_switches());
@@ -329,6 +342,7 @@ fn analyse_routed(
     let subject_tids = subject.as_ref().map(|s| s.tids()).unwrap_or_default();
     Ok(TraceAnalysis {
         subject_tids,
+        samples_in_lock_waits: sampled_waits.map(|s| s.finish()).unwrap_or_default(),
         subject: subject.and_then(|s| s.finish(symbols, &contention.locks, &holders)),
         vcpu_resume: vcpu_resume.and_then(|s| s.finish(symbols, &contention.locks, &holders)),
         timed_calls: timed_calls.and_then(|s| s.finish(symbols, &contention.locks, &holders)),

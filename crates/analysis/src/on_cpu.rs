@@ -256,8 +256,13 @@ fn return_work(called: &[String]) -> String {
     }
 }
 
-/// The subject's samples by path, kernel and user apart; `None` without samples.
-pub fn paths(trace_dir: &Path, subject: &SampledSubject) -> Option<OnCpuPaths> {
+/// The subject's samples by path, kernel and user apart, leaving out those `in_lock_waits`
+/// (a spinning waiter's: the lock's wait, said by its own finding); `None` without samples.
+pub fn paths(
+    trace_dir: &Path,
+    subject: &SampledSubject,
+    in_lock_waits: &crate::sampled_waits::SamplesInWaits,
+) -> Option<OnCpuPaths> {
     if subject.windows.is_empty() || !Samples::exist(trace_dir) {
         return None;
     }
@@ -270,9 +275,15 @@ pub fn paths(trace_dir: &Path, subject: &SampledSubject) -> Option<OnCpuPaths> {
         period_ns: samples.meta().period_ns,
         ..OnCpuPaths::default()
     };
+    let mut index = 0;
     samples
         .for_each(|s| {
+            index += 1;
             if !subject.keeps(s.tid, s.ts) {
+                return;
+            }
+            if in_lock_waits.contains(index - 1) {
+                out.lock_wait_samples += 1;
                 return;
             }
             out.samples += 1;

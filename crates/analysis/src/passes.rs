@@ -68,6 +68,8 @@ passes! {
     /// Calls timed on several threads.
     timed_calls: Option<crate::subject::SubjectPass>,
     vmm: Option<crate::vmm::VmmPass>,
+    /// Which on-CPU samples fell inside their thread's lock wait.
+    sampled_waits: Option<crate::sampled_waits::SampledWaits>,
 }
 
 /// A scheduler event: it places tasks on and off CPUs.

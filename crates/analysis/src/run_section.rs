@@ -99,16 +99,22 @@ pub fn reanalyse(
         every_task: section.every_task,
         tgids: Default::default(),
     };
-    let analysis = crate::analyse_scoped(&run_dir.join(&section.dir), &scope);
-    let subject_tids = analysis
-        .as_ref()
-        .map(|a| a.subject_tids.clone())
+    let mut analysis = crate::analyse_scoped(&run_dir.join(&section.dir), &scope);
+    let (subject_tids, in_lock_waits) = analysis
+        .as_mut()
+        .map(|a| {
+            (
+                a.subject_tids.clone(),
+                std::mem::take(&mut a.samples_in_lock_waits),
+            )
+        })
         .unwrap_or_default();
     fill_findings(analysis, section, warnings);
     // The subject's on-CPU time by code path, from the samples of its threads in its
-    // windows: what the on-CPU findings are made of.
+    // windows outside their lock waits: what the on-CPU findings are made of.
     let sampled = sampled_subject(&scope, section, &subject_tids);
-    section.on_cpu_paths = crate::on_cpu::paths(&run_dir.join(&section.dir), &sampled);
+    section.on_cpu_paths =
+        crate::on_cpu::paths(&run_dir.join(&section.dir), &sampled, &in_lock_waits);
     // The on-CPU samples by stack, for the flame graphs.
     let profiles = vmscale_sample::for_run::run_profiles(
         &run_dir.join(&section.dir),

@@ -926,6 +926,10 @@ pub struct OnCpuPaths {
     pub user_samples: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub guest_samples: u64,
+    /// Samples taken while their thread waited for a lock as the trace shows (spinning):
+    /// that lock's wait, not in `samples` nor in any path.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lock_wait_samples: u64,
     /// Most samples first.
     pub kernel: Vec<CodePath>,
     pub user: Vec<CodePath>,

@@ -334,10 +334,13 @@ pub const KNOWN_LOCKS: &[KnownLock] = &[
             "do_rmdir",
         ],
     ),
+    // lock_rename is inlined into do_renameat2 on some builds (6.18 here); do_renameat2
+    // takes no other mutex (its other locks are the parents' i_rwsem and the superblock's
+    // percpu freeze lock).
     lock(
         "sb->s_vfs_rename_mutex",
         &[Mutex],
-        &["lock_rename", "lock_rename_child"],
+        &["lock_rename", "lock_rename_child", "do_renameat2"],
     ),
     // read(2), write(2), lseek(2) and getdents on a file shared by threads.
     lock(

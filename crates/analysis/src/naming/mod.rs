@@ -352,6 +352,16 @@ mod tests {
             ),
             "sb->s_vfs_rename_mutex (in lock_rename)"
         );
+        // The same, with lock_rename inlined (6.18): the mutex is still the only one.
+        assert_eq!(
+            lock_name(
+                LockKind::Mutex,
+                "",
+                &frames(&["__mutex_lock_slowpath", "mutex_lock", "do_renameat2"]),
+                none
+            ),
+            "sb->s_vfs_rename_mutex (in do_renameat2)"
+        );
         assert_eq!(
             lock_name(
                 LockKind::Rwsem,
