@@ -79,8 +79,29 @@ fn is_routine(name: &str) -> bool {
         "sysvec_",
         "__sysvec_",
         "native_",
+        // Sleeping locks' plumbing: the path is the function that took the lock.
+        "rwsem_",
+        "down_read",
+        "down_write",
+        "__down_",
+        "mutex_",
+        "__mutex_",
+        "osq_",
     ];
     PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// A kernel stack (leaf first) spinning on a sleeping lock's running owner (optimistic
+/// spinning): for a mutex inside the lock's events, for an rwsem before them (6.x opens
+/// an rwsem's wait only once the spin gives up).
+fn spinning_on_owner(names: &[String]) -> bool {
+    names.iter().take(3).any(|n| {
+        n.starts_with("rwsem_spin_on_owner")
+            || n.starts_with("rwsem_optimistic_spin")
+            || n.starts_with("mutex_spin_on_owner")
+            || n.starts_with("mutex_optimistic_spin")
+            || n.starts_with("osq_lock")
+    })
 }
 
 /// A kernel stack (leaf first) spinning on a lock.
@@ -141,6 +162,12 @@ pub fn kernel_path(names: &[String]) -> Option<String> {
         return Some(tracing);
     }
     let owner = names.iter().find(|n| !is_routine(n));
+    if spinning_on_owner(names) {
+        return Some(match owner {
+            Some(owner) => format!("spinning on a lock's running owner in {owner}"),
+            None => "spinning on a lock's running owner".into(),
+        });
+    }
     if spinning(names) {
         return Some(match owner {
             Some(owner) => format!("spinning on a lock in {owner}"),
@@ -382,6 +409,31 @@ mod tests {
             "__handle_mm_fault"
         );
         assert_eq!(kernel_path(&[]), None);
+        // A sleeping lock's optimistic spin, and its slow path, are named by the taker.
+        assert_eq!(
+            kernel_path(&names(&[
+                "rwsem_spin_on_owner",
+                "rwsem_optimistic_spin",
+                "rwsem_down_write_slowpath",
+                "down_write_killable",
+                "__vm_munmap"
+            ]))
+            .as_deref(),
+            Some("spinning on a lock's running owner in __vm_munmap")
+        );
+        assert_eq!(
+            kernel_path(&names(&[
+                "rwsem_down_write_slowpath",
+                "down_write",
+                "__vm_munmap"
+            ]))
+            .as_deref(),
+            Some("rwsem_down_write_slowpath in __vm_munmap")
+        );
+        assert_eq!(
+            path_function("spinning on a lock's running owner in __vm_munmap"),
+            "__vm_munmap"
+        );
     }
 
     #[test]

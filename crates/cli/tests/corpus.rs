@@ -553,7 +553,10 @@ fn file_f_pos_lock() {
             path.contains("mutex_spin_on_owner") || path.contains("osq_lock")
         })
         .collect();
-    assert!(spinning.is_empty(), "spinning said as own work: {spinning:?}");
+    assert!(
+        spinning.is_empty(),
+        "spinning said as own work: {spinning:?}"
+    );
     r.assert_label("lock-wait", Some("file->f_pos_lock"), Some("runs"));
 }
 
