@@ -84,6 +84,8 @@ enum Doing {
     AfterLock(u64),
     /// It had itself been woken by this task (the second hop).
     WokenBy(i32),
+    /// A kernel worker that ran this work function (most of it) during the sleep.
+    Work(u64),
     Running,
 }
 
@@ -173,6 +175,8 @@ pub struct BreakdownPass {
     /// Flags of the locks the thread waited on, for naming those the contention pass lacks.
     lock_flags: HashMap<u64, u32>,
     notes: HashMap<i32, TaskNote>,
+    /// What each kernel worker ran, to say what a waking worker did during the sleep.
+    work: crate::workers::WorkHistory,
     /// CPU -> function of the cross-CPU call running there.
     csd_running: HashMap<u32, u64>,
     comms: HashMap<i32, String>,
@@ -309,6 +313,7 @@ impl BreakdownPass {
                 | CsdQueueCpu
                 | CsdFunctionEntry
                 | CsdFunctionExit
+                | Work
         )
     }
 
@@ -470,7 +475,19 @@ impl BreakdownPass {
                 if let (Some(since), Some(op)) = (self.asleep_since.take(), &mut self.op) {
                     // In interrupt context the waker is the interrupt, not the task it hit.
                     let waker = if event.in_interrupt() { 0 } else { pid };
-                    let doing = doing(&self.notes, &self.csd_running, waker, event.cpu());
+                    let mut doing = doing(&self.notes, &self.csd_running, waker, event.cpu());
+                    // A worker that ran work while the thread slept: that work is what the
+                    // sleep waited for (a flush, a grace period's callbacks).
+                    if waker > 0 && !matches!(doing, Doing::Csd(_)) {
+                        if let Some(ran) = self
+                            .work
+                            .ran(waker, since, ts)
+                            .into_iter()
+                            .max_by_key(|r| (r.ns, r.function))
+                        {
+                            doing = Doing::Work(ran.function);
+                        }
+                    }
                     let sleep = match self.timelines.current(thread) {
                         Some(Activity::Asleep(stack)) => Part::Asleep(stack),
                         _ => Part::Asleep(None),
@@ -546,6 +563,7 @@ impl BreakdownPass {
     fn note(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
         let pid = event.pid();
         match kind {
+            EventKind::Work(work) => self.work.observe(pid, event.ts(), work),
             EventKind::SchedSwitch(s) => {
                 self.notes.entry(s.next_pid).or_default().switched_in = event.ts();
                 remember(&mut self.comms, s.prev_pid, s.prev_comm.as_bytes());
@@ -708,6 +726,10 @@ impl BreakdownPass {
             Doing::Interrupt => "an interrupt on an idle CPU".into(),
             Doing::AfterLock(lock) => format!("had just acquired {}", self.lock_name(lock, names)),
             Doing::WokenBy(pid) => format!("running, itself woken by {}/{pid}", self.comm(pid)),
+            Doing::Work(func) => match self.work.queue_of(func) {
+                Some(queue) => format!("running {} (workqueue {queue})", function(symbols, func)),
+                None => format!("running {}", function(symbols, func)),
+            },
             Doing::Running => "running".into(),
         }
     }

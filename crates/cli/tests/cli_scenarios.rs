@@ -295,6 +295,25 @@ fn zap_reports_a_stall_for_every_running_vcpu() {
         "no MMU lock contention: {:?}",
         locks.iter().map(|l| &l["name"]).collect::<Vec<_>>()
     );
+    // Each delete waits in synchronize_srcu for the memslots' SRCU grace period, which a
+    // kernel worker ends by running the SRCU callbacks: the wakers say that work.
+    let srcu_wakers: Vec<&Value> = run["trace"]["breakdown"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|phase| phase["operations"].as_array().unwrap())
+        .flat_map(|op| op["components"].as_array().unwrap())
+        .filter(|c| {
+            c["kind"] == "asleep" && c["detail"].as_str().unwrap().contains("synchronize_srcu")
+        })
+        .flat_map(|c| c["wakers"].as_array().unwrap())
+        .collect();
+    assert!(
+        srcu_wakers
+            .iter()
+            .any(|w| w["doing"].as_str().unwrap().contains("(workqueue ")),
+        "no waker of the SRCU wait said its work: {srcu_wakers:#?}"
+    );
 }
 
 #[test]

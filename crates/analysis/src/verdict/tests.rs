@@ -898,3 +898,32 @@ fn a_subject_wait_for_other_cpus_is_said_by_who_waited_and_what_they_sent() {
         ]
     );
 }
+
+/// A timed sleep whose site is a flush or a grace period says what it waited for.
+#[test]
+fn a_timed_sleep_says_what_it_waited_for_where_its_site_tells() {
+    let trace = timed(
+        vec![
+            component(
+                ComponentKind::Asleep,
+                "__synchronize_srcu in kvm_swap_active_memslots",
+                700,
+            ),
+            component(ComponentKind::Asleep, "some_driver_wait", 300),
+        ],
+        TIMED_SAMPLE,
+    );
+    let found = verdict(&record(Some(trace)));
+    assert!(
+        found[0]
+            .summary
+            .ends_with("asleep in __synchronize_srcu in kvm_swap_active_memslots, waiting for an RCU grace period"),
+        "{}",
+        found[0].summary
+    );
+    assert!(
+        found[1].summary.ends_with("asleep in some_driver_wait"),
+        "{}",
+        found[1].summary
+    );
+}

@@ -211,12 +211,20 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
                         "{pct} of {subject} was spent asleep, where the trace does not say (--sleep-stacks records it)"
                     ),
                 ),
-                ComponentKind::Asleep => (
-                    Cause::Sleep,
-                    None,
-                    None,
-                    format!("{pct} of {subject} was spent asleep in {detail}"),
-                ),
+                ComponentKind::Asleep => {
+                    // The site and its caller name what the sleep waited for, where the
+                    // kernel's own functions tell it (a flush, a grace period, a timer).
+                    let frames: Vec<String> = detail.split(" in ").map(String::from).collect();
+                    let waiting = crate::waits::wait_kind(&frames)
+                        .map(|kind| format!(", waiting for {kind}"))
+                        .unwrap_or_default();
+                    (
+                        Cause::Sleep,
+                        None,
+                        None,
+                        format!("{pct} of {subject} was spent asleep in {detail}{waiting}"),
+                    )
+                }
                 _ => (
                     Cause::OnCpu,
                     None,
