@@ -84,7 +84,7 @@ enum Doing {
     AfterLock(u64),
     /// It had itself been woken by this task (the second hop).
     WokenBy(i32),
-    /// A kernel worker that ran this work function (most of it) during the sleep.
+    /// A kernel worker running this work function when it woke the thread.
     Work(u64),
     Running,
 }
@@ -476,16 +476,11 @@ impl BreakdownPass {
                     // In interrupt context the waker is the interrupt, not the task it hit.
                     let waker = if event.in_interrupt() { 0 } else { pid };
                     let mut doing = doing(&self.notes, &self.csd_running, waker, event.cpu());
-                    // A worker that ran work while the thread slept: that work is what the
-                    // sleep waited for (a flush, a grace period's callbacks).
+                    // A worker that wakes the thread from inside a work item: that work
+                    // ended the sleep (a flush's last item, a grace period's callbacks).
                     if waker > 0 && !matches!(doing, Doing::Csd(_)) {
-                        if let Some(ran) = self
-                            .work
-                            .ran(waker, since, ts)
-                            .into_iter()
-                            .max_by_key(|r| (r.ns, r.function))
-                        {
-                            doing = Doing::Work(ran.function);
+                        if let Some(function) = self.work.running(waker) {
+                            doing = Doing::Work(function);
                         }
                     }
                     let sleep = match self.timelines.current(thread) {

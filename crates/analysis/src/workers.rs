@@ -150,6 +150,11 @@ impl WorkHistory {
         out
     }
 
+    /// The work function `worker` is running now, if any.
+    pub(crate) fn running(&self, worker: i32) -> Option<u64> {
+        self.workers.get(&worker)?.current.map(|item| item.function)
+    }
+
     /// The workqueue a work function was queued on, where the trace saw it queued.
     pub(crate) fn queue_of(&self, function: u64) -> Option<&str> {
         self.queues.get(&function).map(String::as_str)

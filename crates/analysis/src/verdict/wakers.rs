@@ -117,12 +117,15 @@ pub(super) fn explained_by(part: &SubjectPart) -> Vec<ExplainedBy> {
     part.woken_by
         .iter()
         .map(|w| ExplainedBy {
+            // The work's share of the sleeps it ended: a grace period's worker runs for a
+            // sliver of the wait it ends (the rest is the grace period itself).
             what: match w.ran.first() {
                 Some(ran) => format!(
-                    "woken by {}, which ran {}{}{}{}",
+                    "woken by {}, which ran {}{} for {} of it{}{}",
                     who(w),
                     ran.function,
                     on_queue(&ran.workqueue),
+                    percent((ran.ns as f64 / w.ns.max(1) as f64).min(1.0)),
                     others_work(ran, w.ns),
                     itself_asleep(w)
                 ),
@@ -176,9 +179,13 @@ mod tests {
             ),
             "{said}"
         );
-        assert!(explained_by(&flush(40))[0]
-            .what
-            .contains("50% of it on items other tasks queued"));
+        let made_of = &explained_by(&flush(40))[0].what;
+        assert!(
+            made_of.contains(
+                "which ran irqfd_shutdown (workqueue kvm-irqfd-cleanup) for 95% of it, 50% of it on items other tasks queued"
+            ),
+            "{made_of}"
+        );
         // Below a tenth, the sleeper's own work: not said.
         assert!(!summary(&flush(7)).contains("other tasks queued"));
     }
