@@ -798,7 +798,7 @@ impl BreakdownPass {
     }
 
     /// The timed samples with several of the largest causes removed together: each pair
-    /// of the three largest components that are causes, and all three. A sample's time in
+    /// of the three largest components that are waits, and all three. A sample's time in
     /// two causes is removed once, where adding two single predictions would remove it
     /// twice, and a change that removes two causes (pinning, say: no preemption and no
     /// cross-CPU wait) is predicted as such.
@@ -809,9 +809,11 @@ impl BreakdownPass {
         symbols: &dyn Symbols,
         names: &HashMap<u64, &str>,
     ) -> Vec<vmscale_run::findings::WhatIfTogether> {
+        // The operation's own on-CPU work is never removed: without it there is no
+        // operation (its what-if halves it instead).
         let causes: Vec<(ComponentKind, &str)> = components
             .iter()
-            .filter(|c| c.kind != ComponentKind::Other)
+            .filter(|c| c.kind != ComponentKind::Other && c.kind != ComponentKind::OnCpu)
             .take(3)
             .map(|c| (c.kind, c.detail.as_str()))
             .collect();

@@ -91,9 +91,13 @@ fn is_routine(name: &str) -> bool {
     PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
-/// A kernel stack (leaf first) spinning on a sleeping lock's running owner (optimistic
-/// spinning): for a mutex inside the lock's events, for an rwsem before them (6.x opens
-/// an rwsem's wait only once the spin gives up).
+/// How a path spinning on a sleeping lock is said: it spins on the lock's owner, on the
+/// queue of spinners before it (osq_lock), or until a reader-owned rwsem's timeout.
+pub const OPTIMISTIC_SPIN: &str = "optimistic spinning on a sleeping lock";
+
+/// A kernel stack (leaf first) spinning on a sleeping lock before sleeping on it
+/// (optimistic spinning): for a mutex inside the lock's events, for an rwsem before them
+/// (6.x opens an rwsem's wait only once the spin gives up).
 fn spinning_on_owner(names: &[String]) -> bool {
     names.iter().take(3).any(|n| {
         n.starts_with("rwsem_spin_on_owner")
@@ -164,8 +168,8 @@ pub fn kernel_path(names: &[String]) -> Option<String> {
     let owner = names.iter().find(|n| !is_routine(n));
     if spinning_on_owner(names) {
         return Some(match owner {
-            Some(owner) => format!("spinning on a lock's running owner in {owner}"),
-            None => "spinning on a lock's running owner".into(),
+            Some(owner) => format!("{OPTIMISTIC_SPIN} in {owner}"),
+            None => OPTIMISTIC_SPIN.into(),
         });
     }
     if spinning(names) {
@@ -419,7 +423,7 @@ mod tests {
                 "__vm_munmap"
             ]))
             .as_deref(),
-            Some("spinning on a lock's running owner in __vm_munmap")
+            Some("optimistic spinning on a sleeping lock in __vm_munmap")
         );
         assert_eq!(
             kernel_path(&names(&[
@@ -431,7 +435,7 @@ mod tests {
             Some("rwsem_down_write_slowpath in __vm_munmap")
         );
         assert_eq!(
-            path_function("spinning on a lock's running owner in __vm_munmap"),
+            path_function("optimistic spinning on a sleeping lock in __vm_munmap"),
             "__vm_munmap"
         );
     }

@@ -22,8 +22,10 @@ pub struct SampledWaits {
     samples: Vec<(u64, i32, u32)>,
     /// The first sample not yet classified.
     next: usize,
-    /// Per sampled thread, the locks it waits on now (innermost last).
-    open: HashMap<i32, Vec<u64>>,
+    /// Per sampled thread, the locks it waits on now with their flags (innermost last),
+    /// kept by the rules every pass keeps open waits by ([`crate::open_waits`]): a begin
+    /// that cannot nest replaces what a lost end left open.
+    open: HashMap<i32, Vec<(u64, u32)>>,
     in_wait: SamplesInWaits,
 }
 
@@ -111,23 +113,30 @@ impl SampledWaits {
 
     pub fn observe(&mut self, event: &Event<'_>, kind: &EventKind<'_>) {
         let (lock, begins) = match kind {
-            EventKind::ContentionBegin(b) => (b.lock_addr, true),
-            EventKind::ContentionEnd(e) => (e.lock_addr, false),
+            EventKind::ContentionBegin(b) => (b.lock_addr, Some(b.flags)),
+            EventKind::ContentionEnd(e) => (e.lock_addr, None),
             _ => return,
         };
         self.wait_changed(event.pid(), event.ts(), lock, begins);
     }
 
-    /// `pid` began (or ended) waiting for `lock` at `ts`.
-    fn wait_changed(&mut self, pid: i32, ts: u64, lock: u64, begins: bool) {
+    /// `pid` began waiting for `lock` with `flags` at `ts`, or with `None` ended it.
+    fn wait_changed(&mut self, pid: i32, ts: u64, lock: u64, begins: Option<u32>) {
         self.classify_before(ts);
-        let Some(locks) = self.open.get_mut(&pid) else {
+        let Some(waits) = self.open.get_mut(&pid) else {
             return;
         };
-        // A begin on a lock already open means its end was lost: one wait, not two.
-        locks.retain(|&l| l != lock);
-        if begins {
-            locks.push(lock);
+        match begins {
+            // A mutex's second begin (it stops spinning and sleeps) continues its wait.
+            Some(flags) => match crate::open_waits::find(waits, lock) {
+                Some(wait) => wait.1 = flags,
+                None => {
+                    crate::open_waits::open(waits, (lock, flags));
+                }
+            },
+            None => {
+                crate::open_waits::close(waits, lock);
+            }
         }
     }
 
@@ -169,9 +178,13 @@ mod tests {
 
     #[test]
     fn samples_are_classified_by_their_threads_wait_at_that_time() {
-        // Thread 7 waits from 10 to 30, on a second lock inside from 20 to 25; a begin
-        // whose end was lost (lock 3, twice) is one wait, ended by its one end at 50.
-        // Thread 8 is sampled inside 7's waits only; thread 9 waits but is never sampled.
+        const MUTEX: u32 = 1 << 5 | 1;
+        const SPIN: u32 = 1;
+        // Thread 7 waits for a mutex from 10 to 30, on a spinlock inside it from 20 to 25.
+        // A mutex's second begin (at 42, it stops spinning and sleeps) continues its wait,
+        // ended at 50. The spinlock begun at 60 loses its end; the mutex begun at 70 cannot
+        // nest in it, so it replaces it, and its end at 80 leaves nothing open. Thread 8 is
+        // sampled inside 7's waits only; thread 9 waits but is never sampled.
         let mut pass = SampledWaits::from_samples(vec![
             (27, 7),
             (5, 7),
@@ -180,22 +193,29 @@ mod tests {
             (16, 8),
             (45, 7),
             (55, 7),
+            (65, 7),
+            (75, 7),
+            (85, 7),
         ]);
-        pass.wait_changed(7, 10, 1, true);
-        pass.wait_changed(9, 12, 1, true);
-        pass.wait_changed(7, 20, 2, true);
-        pass.wait_changed(7, 25, 2, false);
-        pass.wait_changed(7, 30, 1, false);
-        pass.wait_changed(7, 40, 3, true);
-        pass.wait_changed(7, 42, 3, true);
-        pass.wait_changed(7, 50, 3, false);
+        pass.wait_changed(7, 10, 1, Some(MUTEX));
+        pass.wait_changed(9, 12, 1, Some(MUTEX));
+        pass.wait_changed(7, 20, 2, Some(SPIN));
+        pass.wait_changed(7, 25, 2, None);
+        pass.wait_changed(7, 30, 1, None);
+        pass.wait_changed(7, 40, 3, Some(MUTEX));
+        pass.wait_changed(7, 42, 3, Some(MUTEX));
+        pass.wait_changed(7, 50, 3, None);
+        pass.wait_changed(7, 60, 4, Some(SPIN));
+        pass.wait_changed(7, 70, 5, Some(MUTEX));
+        pass.wait_changed(7, 80, 5, None);
         assert!(
             !pass.open.contains_key(&9),
             "an unsampled thread is not followed"
         );
         let set = pass.finish();
-        // Reading order: 27 -> 0, 5 -> 1, 15 -> 2, 35 -> 3, 16 -> 4, 45 -> 5, 55 -> 6.
-        let inside: Vec<usize> = (0..7).filter(|&i| set.contains(i)).collect();
-        assert_eq!(inside, vec![0, 2, 5]);
+        // Reading order: 27 -> 0, 5 -> 1, 15 -> 2, 35 -> 3, 16 -> 4, 45 -> 5, 55 -> 6,
+        // 65 -> 7, 75 -> 8, 85 -> 9.
+        let inside: Vec<usize> = (0..10).filter(|&i| set.contains(i)).collect();
+        assert_eq!(inside, vec![0, 2, 5, 7, 8]);
     }
 }

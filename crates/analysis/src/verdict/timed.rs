@@ -230,7 +230,14 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
                     None,
                     None,
                     format!(
-                        "{pct} of {subject} was spent on a CPU, in its own work{}",
+                        "{pct} of {subject} was spent on a CPU, in its own work{}{}",
+                        match super::code_paths::optimistic_spin_share(trace) {
+                            share if share >= 0.1 => format!(
+                                " ({} of its samples spinning on sleeping locks before the lock events count a wait)",
+                                percent(share)
+                            ),
+                            _ => String::new(),
+                        },
                         super::code_paths::summary(trace, super::code_paths::Side::Both)
                     ),
                 ),

@@ -115,3 +115,40 @@ fn what_if_line(label: &str, w: &vmscale_run::verdict::FindingWhatIf, halved: bo
     }
     line
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn what_if(only_halved: bool) -> vmscale_run::verdict::FindingWhatIf {
+        vmscale_run::verdict::FindingWhatIf {
+            change: "CHANGE".into(),
+            phase: "PHASE".into(),
+            prediction: vmscale_run::findings::WhatIf {
+                samples: 10,
+                p50_ns: 20_000,
+                p99_ns: 40_000,
+                removed_p50_ns: 0,
+                removed_p99_ns: 1_000,
+                halved_p50_ns: 10_000,
+                halved_p99_ns: 20_000,
+            },
+            only_halved,
+        }
+    }
+
+    /// Own on-CPU work is said by its halved prediction alone, never as removed.
+    #[test]
+    fn a_cause_that_can_only_be_made_faster_is_said_by_its_half() {
+        assert_eq!(
+            what_if_line("what if", &what_if(true), true),
+            "what if: CHANGE (PHASE, 10 samples): p50 10.0 us (now 20.0 us), p99 20.0 us (now 40.0 us)"
+        );
+        let removable = what_if_line("what if", &what_if(false), true);
+        assert!(
+            removable.starts_with("what if: CHANGE (PHASE, 10 samples): p50 0 us (now 20.0 us)")
+                && removable.ends_with("; with half of it: p50 10.0 us, p99 20.0 us"),
+            "{removable}"
+        );
+    }
+}
