@@ -49,6 +49,7 @@ fn a_live_recording_decodes_completely_and_on_the_monotonic_clock() {
     let (mut begins, mut stacks, mut switches, mut reaped) = (0, 0, 0, HashSet::new());
     let (mut previous_on_cpu, mut stacks_after_begin) = (std::collections::HashMap::new(), 0);
     let (mut task_begins, mut task_stacks) = (0, 0);
+    let (mut first_stacks, mut orphans) = (0, Vec::new());
     let begin_id = decoder
         .catalog()
         .find("lock", "contention_begin")
@@ -84,6 +85,21 @@ fn a_live_recording_decodes_completely_and_on_the_monotonic_clock() {
                 }
                 EventKind::KernelStack(stack) => {
                     stacks += 1;
+                    if previous.is_none() {
+                        // The first event of its CPU and context: its contention_begin
+                        // came as tracing was switched on and found the buffer still off,
+                        // while the trigger's stack, a moment later, found it on.
+                        first_stacks += 1;
+                    } else if previous != Some(begin_id) {
+                        orphans.push(format!(
+                            "cpu {} context {context:#x} at {}: after {:?}",
+                            event.cpu(),
+                            ts - meta.started_ns,
+                            previous
+                                .and_then(|id| decoder.catalog().get(id))
+                                .map(|t| t.name())
+                        ));
+                    }
                     if previous == Some(begin_id) {
                         stacks_after_begin += 1;
                         if context == 0 {
@@ -111,10 +127,15 @@ fn a_live_recording_decodes_completely_and_on_the_monotonic_clock() {
     assert_eq!(marks, ["live start", "live end"]);
     assert!(switches > 0);
     // Stacks come only from the trigger on contention_begin, right after it in the same
-    // context. In task context every contention gets its stack; in interrupt context the
+    // context (or first on their CPU: a begin as tracing came on, whose write found the
+    // buffer off and its stack's a moment later found it on; CI saw 57 stacks for 56
+    // begins once). In task context every contention gets its stack; in interrupt context the
     // kernel now and then records none (a contention in softirq context with interrupts
     // off), so there only "at most one each" holds.
-    assert!(stacks <= begins, "{stacks} stacks for {begins} contentions");
+    assert!(
+        stacks <= begins + first_stacks,
+        "{stacks} stacks for {begins} contentions ({first_stacks} first on their CPU); stacks after no begin: {orphans:?}"
+    );
     assert!(
         task_begins > 0,
         "no contention in task context: nothing was checked"
