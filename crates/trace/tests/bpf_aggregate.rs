@@ -101,9 +101,17 @@ fn pipe_mutex_contention_is_aggregated_with_stacks_holders_and_the_subjects_time
         dump.map_bytes
     );
     assert!(waits >= 10, "the pipe's writers contended: {waits} waits");
+    // Every wait has its stack, but for waits whose stack the kernel could not take, which
+    // the drop counters say (CI saw one such, counted as a `stack` drop).
+    let without_stack = dump.waits.iter().filter(|w| w.stack.is_none()).count() as u64;
+    let stack_drops = dump.drops.get("stack").copied().unwrap_or(0);
     assert!(
-        dump.waits.iter().all(|w| w.stack.is_some()),
-        "every wait has a stack"
+        without_stack <= stack_drops,
+        "{without_stack} wait entries without a stack, {stack_drops} stack drops counted"
+    );
+    assert!(
+        dump.waits.iter().any(|w| w.stack.is_some()),
+        "no wait has a stack"
     );
     assert!(dump.stacks.values().all(|f| !f.is_empty()));
     let mutex_waits = dump
