@@ -878,10 +878,24 @@ impl BreakdownPass {
             .iter()
             .map(|(&id, agg)| {
                 let mut merged: HashMap<(ComponentKind, String), (u64, u64)> = HashMap::new();
+                // Per sleep site, what its stacks say it waited for.
+                let mut waits_for: HashMap<String, &'static str> = HashMap::new();
                 for (&part, &(n, ops)) in &agg.parts {
-                    let e = merged
-                        .entry(self.describe_part(part, symbols, names))
-                        .or_default();
+                    let key = self.describe_part(part, symbols, names);
+                    if let Part::Asleep(Some(stack)) = part {
+                        if !waits_for.contains_key(&key.1) {
+                            let frames: Vec<String> = self
+                                .stacks
+                                .frames(stack)
+                                .iter()
+                                .map(|&a| symbols.frame(a))
+                                .collect();
+                            if let Some(kind) = crate::waits::wait_kind(&frames) {
+                                waits_for.insert(key.1.clone(), kind);
+                            }
+                        }
+                    }
+                    let e = merged.entry(key).or_default();
                     e.0 += n;
                     e.1 += ops;
                 }
@@ -901,6 +915,12 @@ impl BreakdownPass {
                             self.sleep_wakers(agg, &detail, symbols, names)
                         } else {
                             Vec::new()
+                        },
+                        waits_for: match kind {
+                            ComponentKind::Asleep => {
+                                waits_for.get(&detail).copied().unwrap_or("").to_string()
+                            }
+                            _ => String::new(),
                         },
                         kind,
                         detail,

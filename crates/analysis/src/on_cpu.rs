@@ -95,28 +95,43 @@ fn is_routine(name: &str) -> bool {
 /// queue of spinners before it (osq_lock), or until a reader-owned rwsem's timeout.
 pub const OPTIMISTIC_SPIN: &str = "optimistic spinning on a sleeping lock";
 
+/// Whether one of a kernel stack's three innermost frames (leaf first) starts with one of
+/// `prefixes`: where a lock's spin loops sit.
+fn spins_in(names: &[String], prefixes: &[&str]) -> bool {
+    names
+        .iter()
+        .take(3)
+        .any(|n| prefixes.iter().any(|p| n.starts_with(p)))
+}
+
 /// A kernel stack (leaf first) spinning on a sleeping lock before sleeping on it
 /// (optimistic spinning): for a mutex inside the lock's events, for an rwsem before them
 /// (6.x opens an rwsem's wait only once the spin gives up).
 fn spinning_on_owner(names: &[String]) -> bool {
-    names.iter().take(3).any(|n| {
-        n.starts_with("rwsem_spin_on_owner")
-            || n.starts_with("rwsem_optimistic_spin")
-            || n.starts_with("mutex_spin_on_owner")
-            || n.starts_with("mutex_optimistic_spin")
-            || n.starts_with("osq_lock")
-    })
+    spins_in(
+        names,
+        &[
+            "rwsem_spin_on_owner",
+            "rwsem_optimistic_spin",
+            "mutex_spin_on_owner",
+            "mutex_optimistic_spin",
+            "osq_lock",
+        ],
+    )
 }
 
 /// A kernel stack (leaf first) spinning on a lock.
 fn spinning(names: &[String]) -> bool {
-    names.iter().take(3).any(|n| {
-        n.starts_with("native_queued_spin_lock_slowpath")
-            || n.starts_with("__pv_queued_spin_lock_slowpath")
-            || n.starts_with("queued_spin_lock_slowpath")
-            || n.starts_with("queued_read_lock_slowpath")
-            || n.starts_with("queued_write_lock_slowpath")
-    })
+    spins_in(
+        names,
+        &[
+            "native_queued_spin_lock_slowpath",
+            "__pv_queued_spin_lock_slowpath",
+            "queued_spin_lock_slowpath",
+            "queued_read_lock_slowpath",
+            "queued_write_lock_slowpath",
+        ],
+    )
 }
 
 /// What a kernel stack (leaf first) shows of the kernel's tracing at work (writing an

@@ -295,9 +295,10 @@ fn zap_reports_a_stall_for_every_running_vcpu() {
         "no MMU lock contention: {:?}",
         locks.iter().map(|l| &l["name"]).collect::<Vec<_>>()
     );
-    // Each delete waits in synchronize_srcu for the memslots' SRCU grace period, which a
-    // kernel worker ends by running the SRCU callbacks: the wakers say that work.
-    let srcu_wakers: Vec<&Value> = run["trace"]["breakdown"]
+    // Each delete waits in synchronize_srcu for the memslots' SRCU grace period, as its
+    // stacks say, which a kernel worker ends by running the SRCU callbacks: the wakers say
+    // that work.
+    let srcu_sleeps: Vec<&Value> = run["trace"]["breakdown"]
         .as_array()
         .unwrap()
         .iter()
@@ -306,6 +307,15 @@ fn zap_reports_a_stall_for_every_running_vcpu() {
         .filter(|c| {
             c["kind"] == "asleep" && c["detail"].as_str().unwrap().contains("synchronize_srcu")
         })
+        .collect();
+    assert!(
+        srcu_sleeps
+            .iter()
+            .any(|c| c["waits_for"] == "an RCU grace period"),
+        "{srcu_sleeps:#?}"
+    );
+    let srcu_wakers: Vec<&Value> = srcu_sleeps
+        .iter()
         .flat_map(|c| c["wakers"].as_array().into_iter().flatten())
         .collect();
     assert!(

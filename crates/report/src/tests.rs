@@ -1218,6 +1218,7 @@ fn breakdown_record() -> RunRecord {
         cpu_holders: Vec::new(),
         what_if: None,
         wakers: Vec::new(),
+        waits_for: String::new(),
         kind,
         detail: detail.into(),
         total_ns,

@@ -113,6 +113,7 @@ fn record_with_waits() -> vmscale_run::RunRecord {
         cpu_holders: Vec::new(),
         what_if: None,
         wakers: Vec::new(),
+        waits_for: String::new(),
     };
     let mut asleep = component(ComponentKind::Asleep, "flush_workqueue", 3_000_000);
     asleep.wakers = vec![Waker {

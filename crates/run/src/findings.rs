@@ -912,6 +912,10 @@ pub struct Component {
     /// A sleep's: who ended it and what they were doing, most sleep first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub wakers: Vec<Waker>,
+    /// A sleep's: what it waited for, where its stack says ("an RCU grace period"), as a
+    /// subject's sleep parts say it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub waits_for: String,
 }
 
 /// The subject's on-CPU samples by code path, kernel and user apart: what its on-CPU time

@@ -323,6 +323,7 @@ mod tests {
             cpu_holders: Vec::new(),
             what_if: None,
             wakers: Vec::new(),
+            waits_for: String::new(),
         }
     }
 

@@ -59,7 +59,7 @@ fn describe(trace: &TraceSection, path: &CodePath) -> String {
 /// The share of the on-CPU samples (kernel and user) spinning on sleeping locks before
 /// the lock's events count a wait (an rwsem's optimistic spin): time on a CPU that is
 /// still a wait for a lock.
-pub(super) fn optimistic_spin_share(trace: &TraceSection) -> f64 {
+fn optimistic_spin_share(trace: &TraceSection) -> f64 {
     let Some(paths) = &trace.on_cpu_paths else {
         return 0.0;
     };
@@ -77,17 +77,24 @@ pub(super) fn optimistic_spin_share(trace: &TraceSection) -> f64 {
     }
 }
 
-/// ", not waiting for anything", or where a tenth or more of the samples spin on sleeping
-/// locks outside their events, that share instead.
-pub(super) fn not_waiting(trace: &TraceSection) -> String {
+/// "N% of its samples spinning on sleeping locks before the lock events count a wait",
+/// where that is a tenth of the samples or more: on-CPU time that is still a lock's wait.
+pub(super) fn spinning_outside_waits(trace: &TraceSection) -> Option<String> {
     let share = optimistic_spin_share(trace);
-    if share >= 0.1 {
+    (share >= 0.1).then(|| {
         format!(
-            ", {} of its samples spinning on sleeping locks before the lock events count a wait",
+            "{} of its samples spinning on sleeping locks before the lock events count a wait",
             percent(share)
         )
-    } else {
-        ", not waiting for anything".into()
+    })
+}
+
+/// ", not waiting for anything", or the share spinning on sleeping locks instead
+/// ([`spinning_outside_waits`]).
+pub(super) fn not_waiting(trace: &TraceSection) -> String {
+    match spinning_outside_waits(trace) {
+        Some(spinning) => format!(", {spinning}"),
+        None => ", not waiting for anything".into(),
     }
 }
 

@@ -57,6 +57,7 @@ fn component(kind: ComponentKind, detail: &str, total_ns: u64) -> Component {
         cpu_holders: Vec::new(),
         what_if: None,
         wakers: Vec::new(),
+        waits_for: String::new(),
     }
 }
 
@@ -899,16 +900,19 @@ fn a_subject_wait_for_other_cpus_is_said_by_who_waited_and_what_they_sent() {
     );
 }
 
-/// A timed sleep whose site is a flush or a grace period says what it waited for.
+/// A timed sleep whose stacks say what it waited for (a grace period) says it too.
 #[test]
-fn a_timed_sleep_says_what_it_waited_for_where_its_site_tells() {
+fn a_timed_sleep_says_what_it_waited_for_where_its_stacks_tell() {
     let trace = timed(
         vec![
-            component(
-                ComponentKind::Asleep,
-                "__synchronize_srcu in kvm_swap_active_memslots",
-                700,
-            ),
+            Component {
+                waits_for: "an RCU grace period".into(),
+                ..component(
+                    ComponentKind::Asleep,
+                    "__synchronize_srcu in kvm_swap_active_memslots",
+                    700,
+                )
+            },
             component(ComponentKind::Asleep, "some_driver_wait", 300),
         ],
         TIMED_SAMPLE,

@@ -36,6 +36,18 @@ fn what_if(trace: &TraceSection, kind: ComponentKind, detail: &str) -> Option<Fi
         })
 }
 
+/// What the timed samples' sleeps at `site` waited for, as their stacks say.
+fn waits_for<'a>(trace: &'a TraceSection, site: &str) -> Option<&'a str> {
+    trace
+        .breakdown
+        .iter()
+        .flat_map(|phase| &phase.operations)
+        .filter(|op| op.syscall == TIMED_SAMPLE)
+        .flat_map(|op| &op.components)
+        .find(|c| c.kind == ComponentKind::Asleep && c.detail == site && !c.waits_for.is_empty())
+        .map(|c| c.waits_for.as_str())
+}
+
 /// The two causes removed together, predicted for the phase where together they weigh
 /// most.
 fn what_if_together(
@@ -212,12 +224,10 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
                     ),
                 ),
                 ComponentKind::Asleep => {
-                    // The site and its caller name what the sleep waited for, where the
-                    // kernel's own functions tell it (a flush, a grace period, a timer).
-                    let frames: Vec<String> = detail.split(" in ").map(String::from).collect();
-                    let waiting = crate::waits::wait_kind(&frames)
-                        .map(|kind| format!(", waiting for {kind}"))
-                        .unwrap_or_default();
+                    let waiting = match waits_for(trace, &detail) {
+                        Some(kind) => format!(", waiting for {kind}"),
+                        None => String::new(),
+                    };
                     (
                         Cause::Sleep,
                         None,
@@ -231,13 +241,9 @@ pub(super) fn timed_findings(record: &RunRecord, trace: &TraceSection) -> Vec<Fi
                     None,
                     format!(
                         "{pct} of {subject} was spent on a CPU, in its own work{}{}",
-                        match super::code_paths::optimistic_spin_share(trace) {
-                            share if share >= 0.1 => format!(
-                                " ({} of its samples spinning on sleeping locks before the lock events count a wait)",
-                                percent(share)
-                            ),
-                            _ => String::new(),
-                        },
+                        super::code_paths::spinning_outside_waits(trace)
+                            .map(|spinning| format!(" ({spinning})"))
+                            .unwrap_or_default(),
                         super::code_paths::summary(trace, super::code_paths::Side::Both)
                     ),
                 ),
