@@ -204,10 +204,11 @@ impl IpiPass {
             EventKind::IpiVectorEntry(v) => self.handler_entry(event, HandlerReason::Vector(v)),
             EventKind::IpiExit(h) => self.handler_exit(event, HandlerReason::Printk(h.reason)),
             EventKind::IpiVectorExit(v) => self.handler_exit(event, HandlerReason::Vector(v)),
+            // The latest name wins, as in every other section: a thread that renamed
+            // itself after its first switch is said by its new name.
             EventKind::SchedSwitch(s) => {
-                self.comms.entry(s.prev_pid).or_insert_with(|| {
-                    String::from_utf8_lossy(s.prev_comm.as_bytes()).into_owned()
-                });
+                crate::task_names::remember(&mut self.comms, s.prev_pid, s.prev_comm.as_bytes());
+                crate::task_names::remember(&mut self.comms, s.next_pid, s.next_comm.as_bytes());
             }
             _ => {}
         }
