@@ -56,7 +56,14 @@ fn tasks(w: &SleepWaker) -> u64 {
 }
 
 /// One entry for several wakers: "LABEL (a, b, c)", their sleeps, work and doings summed.
-fn merge(group: Vec<SleepWaker>, label: String) -> SleepWaker {
+fn merge(mut group: Vec<SleepWaker>, label: String) -> SleepWaker {
+    // The wakers come in whatever order the tasks were kept in: the names said, and the
+    // queuers kept, are the largest wakers' and the same on every reading of a trace.
+    group.sort_by(|a, b| {
+        b.ns.cmp(&a.ns)
+            .then(a.pid.cmp(&b.pid))
+            .then(a.comm.cmp(&b.comm))
+    });
     let mut names: Vec<&str> = Vec::new();
     for w in &group {
         let name = w.comm.as_str();
@@ -179,6 +186,24 @@ mod tests {
         // A lone worker keeps its own name.
         assert_eq!(folded[1].pid, 7);
         assert_eq!(folded.iter().map(|w| w.ns).sum::<u64>(), 115);
+    }
+
+    #[test]
+    fn a_group_is_said_the_same_whatever_order_its_wakers_came_in() {
+        let wakers: Vec<SleepWaker> = [(4, 10), (9, 40), (2, 20), (7, 40), (5, 30)]
+            .iter()
+            .map(|&(pid, ns)| worker(pid, ns, "process_srcu", "rcu_gp"))
+            .collect();
+        let mut reversed = wakers.clone();
+        reversed.reverse();
+        let (a, b) = (fold(wakers, 5), fold(reversed, 5));
+        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        // The largest wakers are the ones named, ties by pid.
+        assert_eq!(
+            a[0].comm,
+            "5 rcu_gp workers (kworker/0:7, kworker/0:9, kworker/0:5)"
+        );
+        assert_eq!(a[0].ran[0].queued_by_others, ["t7", "t9", "t5"]);
     }
 
     #[test]
