@@ -733,12 +733,9 @@ fn subject(
             let (waits_for, woken_by) = if kind == ComponentKind::Asleep {
                 let waits_for = kinds
                     .get(&detail)
-                    .and_then(|k| {
-                        k.iter()
-                            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
-                            .map(|(kind, _)| kind.to_string())
-                    })
-                    .unwrap_or_default();
+                    .and_then(crate::waits::heaviest_kind)
+                    .unwrap_or("")
+                    .to_string();
                 let woken_by: Vec<SleepWaker> = wakers
                     .get(&detail)
                     .map(|w| {

@@ -878,21 +878,20 @@ impl BreakdownPass {
             .iter()
             .map(|(&id, agg)| {
                 let mut merged: HashMap<(ComponentKind, String), (u64, u64)> = HashMap::new();
-                // Per sleep site, what its stacks say it waited for.
-                let mut waits_for: HashMap<String, &'static str> = HashMap::new();
+                // Per sleep site, what its stacks say it waited for, by the time each
+                // stack weighs.
+                let mut kinds: HashMap<String, HashMap<&'static str, u64>> = HashMap::new();
                 for (&part, &(n, ops)) in &agg.parts {
                     let key = self.describe_part(part, symbols, names);
-                    if let Part::Asleep(Some(stack)) = part {
-                        if !waits_for.contains_key(&key.1) {
-                            let frames: Vec<String> = self
-                                .stacks
-                                .frames(stack)
-                                .iter()
-                                .map(|&a| symbols.frame(a))
-                                .collect();
-                            if let Some(kind) = crate::waits::wait_kind(&frames) {
-                                waits_for.insert(key.1.clone(), kind);
-                            }
+                    if let Part::Asleep(stack) = part {
+                        if let Some(kind) =
+                            crate::waits::stack_wait_kind(&self.stacks, stack, symbols)
+                        {
+                            *kinds
+                                .entry(key.1.clone())
+                                .or_default()
+                                .entry(kind)
+                                .or_default() += n;
                         }
                     }
                     let e = merged.entry(key).or_default();
@@ -917,9 +916,11 @@ impl BreakdownPass {
                             Vec::new()
                         },
                         waits_for: match kind {
-                            ComponentKind::Asleep => {
-                                waits_for.get(&detail).copied().unwrap_or("").to_string()
-                            }
+                            ComponentKind::Asleep => kinds
+                                .get(&detail)
+                                .and_then(crate::waits::heaviest_kind)
+                                .unwrap_or("")
+                                .to_string(),
                             _ => String::new(),
                         },
                         kind,

@@ -985,18 +985,9 @@ impl SubjectPass {
         let mut kinds: HashMap<Part, Option<&'static str>> = HashMap::new();
         for (&(part, waker), &ns) in &self.wakers {
             let Part::Asleep(stack) = part else { continue };
-            let kind = *kinds.entry(part).or_insert_with(|| {
-                let frames: Vec<String> = stack
-                    .map(|s| {
-                        self.stacks
-                            .frames(s)
-                            .iter()
-                            .map(|&a| symbols.frame(a))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                crate::waits::wait_kind(&frames)
-            });
+            let kind = *kinds
+                .entry(part)
+                .or_insert_with(|| crate::waits::stack_wait_kind(&self.stacks, stack, symbols));
             let entry = out.entry(self.describe(part, symbols, names)).or_default();
             let w = entry.wakers.entry(waker).or_default();
             w.0 += ns;
@@ -1026,11 +1017,7 @@ impl SubjectPass {
             }
         }
         for entry in out.values_mut() {
-            entry.waits_for = entry
-                .kinds
-                .iter()
-                .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
-                .map_or("", |(kind, _)| kind);
+            entry.waits_for = crate::waits::heaviest_kind(&entry.kinds).unwrap_or("");
         }
         out
     }
@@ -1098,16 +1085,7 @@ impl SubjectPass {
             let (kind, detail, _) = self.describe(part, symbols, names);
             let waits_for = match part {
                 Part::Asleep(stack) | Part::HoldingAsleep(_, stack) => {
-                    let frames: Vec<String> = stack
-                        .map(|s| {
-                            self.stacks
-                                .frames(s)
-                                .iter()
-                                .map(|&a| symbols.frame(a))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    crate::waits::wait_kind(&frames).unwrap_or("")
+                    crate::waits::stack_wait_kind(&self.stacks, stack, symbols).unwrap_or("")
                 }
                 _ => "",
             };

@@ -90,6 +90,32 @@ pub fn sleep_site(frames: &[String]) -> Option<String> {
     Some(site.to_string())
 }
 
+/// What the sleep at interned stack `stack` waits for, when its frames say it (None: no
+/// stack, or frames that do not tell).
+pub(crate) fn stack_wait_kind(
+    stacks: &crate::stacks::StackTable,
+    stack: Option<crate::stacks::StackId>,
+    symbols: &dyn crate::symbols::Symbols,
+) -> Option<&'static str> {
+    let frames: Vec<String> = stacks
+        .frames(stack?)
+        .iter()
+        .map(|&a| symbols.frame(a))
+        .collect();
+    wait_kind(&frames)
+}
+
+/// Of the kinds one sleep site's stacks gave, each with the time it weighs, the heaviest
+/// (ties by name, so a trace is said the same on every reading).
+pub(crate) fn heaviest_kind<'a>(
+    kinds: impl IntoIterator<Item = (&'a &'static str, &'a u64)>,
+) -> Option<&'static str> {
+    kinds
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+        .map(|(kind, _)| *kind)
+}
+
 /// What a sleep waits for, as a phrase, when its frames say it.
 pub fn wait_kind(frames: &[String]) -> Option<&'static str> {
     const KINDS: &[(&[&str], &str)] = &[
