@@ -931,3 +931,13 @@ fn a_timed_sleep_says_what_it_waited_for_where_its_stacks_tell() {
         found[1].summary
     );
 }
+
+/// A share the trace measured is never said as "0%": finer below 1%.
+#[test]
+fn small_shares_are_said_finer_than_whole_percents() {
+    assert_eq!(super::percent(0.62), "62%");
+    assert_eq!(super::percent(0.006), "1%");
+    assert_eq!(super::percent(0.003), "0.3%");
+    assert_eq!(super::percent(0.0001), "under 0.1%");
+    assert_eq!(super::percent(0.0), "0%");
+}
