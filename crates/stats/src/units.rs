@@ -44,6 +44,20 @@ pub fn share(fraction: f64) -> String {
     }
 }
 
+/// A share (0..1) as [`share`] says it, but finer below 1%, so that a share that was
+/// measured is never said as "0%": "62%", "0.3%", "under 0.1%".
+pub fn measured_share(fraction: f64) -> String {
+    if fraction > 0.0 && fraction < 0.005 {
+        if fraction < 0.0005 {
+            "under 0.1%".to_string()
+        } else {
+            format!("{:.1}%", fraction * 100.0)
+        }
+    } else {
+        share(fraction)
+    }
+}
+
 /// A fraction (0..1) as a percentage with one decimal, without the sign: "3.1".
 pub fn percent(fraction: f64) -> String {
     if fraction.is_finite() {

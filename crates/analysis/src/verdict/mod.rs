@@ -134,19 +134,8 @@ fn none(summary: &str, evidence: Vec<String>) -> Finding {
     }
 }
 
-/// Shares in the verdict's words: whole percents, finer below 1%, so that a share the
-/// trace measured is never said as "0%" ("0.3%", "under 0.1%").
-fn percent(fraction: f64) -> String {
-    if fraction > 0.0 && fraction < 0.005 {
-        if fraction < 0.0005 {
-            "under 0.1%".to_string()
-        } else {
-            format!("{:.1}%", fraction * 100.0)
-        }
-    } else {
-        vmscale_stats::units::share(fraction)
-    }
-}
+/// Shares in the verdict's words: whole percents, finer below 1%.
+use vmscale_stats::units::measured_share as percent;
 
 /// The contention entry of a lock named `name` in the breakdown (which drops the address
 /// suffix of per-CPU locks).
