@@ -763,6 +763,7 @@ fn subject(
                 (String::new(), Vec::new())
             };
             SubjectPart {
+                in_syscalls: Vec::new(),
                 kind,
                 detail,
                 lock,

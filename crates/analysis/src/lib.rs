@@ -253,6 +253,7 @@ fn analyse_routed(
     excluded.extend(threads);
     let printk = decoder.printk_strings();
     let async_calls = cause_names::async_cross_calls(symbols);
+    let arch = syscalls::Arch::of(symbols);
     let within = |windows: &[(u32, u64, u64)]| {
         (!windows.is_empty()).then(|| {
             subject::SubjectPass::within(
@@ -262,6 +263,7 @@ fn analyse_routed(
                     .collect(),
             )
             .with_async_calls(&async_calls)
+            .with_syscall_arch(arch)
         })
     };
     let mut passes = passes::PassSet {
@@ -282,12 +284,14 @@ fn analyse_routed(
                             .map(|(&pid, &tgid)| (pid, tgid))
                             .collect(),
                     )
-                    .with_async_calls(&async_calls),
+                    .with_async_calls(&async_calls)
+                    .with_syscall_arch(arch),
             )
         } else {
             (!scope.subject.is_empty()).then(|| {
                 subject::SubjectPass::new(scope.subject.iter().map(|&tid| tid as i32).collect())
                     .with_async_calls(&async_calls)
+                    .with_syscall_arch(arch)
             })
         },
         vcpu_resume: within(&scope.vcpu_resume_windows),

@@ -96,6 +96,8 @@ struct Task {
     /// Its latest own event or switch-in: the last time it is known to have run, and where.
     last_seen: u64,
     cpu: u32,
+    /// The system call it is in, by the trace's raw_syscalls events: (id, entered at).
+    syscall: Option<(i64, u64)>,
 }
 
 impl Task {
@@ -111,6 +113,7 @@ impl Task {
             history: std::collections::VecDeque::new(),
             last_seen: ts,
             cpu: u32::MAX,
+            syscall: None,
         };
         task.part = task.current_part();
         task
@@ -213,7 +216,14 @@ pub struct SubjectPass {
     per_call_windows: bool,
     /// CPU -> the subject task switched in there last, while it runs (-1: none).
     on_cpu: Vec<i32>,
+    /// System call id -> on-CPU time spent inside it and calls that ended.
+    syscalls: HashMap<i64, (u64, u64)>,
+    /// The numbering the trace's system call ids are in.
+    arch: crate::syscalls::Arch,
 }
+
+/// System calls named one by one in the on-CPU part; the rest are summed.
+const TOP_SYSCALLS: usize = 8;
 
 /// CPUs followed for switches the trace misses; events of higher CPUs are not checked.
 const MAX_CPUS: usize = 8192;
@@ -255,7 +265,15 @@ impl SubjectPass {
             window_parts: HashMap::new(),
             per_call_windows: false,
             on_cpu: Vec::new(),
+            syscalls: HashMap::new(),
+            arch: crate::syscalls::Arch::host(),
         }
+    }
+
+    /// The system call numbering of the trace ([`crate::syscalls::Arch::of`]).
+    pub fn with_syscall_arch(mut self, arch: crate::syscalls::Arch) -> SubjectPass {
+        self.arch = arch;
+        self
     }
 
     /// In windowed mode, the windows are those of whole processes carrying out samples
@@ -373,6 +391,68 @@ impl SubjectPass {
         }
     }
 
+    /// Credits the on-CPU stretch `[from, to)` of `pid`, as far as it was inside the
+    /// system call `syscall` (entered when it says), to that call.
+    fn credit_syscall(
+        &mut self,
+        pid: i32,
+        syscall: Option<(i64, u64)>,
+        part: Part,
+        from: u64,
+        to: u64,
+    ) {
+        let Some((id, entered)) = syscall else {
+            return;
+        };
+        if part != Part::OnCpu {
+            return;
+        }
+        let ns = self.in_windows(pid, from.max(entered), to);
+        if ns > 0 {
+            self.syscalls.entry(id).or_default().0 += ns;
+        }
+    }
+
+    /// `pid` entered (`Some(id)`) or left a system call at `ts`: the on-CPU time up to
+    /// it is credited to the call it leaves, and the task is in the new one from here.
+    fn syscall_boundary(&mut self, pid: i32, ts: u64, entered: Option<i64>) {
+        let Some(task) = self.tasks.get_mut(&pid) else {
+            return;
+        };
+        let (left, part, since) = (task.syscall, task.part, task.since);
+        task.syscall = entered.map(|id| (id, ts));
+        self.credit_syscall(pid, left, part, since, ts);
+    }
+
+    /// On-CPU time inside each system call, most first, the rest beyond
+    /// [`TOP_SYSCALLS`] summed.
+    fn syscall_times(&self) -> Vec<vmscale_run::findings::SyscallTime> {
+        let mut calls: Vec<(i64, u64, u64)> = self
+            .syscalls
+            .iter()
+            .filter(|(_, &(ns, _))| ns > 0)
+            .map(|(&id, &(ns, calls))| (id, ns, calls))
+            .collect();
+        calls.sort_by_key(|&(id, ns, _)| (std::cmp::Reverse(ns), id));
+        let rest = calls.split_off(calls.len().min(TOP_SYSCALLS));
+        let mut times: Vec<vmscale_run::findings::SyscallTime> = calls
+            .into_iter()
+            .map(|(id, ns, calls)| vmscale_run::findings::SyscallTime {
+                name: self.arch.name(id),
+                ns,
+                calls,
+            })
+            .collect();
+        if !rest.is_empty() {
+            times.push(vmscale_run::findings::SyscallTime {
+                name: format!("{} other system calls", rest.len()),
+                ns: rest.iter().map(|r| r.1).sum(),
+                calls: rest.iter().map(|r| r.2).sum(),
+            });
+        }
+        times
+    }
+
     /// Credits runnable stretches to who held the CPU, inside the tasks' windows.
     fn credit_cpu_holders(&mut self, credits: Vec<(i32, Occupant, u64, u64)>) {
         for (pid, occupant, from, to) in credits {
@@ -437,7 +517,7 @@ impl SubjectPass {
         if part == task.part {
             return;
         }
-        let (old, since) = (task.part, task.since);
+        let (old, since, syscall) = (task.part, task.since, task.syscall);
         task.part = part;
         task.since = ts;
         let woke = was_asleep && !matches!(task.sched, Sched::Asleep(_));
@@ -445,6 +525,7 @@ impl SubjectPass {
         // another of its tasks ends by exiting is waiting for its own work.
         let joins = self.windows.is_empty() || self.process_windows;
         let counted = self.account(pid, old, since, ts);
+        self.credit_syscall(pid, syscall, old, since, ts);
         if let (true, Part::Asleep(_), Some(waker)) = (woke, old, self.waking_by) {
             *self.wakers.entry((old, waker)).or_default() += counted;
             if waker > 0 {
@@ -557,6 +638,7 @@ impl SubjectPass {
             return;
         };
         self.account(pid, task.part, task.since, ts);
+        self.credit_syscall(pid, task.syscall, task.part, task.since, ts);
         for csd in task.pending {
             self.csd_waiters.remove(&csd);
         }
@@ -604,6 +686,8 @@ impl SubjectPass {
                 | CsdQueueCpu
                 | CsdFunctionExit
                 | Work
+                | SysEnter
+                | SysExit
         )
     }
 
@@ -769,6 +853,11 @@ impl SubjectPass {
                 });
             }
             EventKind::CsdFunctionExit(f) => self.csd_ran(f.csd, ts),
+            EventKind::SysEnter(enter) => self.syscall_boundary(pid, ts, Some(enter.id)),
+            EventKind::SysExit(exit) => {
+                self.syscall_boundary(pid, ts, None);
+                self.syscalls.entry(exit.id).or_default().1 += 1;
+            }
             _ => {}
         }
     }
@@ -839,6 +928,7 @@ impl SubjectPass {
             self.runqueue_leave(pid, end);
             if let Some(task) = self.tasks.remove(&pid) {
                 self.account(pid, task.part, task.since, end);
+                self.credit_syscall(pid, task.syscall, task.part, task.since, end);
             }
         }
         let names: HashMap<u64, &str> = contention
@@ -882,6 +972,7 @@ impl SubjectPass {
                     cpu_holders: Vec::new(),
                     waits_for,
                     woken_by,
+                    in_syscalls: Vec::new(),
                 }
             })
             .collect();
@@ -894,6 +985,9 @@ impl SubjectPass {
         let holders = self.cpu_holders_list();
         if let Some(runnable) = parts.iter_mut().find(|p| p.kind == ComponentKind::Runnable) {
             runnable.cpu_holders = holders;
+        }
+        if let Some(on_cpu) = parts.iter_mut().find(|p| p.kind == ComponentKind::OnCpu) {
+            on_cpu.in_syscalls = self.syscall_times();
         }
         let joined = std::mem::take(&mut self.joined);
         // Across every task of a host, a sleep without a contended lock is mostly a task

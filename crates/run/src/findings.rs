@@ -347,6 +347,21 @@ pub struct SubjectPart {
     /// Calls timed one per window: their latency without (or with half of) this part.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub what_if: Option<WhatIf>,
+    /// On-CPU time only: how much of it the tasks spent inside each system call the trace
+    /// shows (from its raw_syscalls sys_enter to its sys_exit), most first. Empty when the
+    /// trace holds no system call of these tasks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub in_syscalls: Vec<SyscallTime>,
+}
+
+/// On-CPU time inside one system call.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SyscallTime {
+    /// Its name in the trace's numbering ("read"), or "syscall N".
+    pub name: String,
+    pub ns: u64,
+    /// Calls that ended (sys_exit) in the trace.
+    pub calls: u64,
 }
 
 /// A task that ended subject tasks' sleeps (pid 0: an interrupt or a timer, no task).

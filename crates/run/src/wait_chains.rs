@@ -406,6 +406,7 @@ mod tests {
     #[test]
     fn a_subject_sleep_goes_on_to_the_work_its_waker_ran() {
         let part = SubjectPart {
+            in_syscalls: Vec::new(),
             kind: ComponentKind::Asleep,
             detail: "__flush_workqueue".into(),
             lock: String::new(),

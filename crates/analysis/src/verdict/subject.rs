@@ -4,9 +4,9 @@
 use vmscale_run::findings::{
     ComponentKind, CpuHolder, SubjectPart, SubjectTime, TaskTime, TraceSection,
 };
-use vmscale_run::verdict::{Cause, Finding};
+use vmscale_run::verdict::{Cause, ExplainedBy, Finding};
 use vmscale_run::RunRecord;
-use vmscale_stats::units::duration;
+use vmscale_stats::units::{duration, grouped};
 
 use super::growth::growth;
 use super::{lock_entry, none, percent, MAX_FINDINGS, MIN_SHARE};
@@ -33,6 +33,12 @@ enum SubjectCause {
     /// On-CPU time split by the command's rusage.
     Kernel,
     User,
+    /// On-CPU time split by the trace's own system call events, where no rusage splits
+    /// it: inside the system calls it shows, and outside them (user space, or the
+    /// kernel's entry and exit paths, interrupts and faults, which such a trace does not
+    /// tell apart).
+    InSyscalls,
+    OutsideSyscalls,
 }
 
 /// The command's own code in user space is no kernel cause: the kernel's causes come first,
@@ -196,6 +202,29 @@ pub(super) fn subject_findings(
     let mut shares: Vec<SubjectShare> = Vec::new();
     for part in &subject.parts {
         match (part.kind, kernel_fraction) {
+            (ComponentKind::OnCpu, None) if !part.in_syscalls.is_empty() => {
+                let inside = part
+                    .in_syscalls
+                    .iter()
+                    .map(|c| c.ns)
+                    .sum::<u64>()
+                    .min(part.total_ns);
+                for (kind, ns) in [
+                    (SubjectCause::InSyscalls, inside),
+                    (SubjectCause::OutsideSyscalls, part.total_ns - inside),
+                ] {
+                    shares.push(SubjectShare {
+                        kind,
+                        detail: "",
+                        ns,
+                        tasks: &part.tasks,
+                        processes: &part.processes,
+                        held_asleep: Vec::new(),
+                        cpu_holders: &[],
+                        part: Some(part),
+                    });
+                }
+            }
             (ComponentKind::OnCpu, Some(kernel)) => {
                 let in_kernel = (part.total_ns as f64 * kernel).round() as u64;
                 for (kind, ns) in [
@@ -417,6 +446,34 @@ pub(super) fn subject_findings(
                         ),
                     )
                 }
+                SubjectCause::InSyscalls => {
+                    let calls: u64 = s
+                        .part
+                        .map_or(0, |p| p.in_syscalls.iter().map(|c| c.calls).sum());
+                    evidence.push(format!(
+                        "system calls: from the trace's raw_syscalls events, {} calls ended; time inside one counts only while its task was on a CPU",
+                        grouped(calls)
+                    ));
+                    (
+                        Cause::OnCpu,
+                        None,
+                        None,
+                        format!(
+                            "{pct} of {whose} was spent on a CPU inside system calls{}{}",
+                            syscall_summary(s),
+                            super::code_paths::summary(trace, super::code_paths::Side::Kernel)
+                        ),
+                    )
+                }
+                SubjectCause::OutsideSyscalls => (
+                    Cause::OnCpu,
+                    None,
+                    None,
+                    format!(
+                        "{pct} of {whose} was spent on a CPU outside the system calls the trace shows (in user space, or in the kernel's system call entry and exit, interrupts and faults: the trace does not tell these apart){}",
+                        super::code_paths::summary(trace, super::code_paths::Side::User)
+                    ),
+                ),
                 SubjectCause::User => (
                     Cause::None,
                     None,
@@ -463,6 +520,10 @@ pub(super) fn subject_findings(
                         super::code_paths::explained_by(trace, super::code_paths::Side::Kernel)
                     }
                     (SubjectCause::User, _) => {
+                        super::code_paths::explained_by(trace, super::code_paths::Side::User)
+                    }
+                    (SubjectCause::InSyscalls, Some(part)) => syscalls_explained_by(part, s.ns),
+                    (SubjectCause::OutsideSyscalls, _) => {
                         super::code_paths::explained_by(trace, super::code_paths::Side::User)
                     }
                     (SubjectCause::Part(ComponentKind::OnCpu), _) => {
@@ -559,4 +620,38 @@ pub(super) fn subject_findings(
     }
     findings[0].evidence.splice(0..0, head);
     findings
+}
+
+/// ": read 52%, write 48% of it": the system calls the most on-CPU time was spent in.
+fn syscall_summary(share: &SubjectShare) -> String {
+    let Some(part) = share.part else {
+        return String::new();
+    };
+    let named: Vec<String> = part
+        .in_syscalls
+        .iter()
+        .take(3)
+        .map(|c| {
+            format!(
+                "{} {}",
+                c.name,
+                vmscale_stats::units::measured_share(c.ns as f64 / share.ns.max(1) as f64)
+            )
+        })
+        .collect();
+    if named.is_empty() {
+        return String::new();
+    }
+    format!(" ({} of it)", named.join(", "))
+}
+
+/// Each system call's share of the time spent inside them (`inside_ns`).
+fn syscalls_explained_by(part: &SubjectPart, inside_ns: u64) -> Vec<ExplainedBy> {
+    part.in_syscalls
+        .iter()
+        .map(|c| ExplainedBy {
+            what: format!("{} ({} calls)", c.name, grouped(c.calls)),
+            share: c.ns as f64 / inside_ns.max(1) as f64,
+        })
+        .collect()
 }

@@ -243,6 +243,7 @@ fn subject(parts: Vec<(ComponentKind, &str, u64)>, user_ns: u64, system_ns: u64)
             parts: parts
                 .into_iter()
                 .map(|(kind, detail, total_ns)| SubjectPart {
+                    in_syscalls: Vec::new(),
                     processes: Vec::new(),
                     kind,
                     // "function|lock" for a sleep holding a lock.
@@ -838,6 +839,7 @@ fn a_subject_wait_for_other_cpus_is_said_by_who_waited_and_what_they_sent() {
     use vmscale_run::findings::{IpiSender, SubjectPart};
     use vmscale_run::IpiPhase;
     let part = SubjectPart {
+        in_syscalls: Vec::new(),
         kind: ComponentKind::CrossCpu,
         detail: "flush_tlb_func".into(),
         lock: String::new(),
@@ -940,4 +942,71 @@ fn small_shares_are_said_finer_than_whole_percents() {
     assert_eq!(super::percent(0.003), "0.3%");
     assert_eq!(super::percent(0.0001), "under 0.1%");
     assert_eq!(super::percent(0.0), "0%");
+}
+
+#[test]
+fn without_rusage_on_cpu_time_is_split_by_the_traces_system_calls() {
+    use vmscale_run::findings::SyscallTime;
+    let with_calls = |command: bool| {
+        let mut trace = subject(
+            vec![
+                (ComponentKind::OnCpu, "", 1_000),
+                (ComponentKind::Runnable, "", 200),
+            ],
+            500,
+            500,
+        );
+        if !command {
+            trace.command = None;
+        }
+        let subject = trace.subject.as_mut().unwrap();
+        subject.parts[0].in_syscalls = vec![
+            SyscallTime {
+                name: "read".into(),
+                ns: 300,
+                calls: 1_000,
+            },
+            SyscallTime {
+                name: "write".into(),
+                ns: 100,
+                calls: 1_000,
+            },
+        ];
+        verdict(&record(Some(trace)))
+    };
+    // An imported trace: 400 of the 1,000 on-CPU ns were inside system calls, most in read.
+    let found = with_calls(false);
+    let inside = found
+        .iter()
+        .find(|f| f.summary.contains("inside system calls"))
+        .unwrap_or_else(|| panic!("{found:#?}"));
+    assert!(
+        (inside.share - 400.0 / 1_200.0).abs() < 1e-9,
+        "{}",
+        inside.share
+    );
+    assert!(
+        inside.summary.contains("(read 75%, write 25% of it)"),
+        "{}",
+        inside.summary
+    );
+    assert_eq!(inside.explained_by[0].what, "read (1,000 calls)");
+    let outside = found
+        .iter()
+        .find(|f| {
+            f.summary
+                .contains("outside the system calls the trace shows")
+        })
+        .unwrap_or_else(|| panic!("{found:#?}"));
+    assert!((outside.share - 600.0 / 1_200.0).abs() < 1e-9);
+    // Where the kernel charged the command system and user time, that split stands.
+    let found = with_calls(true);
+    assert!(
+        found.iter().all(|f| !f.summary.contains("system calls")),
+        "{found:#?}"
+    );
+    assert!(
+        found.iter().any(|f| f.summary.contains("(system time)")),
+        "{found:#?}"
+    );
 }

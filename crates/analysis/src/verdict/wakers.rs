@@ -142,6 +142,7 @@ mod tests {
 
     fn flush(others_ns: u64) -> SubjectPart {
         SubjectPart {
+            in_syscalls: Vec::new(),
             kind: ComponentKind::Asleep,
             detail: "__flush_workqueue in kvm_irqfd".into(),
             lock: String::new(),

@@ -39,7 +39,13 @@ pub(crate) fn section(record: &RunRecord, depth: Depth) -> Option<Section> {
                     .explained_by
                     .iter()
                     .take(EXPLAINED_SHOWN)
-                    .map(|e| format!("{} {}", vmscale_stats::units::share(e.share), e.what))
+                    .map(|e| {
+                        format!(
+                            "{} {}",
+                            vmscale_stats::units::measured_share(e.share),
+                            e.what
+                        )
+                    })
                     .collect();
                 first.push(Text::from(format!("made of: {}", parts.join("; "))));
             }

@@ -9,7 +9,7 @@ use vmscale_run::findings::{
     ActivityShare, CpuLane, Holder, HolderActivity, LockHolders, LockRole, LockSlice, PointProfile,
     ProfileStack, RunSlice, StackProfile, StateSlice, TaskLane, TaskState, TimelineExcerpt,
 };
-use vmscale_run::verdict::{Cause, Finding};
+use vmscale_run::verdict::{Cause, ExplainedBy, Finding};
 use vmscale_run::{
     HostFacts, IpiPhase, IpiSender, IpiSite, LockContention, Phase, Point, RunRecord, Series,
     ToolInfo, TraceSection, WaitStack, Waiter,
@@ -301,7 +301,17 @@ pub fn verdict() -> Vec<Finding> {
                 "waited from: __mutex_lock <- kvm_set_memory_region".into(),
                 "the fourth evidence line, which only JSON and HTML show".into(),
             ],
-            explained_by: Vec::new(),
+            // A part under 1% is still said as measured, never as "0%".
+            explained_by: vec![
+                ExplainedBy {
+                    what: "asleep in synchronize_srcu".into(),
+                    share: 0.97,
+                },
+                ExplainedBy {
+                    what: "woken by kworker/0:1".into(),
+                    share: 0.003,
+                },
+            ],
             what_if: None,
             what_if_together: None,
         },
