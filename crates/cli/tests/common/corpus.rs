@@ -101,6 +101,41 @@ pub fn record(case: &'static str, args: &[&str]) -> Recorded {
         source.display(),
         stderr(&cc)
     );
+    // A storm that keeps both CPUs busy can outrun the readers on a small nested host: the
+    // kernel then overwrites events (vmscale says how many). The cases test what is said
+    // of a whole trace, so such a recording is made again, at most twice more; every
+    // attempt's losses are in the failure.
+    let mut losses = Vec::new();
+    let run = loop {
+        let run = record_once(case, args, &dir, &binary);
+        let lost = &run["trace"]["lost_per_cpu"];
+        if lost
+            .as_object()
+            .unwrap()
+            .values()
+            .all(|l| l.as_u64() == Some(0))
+        {
+            break run;
+        }
+        losses.push(lost.to_string());
+        eprintln!("{case}: the kernel dropped events ({lost}); recording again");
+        assert!(
+            losses.len() < 3,
+            "{case}: the kernel dropped events in every recording: {}",
+            losses.join(", ")
+        );
+    };
+    let trace = &run["trace"];
+    assert!(trace["decoded_events"].as_u64().unwrap() > 0, "{case}");
+    assert!(!trace["lock_format_missing"].as_bool().unwrap_or(false));
+    let recorded = Recorded { case, run, label };
+    recorded.assert_subject_agrees_with_the_kernels_accounting();
+    eprintln!("{}", recorded.describe());
+    recorded
+}
+
+/// One `vmscale record` of the case's reproducer, checked to have run: its run record.
+fn record_once(case: &str, args: &[&str], dir: &Path, binary: &Path) -> Value {
     let stdout_path = dir.join("stdout.json");
     let stderr_path = dir.join("stderr.txt");
     let mut child = vmscale()
@@ -133,7 +168,7 @@ pub fn record(case: &'static str, args: &[&str]) -> Recorded {
     assert!(status.success(), "{case}: vmscale record failed: {err}");
     let run: Value = serde_json::from_slice(&std::fs::read(&stdout_path).unwrap())
         .unwrap_or_else(|e| panic!("{case}: stdout is not a run record ({e}): {err}"));
-    // The reproducer itself must have done its job, and the trace must be whole.
+    // The reproducer itself must have done its job.
     for warning in run["warnings"].as_array().unwrap() {
         let warning = warning.as_str().unwrap();
         assert!(
@@ -141,22 +176,7 @@ pub fn record(case: &'static str, args: &[&str]) -> Recorded {
             "{case}: the reproducer failed: {warning}\n{err}"
         );
     }
-    let trace = &run["trace"];
-    assert!(
-        trace["lost_per_cpu"]
-            .as_object()
-            .unwrap()
-            .values()
-            .all(|lost| lost.as_u64() == Some(0)),
-        "{case}: the kernel dropped events: {}",
-        trace["lost_per_cpu"]
-    );
-    assert!(trace["decoded_events"].as_u64().unwrap() > 0, "{case}");
-    assert!(!trace["lock_format_missing"].as_bool().unwrap_or(false));
-    let recorded = Recorded { case, run, label };
-    recorded.assert_subject_agrees_with_the_kernels_accounting();
-    eprintln!("{}", recorded.describe());
-    recorded
+    run
 }
 
 pub fn own(comm: &str) -> bool {
