@@ -630,7 +630,27 @@ fn drain(input: File, output: File, page_size: usize, stop: &Stop) -> std::io::R
     let mut pages = 0u64;
     let mut final_pass = false;
     let mut input = input;
+    let mut whole_pages = PageSplicer::new(page_size);
     loop {
+        // Whole pages go by splice, kernel to file; the page not yet full, by read.
+        if let Some(splicer) = &mut whole_pages {
+            if !out.buffer().is_empty() {
+                // What was read before goes first: the file keeps the buffer's order.
+                out.flush()?;
+            }
+            match splicer.move_pages(&input, out.get_ref()) {
+                Ok(0) => {}
+                Ok(moved) => {
+                    pages += moved;
+                    if stop.abandon.load(Ordering::Acquire) {
+                        break;
+                    }
+                    continue;
+                }
+                Err(e) if PageSplicer::unsupported(&e) => whole_pages = None,
+                Err(e) => return Err(e),
+            }
+        }
         match input.read(&mut page) {
             Ok(0) => {}
             Ok(n) => {
@@ -680,6 +700,136 @@ fn drain(input: File, output: File, page_size: usize, stop: &Stop) -> std::io::R
     out.flush()?;
     Ok(pages)
 }
+
+/// Moves whole pages from a CPU's trace_pipe_raw into the trace file with splice(2): the
+/// kernel hands its pages to a pipe and the pipe's to the file, and the reader copies
+/// nothing and makes one call per many pages. Reading them one page per read(2), as
+/// before, the readers of a dup/close storm on both CPUs (2.5 M events a second, 57 MB a
+/// second per CPU) fell behind and the kernel overwrote 70-560 thousand events in about
+/// half of the recordings here; trace-cmd, which splices, lost none. The kernel splices
+/// only full pages (kernel/trace/trace.c, tracing_buffers_splice_read), so the page still
+/// being written is read as before.
+struct PageSplicer {
+    pipe_read: std::os::fd::OwnedFd,
+    pipe_write: std::os::fd::OwnedFd,
+    /// Bytes asked for per call: a whole number of pages the pipe can hold.
+    chunk: usize,
+    page_size: usize,
+}
+
+impl PageSplicer {
+    /// A pipe to splice through, or `None` where none can be made (the reader then reads).
+    fn new(page_size: usize) -> Option<PageSplicer> {
+        use std::os::fd::FromRawFd;
+        let mut fds = [0i32; 2];
+        // SAFETY: pipe2 writes two descriptors into the two-element array it is given.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return None;
+        }
+        // SAFETY: both descriptors were just created by pipe2 and are owned from here on.
+        let (pipe_read, pipe_write) = unsafe {
+            (
+                std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+                std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+            )
+        };
+        // A bigger pipe moves more pages per call; where the system refuses, the default
+        // (16 pages) still works.
+        // SAFETY: F_SETPIPE_SZ on a pipe this owns; failure changes nothing.
+        let size = unsafe {
+            libc::fcntl(
+                pipe_write.as_raw_fd(),
+                libc::F_SETPIPE_SZ,
+                SPLICE_PIPE_BYTES,
+            )
+        };
+        // SAFETY: F_GETPIPE_SZ reads the pipe's capacity.
+        let size = if size > 0 {
+            size as usize
+        } else {
+            unsafe { libc::fcntl(pipe_write.as_raw_fd(), libc::F_GETPIPE_SZ) }.max(0) as usize
+        };
+        let chunk = size / page_size * page_size;
+        (chunk > 0).then_some(PageSplicer {
+            pipe_read,
+            pipe_write,
+            chunk,
+            page_size,
+        })
+    }
+
+    /// Moves the whole pages waiting in `input` to `output`: how many, 0 when none is
+    /// full yet.
+    fn move_pages(&mut self, input: &File, output: &File) -> std::io::Result<u64> {
+        // SAFETY: splice between descriptors this reader owns, with null offsets (the
+        // files' own positions); it touches no memory of ours.
+        let taken = unsafe {
+            libc::splice(
+                input.as_raw_fd(),
+                std::ptr::null_mut(),
+                self.pipe_write.as_raw_fd(),
+                std::ptr::null_mut(),
+                self.chunk,
+                libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
+            )
+        };
+        if taken < 0 {
+            let e = std::io::Error::last_os_error();
+            return match e.kind() {
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted => Ok(0),
+                _ => Err(e),
+            };
+        }
+        let taken = taken as usize;
+        let mut left = taken;
+        while left > 0 {
+            // SAFETY: as above, from the pipe this owns to the output file.
+            let put = unsafe {
+                libc::splice(
+                    self.pipe_read.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    output.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    left,
+                    libc::SPLICE_F_MOVE,
+                )
+            };
+            if put < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if put == 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::WriteZero,
+                    "the trace file took no more of a spliced page",
+                ));
+            }
+            left -= put as usize;
+        }
+        // The kernel splices whole pages; were one cut short, padding keeps every later
+        // page aligned, as a short read's does.
+        let short = taken % self.page_size;
+        if short != 0 {
+            (&*output).write_all(&vec![0u8; self.page_size - short])?;
+        }
+        Ok(taken.div_ceil(self.page_size) as u64)
+    }
+
+    /// Errors that say this kernel or file system cannot splice here, not that reading
+    /// failed: the reader goes on with read(2).
+    fn unsupported(e: &std::io::Error) -> bool {
+        matches!(
+            e.raw_os_error(),
+            Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP | libc::EBADF)
+        )
+    }
+}
+
+/// The pipe a reader splices through: 256 pages of 4 KiB.
+const SPLICE_PIPE_BYTES: i32 = 1 << 20;
 
 /// How long a reader waits for the buffer to fill before draining what there is; also the
 /// longest a finish waits for a reader to notice the stop.
