@@ -144,7 +144,7 @@ fn record_once(case: &str, args: &[&str], dir: &Path, binary: &Path) -> Value {
         .args(["--quiet", "--format", "json", "--out"])
         .arg(dir.join("runs"))
         .arg("--")
-        .arg(&binary)
+        .arg(binary)
         .stdout(Stdio::from(std::fs::File::create(&stdout_path).unwrap()))
         .stderr(Stdio::from(std::fs::File::create(&stderr_path).unwrap()))
         .spawn()
