@@ -486,11 +486,12 @@ fn inode_rwsem_ext4_direct() {
         "{d}"
     );
     assert!(lock.wait_ns >= r.run_ns() / 4, "{d}");
-    // Its holders run for most of the waiting (submitting the I/O) and sleep in the direct
-    // I/O wait for some of it; none of the threads waits on the file's f_pos_lock.
+    // Its holders run for much of the waiting (submitting the I/O) and sleep in the direct
+    // I/O wait for the rest; none of the threads waits on the file's f_pos_lock. How much
+    // of it is the device's: under half on the same host one day, 50-54% another.
     let holders = r.holders_of(&lock);
     let asleep = activity_ns(holders, "asleep");
-    assert!(asleep <= lock.wait_ns / 2, "{d}");
+    assert!(asleep <= lock.wait_ns * 3 / 4, "{d}");
     assert!(
         activity_ns(holders, "running") + activity_ns(holders, "runnable") >= lock.wait_ns / 5,
         "{d}"
