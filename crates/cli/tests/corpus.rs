@@ -502,7 +502,14 @@ fn inode_rwsem_ext4_direct() {
             .all(|l| !l.waits_in(&["fdget_pos"]) || l.wait_ns <= lock.wait_ns / 100),
         "{d}"
     );
-    r.assert_label("lock-wait", Some("inode->i_rwsem"), Some("runs"));
+    // The holders do both; which the holder line says follows the device's speed (the
+    // label's notes). It must say one of them.
+    let holder = r.run["verdict"][0]["holder"].as_str().unwrap_or_default();
+    assert!(
+        holder_says(holder, "runs") || holder_says(holder, "sleeps"),
+        "{holder}\n{d}"
+    );
+    r.assert_label("lock-wait", Some("inode->i_rwsem"), None);
 }
 
 #[test]
