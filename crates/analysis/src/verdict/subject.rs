@@ -202,38 +202,29 @@ pub(super) fn subject_findings(
     let mut shares: Vec<SubjectShare> = Vec::new();
     for part in &subject.parts {
         match (part.kind, kernel_fraction) {
-            (ComponentKind::OnCpu, None) if !part.in_syscalls.is_empty() => {
-                let inside = part
-                    .in_syscalls
-                    .iter()
-                    .map(|c| c.ns)
-                    .sum::<u64>()
-                    .min(part.total_ns);
-                for (kind, ns) in [
-                    (SubjectCause::InSyscalls, inside),
-                    (SubjectCause::OutsideSyscalls, part.total_ns - inside),
-                ] {
-                    shares.push(SubjectShare {
-                        kind,
-                        detail: "",
-                        ns,
-                        tasks: &part.tasks,
-                        processes: &part.processes,
-                        held_asleep: Vec::new(),
-                        cpu_holders: &[],
-                        part: Some(part),
-                    });
-                }
-            }
-            (ComponentKind::OnCpu, Some(kernel)) => {
-                let in_kernel = (part.total_ns as f64 * kernel).round() as u64;
-                for (kind, ns) in [
-                    (SubjectCause::Kernel, in_kernel),
-                    (
+            // On-CPU time in two: by the command's rusage where the kernel charged it,
+            // else by the trace's own system call events where it has them.
+            (ComponentKind::OnCpu, kernel) if kernel.is_some() || !part.in_syscalls.is_empty() => {
+                let (first, second, of) = match kernel {
+                    Some(kernel) => (
+                        (
+                            SubjectCause::Kernel,
+                            (part.total_ns as f64 * kernel).round() as u64,
+                        ),
                         SubjectCause::User,
-                        part.total_ns - in_kernel.min(part.total_ns),
+                        None,
                     ),
-                ] {
+                    None => (
+                        (
+                            SubjectCause::InSyscalls,
+                            part.in_syscalls.iter().map(|c| c.ns).sum::<u64>(),
+                        ),
+                        SubjectCause::OutsideSyscalls,
+                        Some(part),
+                    ),
+                };
+                let first_ns = first.1.min(part.total_ns);
+                for (kind, ns) in [(first.0, first_ns), (second, part.total_ns - first_ns)] {
                     shares.push(SubjectShare {
                         kind,
                         detail: "",
@@ -242,7 +233,7 @@ pub(super) fn subject_findings(
                         processes: &part.processes,
                         held_asleep: Vec::new(),
                         cpu_holders: &[],
-                        part: None,
+                        part: of,
                     });
                 }
             }

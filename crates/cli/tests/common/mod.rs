@@ -55,6 +55,18 @@ pub fn json_run(args: &[&str], name: &str) -> Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
+/// `vmscale report --format json PATH` (a run directory, trace directory or .dat file),
+/// which must succeed: the run record it prints.
+pub fn json_report(path: &Path) -> Value {
+    let o = vmscale()
+        .args(["report", "--format", "json"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 /// A refused command: exit `code`, exactly one line on stderr, containing `needle`.
 pub fn one_line_failure(o: &Output, code: i32, needle: &str) {
     let err = stderr(o);
