@@ -642,6 +642,9 @@ fn drain(input: File, output: File, page_size: usize, stop: &Stop) -> std::io::R
                 Ok(0) => {}
                 Ok(moved) => {
                     pages += moved;
+                    if splicer.file_refuses {
+                        whole_pages = None;
+                    }
                     if stop.abandon.load(Ordering::Acquire) {
                         break;
                     }
@@ -715,6 +718,8 @@ struct PageSplicer {
     /// Bytes asked for per call: a whole number of pages the pipe can hold.
     chunk: usize,
     page_size: usize,
+    /// The trace file refused a spliced page (its file system cannot take them).
+    file_refuses: bool,
 }
 
 impl PageSplicer {
@@ -755,6 +760,7 @@ impl PageSplicer {
             pipe_write,
             chunk,
             page_size,
+            file_refuses: false,
         })
     }
 
@@ -799,7 +805,36 @@ impl PageSplicer {
                 if e.kind() == std::io::ErrorKind::Interrupted {
                     continue;
                 }
-                return Err(e);
+                if !PageSplicer::unsupported(&e) {
+                    return Err(e);
+                }
+                // The file takes no spliced pages: what the pipe already holds was taken
+                // from the kernel's buffer, so it is copied out the ordinary way, and the
+                // reader reads from here on.
+                self.file_refuses = true;
+                let mut held = vec![0u8; left];
+                let mut got = 0;
+                while got < left {
+                    // SAFETY: reads into the live buffer `held`, within its length, from
+                    // the pipe this owns.
+                    let n = unsafe {
+                        libc::read(
+                            self.pipe_read.as_raw_fd(),
+                            held[got..].as_mut_ptr().cast(),
+                            left - got,
+                        )
+                    };
+                    if n <= 0 {
+                        let e = std::io::Error::last_os_error();
+                        if n < 0 && e.kind() == std::io::ErrorKind::Interrupted {
+                            continue;
+                        }
+                        return Err(e);
+                    }
+                    got += n as usize;
+                }
+                (&*output).write_all(&held)?;
+                break;
             }
             if put == 0 {
                 return Err(std::io::Error::new(
